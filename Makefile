@@ -1,0 +1,45 @@
+# hookinbox — `make` lists the targets.
+GO ?= go
+BIN := bin
+GOFMT ?= $(shell $(GO) env GOROOT)/bin/gofmt
+TESTFLAGS ?= -race
+FUZZTIME ?= 30s
+
+# Build only the trees that exist (go errors on a missing directory).
+BUILD_PKGS := $(addsuffix /...,$(addprefix ./,$(wildcard cmd examples)))
+
+.DEFAULT_GOAL := help
+.PHONY: help build test demo fuzz lint migrate clean
+
+help: ## list the targets
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z_-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+build: ## build the commands and examples into bin/
+	@if [ -z "$(BUILD_PKGS)" ]; then echo "nothing to build: no cmd/ or examples/"; exit 0; fi; \
+	mkdir -p $(BIN) && $(GO) build -o $(BIN)/ $(BUILD_PKGS)
+
+test: ## run all tests (private PostgreSQL unless DATABASE_URL is set; TESTFLAGS=-race)
+	scripts/with-postgres.sh $(GO) test -count=1 $(TESTFLAGS) -timeout 9m ./...
+
+demo: ## run the demo against PostgreSQL (private unless DATABASE_URL is set)
+	scripts/with-postgres.sh scripts/demo.sh
+
+fuzz: ## run every Fuzz* target for FUZZTIME (default 30s) each; no database needed
+	@set -e; found=; \
+	for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -r -n1 dirname | sort -u); do \
+		for f in $$($(GO) test -list '^Fuzz' $$dir | grep '^Fuzz'); do \
+			found=1; echo "== $$dir $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$dir; \
+		done; \
+	done; \
+	[ -n "$$found" ] || echo "no fuzz targets found"
+
+lint: ## check formatting (gofmt -l must be empty) and run go vet
+	@out=$$($(GOFMT) -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+migrate: ## apply the database migrations (inboxctl migrate, configured by the environment)
+	$(GO) run ./cmd/inboxctl migrate
+
+clean: ## remove bin/
+	rm -rf $(BIN)

@@ -1,0 +1,38 @@
+// Command ledger is an example worker binary built on hookinbox's packages.
+// It applies account.deposit events from a Standard Webhooks source to a
+// deposit ledger, effectively once.
+//
+//	ledger migrate --config F   apply the core migrations, River's and the ledger's
+//	ledger --config F           run the worker (route events to the "ledger" handler)
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hookinbox/hookinbox/pkg/daemon"
+	"github.com/hookinbox/hookinbox/pkg/schema"
+	"github.com/hookinbox/hookinbox/pkg/worker"
+)
+
+func main() {
+	daemon.Main(run)
+}
+
+func run(ctx context.Context, args []string) error {
+	sets := []*schema.Set{schema.Core(), Migrations()}
+	if len(args) > 0 && args[0] == "migrate" {
+		return daemon.Migrate(ctx, "ledger", args[1:], sets)
+	}
+	env, rest, err := daemon.Boot(ctx, "ledger", args, daemon.WorkerPoolConns, sets)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if len(rest) > 0 {
+		return fmt.Errorf("unknown command %q (use: ledger [--config F] [migrate])", rest[0])
+	}
+	registry := worker.NewRegistry(env.Logger)
+	registry.Register("ledger", Deposit)
+	return daemon.RunWorker(ctx, env, registry, sets...)
+}

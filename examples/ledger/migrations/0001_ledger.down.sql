@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS ledger_entries;
+DROP TABLE IF EXISTS ledger_accounts;

@@ -1,0 +1,127 @@
+// Package config loads hookinbox's configuration. Load is the only place in
+// the project that touches viper; everything else receives the typed structs
+// below, already defaulted, expanded and validated.
+package config
+
+import "time"
+
+// Config is the whole configuration of the receiver, the worker and inboxctl.
+type Config struct {
+	Database DatabaseConfig `mapstructure:"database"`
+	Log      LogConfig      `mapstructure:"log"`
+	Receiver ReceiverConfig `mapstructure:"receiver"`
+	Sources  []SourceConfig `mapstructure:"sources"`
+	Worker   WorkerConfig   `mapstructure:"worker"`
+}
+
+// DatabaseConfig says where PostgreSQL is.
+type DatabaseConfig struct {
+	// URL is a libpq-style connection URL. Precedence: HOOKINBOX_DATABASE_URL,
+	// then database.url, then DATABASE_URL. Required.
+	URL string `mapstructure:"url"`
+	// MaxConns caps each process's connection pool. Defaults to 16.
+	MaxConns int32 `mapstructure:"max_conns"`
+}
+
+// LogConfig configures the zap logger.
+type LogConfig struct {
+	// Level is debug, info, warn or error. Defaults to info.
+	Level string `mapstructure:"level"`
+	// Format is json or console. Defaults to json.
+	Format string `mapstructure:"format"`
+}
+
+// ReceiverConfig configures cmd/receiver.
+type ReceiverConfig struct {
+	// Listen is the HTTP address. Defaults to 127.0.0.1:8080.
+	Listen string `mapstructure:"listen"`
+	// MaxBodyBytes is the default body limit; larger bodies get 413.
+	// Defaults to 1048576 (1 MiB).
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// AckTimeout bounds the time from request to commit; past it the
+	// receiver answers 503 with Retry-After. Defaults to 4s.
+	AckTimeout time.Duration `mapstructure:"ack_timeout"`
+	// RetryAfter is the Retry-After hint sent with a 503. Defaults to 5s.
+	RetryAfter time.Duration `mapstructure:"retry_after"`
+	// ShutdownTimeout bounds the graceful HTTP shutdown. Defaults to 10s.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+}
+
+// SourceConfig is one webhook endpoint, served at POST /webhooks/<name>.
+type SourceConfig struct {
+	// Name identifies the source in URLs and in the inbox. Required, unique,
+	// [a-z0-9_-]+.
+	Name string `mapstructure:"name"`
+	// Provider names the delivery contract: stripe, shopify or
+	// standardwebhooks. Required.
+	Provider string `mapstructure:"provider"`
+	// Secrets are the signing secrets, any one of which may match. Values may
+	// reference the environment as ${NAME}.
+	Secrets []string `mapstructure:"secrets"`
+	// SecretsFile names a file with one secret per line (blank lines and
+	// lines starting with # are skipped); its secrets are appended to Secrets.
+	SecretsFile string `mapstructure:"secrets_file"`
+	// Tolerance bounds signed timestamps in both directions. Defaults to 5m.
+	Tolerance time.Duration `mapstructure:"tolerance"`
+	// MaxBodyBytes overrides receiver.max_body_bytes for this source.
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// AckTimeout overrides receiver.ack_timeout for this source.
+	AckTimeout time.Duration `mapstructure:"ack_timeout"`
+	// Queue is the River queue this source's jobs go to. Defaults to "default".
+	Queue string `mapstructure:"queue"`
+}
+
+// WorkerConfig configures cmd/worker (and any worker binary built on pkg/worker).
+type WorkerConfig struct {
+	// Listen is the address of /healthz, /readyz and /metrics.
+	// Defaults to 127.0.0.1:8081.
+	Listen string `mapstructure:"listen"`
+	// Concurrency is the number of jobs worked at once per queue. Defaults to 32.
+	Concurrency int `mapstructure:"concurrency"`
+	// Queues are the River queues this worker works. Defaults to ["default"].
+	Queues []string `mapstructure:"queues"`
+	// MaxAttempts is how many times an event's handlers run before the event
+	// is failed for good. Defaults to 10.
+	MaxAttempts int `mapstructure:"max_attempts"`
+	// JobTimeout bounds one run of an event's handlers. Defaults to 1m.
+	JobTimeout time.Duration `mapstructure:"job_timeout"`
+	// RescueAfter is how long a job may stay running before River rescues
+	// it (its worker died). Must exceed JobTimeout. Defaults to JobTimeout+30s.
+	RescueAfter time.Duration `mapstructure:"rescue_after"`
+	// FetchCooldown is the least time between two fetches of a queue while
+	// jobs keep arriving. River's own default (100ms) caps a queue at about
+	// ten fetches a second, which starves fast handlers. Defaults to 10ms.
+	FetchCooldown time.Duration `mapstructure:"fetch_cooldown"`
+	// FetchPollInterval is how often an idle queue polls for jobs when no
+	// LISTEN notification arrives. Defaults to 1s.
+	FetchPollInterval time.Duration `mapstructure:"fetch_poll_interval"`
+	// ReaperInterval is how often the reaper looks for orphaned pending
+	// rows. Defaults to 1m.
+	ReaperInterval time.Duration `mapstructure:"reaper_interval"`
+	// OrphanAfter is how long a row may stay pending without a live job
+	// before the reaper re-enqueues it. Defaults to 5m.
+	OrphanAfter time.Duration `mapstructure:"orphan_after"`
+	// Unrouted decides what happens to an event no route matches: "done"
+	// (marked done with a note) or "failed". Defaults to "done".
+	Unrouted string `mapstructure:"unrouted"`
+	// SoftStopTimeout is how long a stopping worker lets running jobs
+	// finish before cancelling them. Defaults to 20s.
+	SoftStopTimeout time.Duration `mapstructure:"soft_stop_timeout"`
+	// HardStopTimeout is how long it then waits for cancelled jobs to
+	// return. Defaults to 5s.
+	HardStopTimeout time.Duration `mapstructure:"hard_stop_timeout"`
+	// Routes map events to handlers; the first match decides.
+	Routes []RouteConfig `mapstructure:"routes"`
+}
+
+// RouteConfig maps a source's events, by type pattern, to handlers.
+type RouteConfig struct {
+	// Source is a source name, or "*" for any. Required.
+	Source string `mapstructure:"source"`
+	// Types are event-type patterns: "*", an exact type, or a prefix ending
+	// in ".*" ("payment_intent.*"). Defaults to ["*"].
+	Types []string `mapstructure:"types"`
+	// Handlers are registered handler names run in order in the event's
+	// transaction ("noop", "log", or ones a worker binary registers).
+	Handlers []string `mapstructure:"handlers"`
+}

@@ -1,0 +1,95 @@
+package config
+
+import (
+	"cmp"
+	"time"
+)
+
+// The defaults stated in the fields' doc comments. ApplyDefaults is the only
+// place they are applied.
+const (
+	defaultDatabaseMaxConns        int32         = 16
+	defaultLogLevel                              = "info"
+	defaultLogFormat                             = "json"
+	defaultReceiverListen                        = "127.0.0.1:8080"
+	defaultReceiverMaxBodyBytes    int64         = 1 << 20
+	defaultReceiverAckTimeout      time.Duration = 4 * time.Second
+	defaultReceiverRetryAfter      time.Duration = 5 * time.Second
+	defaultReceiverShutdownTimeout time.Duration = 10 * time.Second
+	defaultSourceTolerance         time.Duration = 5 * time.Minute
+	defaultQueue                                 = "default"
+	defaultWorkerListen                          = "127.0.0.1:8081"
+	defaultWorkerConcurrency                     = 32
+	defaultWorkerMaxAttempts                     = 10
+	defaultWorkerJobTimeout        time.Duration = time.Minute
+	// defaultWorkerRescueMargin is added to worker.job_timeout to give the
+	// default worker.rescue_after.
+	defaultWorkerRescueMargin      time.Duration = 30 * time.Second
+	defaultWorkerFetchCooldown     time.Duration = 10 * time.Millisecond
+	defaultWorkerFetchPollInterval time.Duration = time.Second
+	defaultWorkerReaperInterval    time.Duration = time.Minute
+	defaultWorkerOrphanAfter       time.Duration = 5 * time.Minute
+	defaultWorkerUnrouted                        = UnroutedDone
+	defaultWorkerSoftStopTimeout   time.Duration = 20 * time.Second
+	defaultWorkerHardStopTimeout   time.Duration = 5 * time.Second
+	defaultRouteType                             = "*"
+)
+
+// ApplyDefaults fills every zero-valued field with its documented default. A
+// source's max_body_bytes and ack_timeout inherit the receiver's, and
+// worker.rescue_after defaults to worker.job_timeout+30s, so those are applied
+// after the values they derive from. Load calls it; it is exported for code
+// that builds a Config by hand (tests, embedders). It is idempotent.
+func (c *Config) ApplyDefaults() {
+	c.Database.MaxConns = cmp.Or(c.Database.MaxConns, defaultDatabaseMaxConns)
+
+	c.Log.Level = cmp.Or(c.Log.Level, defaultLogLevel)
+	c.Log.Format = cmp.Or(c.Log.Format, defaultLogFormat)
+
+	r := &c.Receiver
+	r.Listen = cmp.Or(r.Listen, defaultReceiverListen)
+	r.MaxBodyBytes = cmp.Or(r.MaxBodyBytes, defaultReceiverMaxBodyBytes)
+	r.AckTimeout = cmp.Or(r.AckTimeout, defaultReceiverAckTimeout)
+	r.RetryAfter = cmp.Or(r.RetryAfter, defaultReceiverRetryAfter)
+	r.ShutdownTimeout = cmp.Or(r.ShutdownTimeout, defaultReceiverShutdownTimeout)
+
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		s.Tolerance = cmp.Or(s.Tolerance, defaultSourceTolerance)
+		s.MaxBodyBytes = cmp.Or(s.MaxBodyBytes, r.MaxBodyBytes)
+		s.AckTimeout = cmp.Or(s.AckTimeout, r.AckTimeout)
+		s.Queue = cmp.Or(s.Queue, defaultQueue)
+	}
+
+	w := &c.Worker
+	w.Listen = cmp.Or(w.Listen, defaultWorkerListen)
+	w.Concurrency = cmp.Or(w.Concurrency, defaultWorkerConcurrency)
+	if len(w.Queues) == 0 {
+		w.Queues = []string{defaultQueue}
+	}
+	w.MaxAttempts = cmp.Or(w.MaxAttempts, defaultWorkerMaxAttempts)
+	w.JobTimeout = cmp.Or(w.JobTimeout, defaultWorkerJobTimeout)
+	w.RescueAfter = cmp.Or(w.RescueAfter, w.JobTimeout+defaultWorkerRescueMargin)
+	w.FetchCooldown = cmp.Or(w.FetchCooldown, defaultWorkerFetchCooldown)
+	w.FetchPollInterval = cmp.Or(w.FetchPollInterval, defaultWorkerFetchPollInterval)
+	w.ReaperInterval = cmp.Or(w.ReaperInterval, defaultWorkerReaperInterval)
+	w.OrphanAfter = cmp.Or(w.OrphanAfter, defaultWorkerOrphanAfter)
+	w.Unrouted = cmp.Or(w.Unrouted, defaultWorkerUnrouted)
+	w.SoftStopTimeout = cmp.Or(w.SoftStopTimeout, defaultWorkerSoftStopTimeout)
+	w.HardStopTimeout = cmp.Or(w.HardStopTimeout, defaultWorkerHardStopTimeout)
+	for i := range w.Routes {
+		if len(w.Routes[i].Types) == 0 {
+			w.Routes[i].Types = []string{defaultRouteType}
+		}
+	}
+}
+
+// Source returns the source named name, pointing into c.Sources.
+func (c *Config) Source(name string) (*SourceConfig, bool) {
+	for i := range c.Sources {
+		if c.Sources[i].Name == name {
+			return &c.Sources[i], true
+		}
+	}
+	return nil, false
+}

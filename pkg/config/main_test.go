@@ -1,0 +1,66 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain unsets the variables Load reads, so that a developer's or CI's
+// HOOKINBOX_* or DATABASE_URL cannot change what the parallel tests see.
+// Tests that set variables use t.Setenv and so run serially.
+func TestMain(m *testing.M) {
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, EnvPrefix+"_") || name == DatabaseURLEnv {
+			os.Unsetenv(name)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// testSecret is a signing secret that must never appear in an error or a log.
+const testSecret = "whsec_S3CRET-must-not-leak"
+
+// testDatabasePassword must never appear in an error or a log either.
+const testDatabasePassword = "PW-must-not-leak"
+
+// minimalYAML is the smallest valid file.
+const minimalYAML = `
+database:
+  url: postgres://hookinbox:` + testDatabasePassword + `@localhost:5432/hookinbox
+sources:
+  - name: stripe
+    provider: stripe
+    secrets: ["` + testSecret + `"]
+`
+
+// writeFile writes content to a file in t.TempDir and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+// validConfig returns a defaulted Config that passes Validate.
+func validConfig() *Config {
+	cfg := &Config{
+		Database: DatabaseConfig{URL: "postgres://hookinbox:" + testDatabasePassword + "@localhost:5432/hookinbox"},
+		Sources: []SourceConfig{
+			{Name: "stripe", Provider: "stripe", Secrets: []string{testSecret}},
+			{Name: "bank", Provider: "standardwebhooks", Secrets: []string{"whsec_other"}},
+		},
+		Worker: WorkerConfig{
+			Routes: []RouteConfig{
+				{Source: "stripe", Types: []string{"payment_intent.*"}, Handlers: []string{"log"}},
+				{Source: "*", Handlers: []string{"noop"}},
+			},
+		},
+	}
+	cfg.ApplyDefaults()
+	return cfg
+}

@@ -1,0 +1,248 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// KnownProviders are the values Validate accepts for sources[].provider.
+// Defaults to the providers of pkg/provider; a binary that registers more
+// may replace it before calling Load.
+var KnownProviders = []string{"stripe", "shopify", "standardwebhooks"}
+
+// The values of worker.unrouted.
+const (
+	// UnroutedDone marks an event no route matches as done, with a note.
+	UnroutedDone = "done"
+	// UnroutedFailed marks an event no route matches as failed.
+	UnroutedFailed = "failed"
+)
+
+var (
+	sourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+	// River's queue name rule: letters and digits separated by _ or -.
+	queueNameRE = regexp.MustCompile(`^[a-z0-9]+(?:[_-][a-z0-9]+)*$`)
+)
+
+const queueNameMaxLen = 64 // River's limit.
+
+// problems collects validation errors, each prefixed with its key.
+type problems []error
+
+func (p *problems) addf(key, format string, args ...any) {
+	*p = append(*p, errors.New(key+": "+fmt.Sprintf(format, args...)))
+}
+
+// Validate checks c, which should already have its defaults applied (Load
+// does both). It reports every problem at once, joined, each naming its key
+// ("receiver.ack_timeout: must be positive"). No message ever contains a
+// secret or the database URL.
+func (c *Config) Validate() error {
+	var p problems
+	c.validateDatabase(&p)
+	c.validateLog(&p)
+	c.validateReceiver(&p)
+	c.validateSources(&p)
+	c.validateWorker(&p)
+	return errors.Join(p...)
+}
+
+func (c *Config) validateDatabase(p *problems) {
+	if c.Database.URL == "" {
+		p.addf("database.url", "required (set %s, database.url or %s)", EnvVar("database.url"), DatabaseURLEnv)
+	} else if err := checkDatabaseURL(c.Database.URL); err != nil {
+		p.addf("database.url", "%s", err)
+	}
+	positive(p, "database.max_conns", c.Database.MaxConns)
+}
+
+func (c *Config) validateLog(p *problems) {
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		p.addf("log.level", "must be debug, info, warn or error, not %q", c.Log.Level)
+	}
+	if !slices.Contains([]string{"json", "console"}, c.Log.Format) {
+		p.addf("log.format", "must be json or console, not %q", c.Log.Format)
+	}
+}
+
+func (c *Config) validateReceiver(p *problems) {
+	r := &c.Receiver
+	listenAddr(p, "receiver.listen", r.Listen)
+	positive(p, "receiver.max_body_bytes", r.MaxBodyBytes)
+	positive(p, "receiver.ack_timeout", r.AckTimeout)
+	positive(p, "receiver.retry_after", r.RetryAfter)
+	positive(p, "receiver.shutdown_timeout", r.ShutdownTimeout)
+}
+
+func (c *Config) validateSources(p *problems) {
+	firstIndex := make(map[string]int, len(c.Sources))
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		key := fmt.Sprintf("sources[%d]", i)
+
+		switch first, dup := firstIndex[s.Name]; {
+		case s.Name == "":
+			p.addf(key+".name", "required")
+		case !sourceNameRE.MatchString(s.Name):
+			p.addf(key+".name", "%q must match %s", s.Name, sourceNameRE)
+		case dup:
+			p.addf(key+".name", "duplicate %q (also sources[%d])", s.Name, first)
+		default:
+			firstIndex[s.Name] = i
+		}
+
+		switch {
+		case s.Provider == "":
+			p.addf(key+".provider", "required (one of %s)", strings.Join(KnownProviders, ", "))
+		case !slices.Contains(KnownProviders, s.Provider):
+			p.addf(key+".provider", "unknown %q (known: %s)", s.Provider, strings.Join(KnownProviders, ", "))
+		}
+
+		// An empty secret would let anyone sign, so one is never ignored.
+		if len(s.Secrets) == 0 {
+			p.addf(key+".secrets", "at least one secret is required (secrets or secrets_file)")
+		}
+		for j, secret := range s.Secrets {
+			if strings.TrimSpace(secret) == "" {
+				p.addf(fmt.Sprintf("%s.secrets[%d]", key, j), "must not be empty")
+			}
+		}
+
+		positive(p, key+".tolerance", s.Tolerance)
+		positive(p, key+".max_body_bytes", s.MaxBodyBytes)
+		positive(p, key+".ack_timeout", s.AckTimeout)
+		queueName(p, key+".queue", s.Queue)
+	}
+}
+
+func (c *Config) validateWorker(p *problems) {
+	w := &c.Worker
+	listenAddr(p, "worker.listen", w.Listen)
+	positive(p, "worker.concurrency", w.Concurrency)
+
+	if len(w.Queues) == 0 {
+		p.addf("worker.queues", "at least one queue is required")
+	}
+	for i, queue := range w.Queues {
+		key := fmt.Sprintf("worker.queues[%d]", i)
+		queueName(p, key, queue)
+		if first := slices.Index(w.Queues, queue); first < i {
+			p.addf(key, "duplicate %q (also worker.queues[%d])", queue, first)
+		}
+	}
+
+	positive(p, "worker.max_attempts", w.MaxAttempts)
+	positive(p, "worker.job_timeout", w.JobTimeout)
+	positive(p, "worker.fetch_cooldown", w.FetchCooldown)
+	positive(p, "worker.fetch_poll_interval", w.FetchPollInterval)
+	positive(p, "worker.rescue_after", w.RescueAfter)
+	if w.RescueAfter > 0 && w.JobTimeout > 0 && w.RescueAfter <= w.JobTimeout {
+		p.addf("worker.rescue_after", "must exceed worker.job_timeout (%s), or River rescues jobs still running", w.JobTimeout)
+	}
+	positive(p, "worker.reaper_interval", w.ReaperInterval)
+	positive(p, "worker.orphan_after", w.OrphanAfter)
+	if w.Unrouted != UnroutedDone && w.Unrouted != UnroutedFailed {
+		p.addf("worker.unrouted", "must be %s or %s, not %q", UnroutedDone, UnroutedFailed, w.Unrouted)
+	}
+	positive(p, "worker.soft_stop_timeout", w.SoftStopTimeout)
+	positive(p, "worker.hard_stop_timeout", w.HardStopTimeout)
+
+	for i := range w.Routes {
+		c.validateRoute(p, i)
+	}
+}
+
+func (c *Config) validateRoute(p *problems, i int) {
+	route := &c.Worker.Routes[i]
+	key := fmt.Sprintf("worker.routes[%d]", i)
+
+	if route.Source == "" {
+		p.addf(key+".source", `required (a source name, or "*" for any)`)
+	} else if _, ok := c.Source(route.Source); !ok && route.Source != "*" {
+		p.addf(key+".source", "unknown source %q", route.Source)
+	}
+
+	if len(route.Types) == 0 {
+		p.addf(key+".types", "at least one type pattern is required")
+	}
+	for j, pattern := range route.Types {
+		if err := checkTypePattern(pattern); err != nil {
+			p.addf(fmt.Sprintf("%s.types[%d]", key, j), "%s", err)
+		}
+	}
+
+	if len(route.Handlers) == 0 {
+		p.addf(key+".handlers", "at least one handler is required")
+	}
+	for j, handler := range route.Handlers {
+		if strings.TrimSpace(handler) == "" {
+			p.addf(fmt.Sprintf("%s.handlers[%d]", key, j), "must not be empty")
+		}
+	}
+
+	// The first match decides, so a route after a catch-all for its source
+	// can never run.
+	for j, earlier := range c.Worker.Routes[:i] {
+		if (earlier.Source == "*" || earlier.Source == route.Source) && slices.Contains(earlier.Types, "*") {
+			p.addf(key, "unreachable: worker.routes[%d] already matches every event of source %q", j, route.Source)
+			break
+		}
+	}
+}
+
+// checkTypePattern accepts "*", an exact type, or a prefix ending in ".*".
+func checkTypePattern(pattern string) error {
+	const want = `must be "*", an exact event type, or a prefix ending in ".*"`
+	switch {
+	case pattern == "*":
+		return nil
+	case strings.TrimSpace(pattern) == "":
+		return errors.New("must not be empty")
+	case strings.ContainsAny(pattern, " \t\r\n"):
+		return fmt.Errorf("%q contains whitespace", pattern)
+	case strings.HasSuffix(pattern, ".*"):
+		prefix := strings.TrimSuffix(pattern, ".*")
+		if prefix == "" || strings.Contains(prefix, "*") {
+			return fmt.Errorf("%q: %s", pattern, want)
+		}
+		return nil
+	case strings.Contains(pattern, "*"):
+		return fmt.Errorf("%q: %s", pattern, want)
+	default:
+		return nil
+	}
+}
+
+func listenAddr(p *problems, key, addr string) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		p.addf(key, "%q is not host:port", addr)
+		return
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		p.addf(key, "%q: port must be a number from 0 to 65535", addr)
+	}
+}
+
+func queueName(p *problems, key, name string) {
+	switch {
+	case name == "":
+		p.addf(key, "required")
+	case len(name) > queueNameMaxLen:
+		p.addf(key, "longer than %d characters", queueNameMaxLen)
+	case !queueNameRE.MatchString(name):
+		p.addf(key, "%q must be lowercase letters and digits separated by _ or -", name)
+	}
+}
+
+// positive checks a size, a count or a duration.
+func positive[T ~int | ~int32 | ~int64](p *problems, key string, n T) {
+	if n <= 0 {
+		p.addf(key, "must be positive")
+	}
+}

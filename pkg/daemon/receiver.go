@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.uber.org/zap"
+
+	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/logging"
+	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/receiver"
+	"github.com/hookinbox/hookinbox/pkg/schema"
+)
+
+// NewReceiver builds the receiver's server from env: a verifier per source
+// and an insert-only River client, which stamps worker.max_attempts on the
+// jobs it enqueues.
+func NewReceiver(env *Env) (*receiver.Server, error) {
+	cfg := env.Config
+	riverClient, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{
+		Logger:      logging.Slog(env.Logger.Named("river")),
+		MaxAttempts: cfg.Worker.MaxAttempts,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	ingester := inbox.NewIngester(env.Pool, riverClient, &inbox.IngesterConfig{QueueFor: QueueFor(cfg)})
+
+	sources := make([]receiver.Source, 0, len(cfg.Sources))
+	for i, sc := range cfg.Sources {
+		v, err := provider.New(sc.Provider, &provider.Config{Secrets: sc.Secrets, Tolerance: sc.Tolerance})
+		if err != nil {
+			return nil, fmt.Errorf("sources[%d]: %w", i, err)
+		}
+		sources = append(sources, receiver.Source{
+			Name: sc.Name, Provider: sc.Provider, Verifier: v,
+			MaxBodyBytes: sc.MaxBodyBytes, AckTimeout: sc.AckTimeout,
+		})
+	}
+	return receiver.New(ingester, &receiver.Config{
+		Sources:    sources,
+		RetryAfter: cfg.Receiver.RetryAfter,
+		Ready:      Ready(env, schema.Core()),
+		Logger:     env.Logger,
+	})
+}
+
+// RunReceiver serves the receiver until ctx is done.
+func RunReceiver(ctx context.Context, env *Env) error {
+	srv, err := NewReceiver(env)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", env.Config.Receiver.Listen)
+	if err != nil {
+		return fmt.Errorf("receiver.listen: %w", err)
+	}
+	env.Logger.Info("receiver listening", zap.String("addr", ln.Addr().String()))
+	return srv.Serve(ctx, ln, env.Config.Receiver.ShutdownTimeout)
+}
+
+// QueueFor maps a source to its configured River queue.
+func QueueFor(cfg *config.Config) func(string) string {
+	queues := make(map[string]string, len(cfg.Sources))
+	for _, s := range cfg.Sources {
+		queues[s.Name] = s.Queue
+	}
+	return func(source string) string {
+		if q := queues[source]; q != "" {
+			return q
+		}
+		return river.QueueDefault
+	}
+}
+
+// Ready reports whether the database is reachable and its schema new enough.
+func Ready(env *Env, sets ...*schema.Set) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := env.Pool.Ping(ctx); err != nil {
+			return err
+		}
+		return schema.Check(ctx, env.Pool, sets...)
+	}
+}

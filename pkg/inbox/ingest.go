@@ -1,0 +1,149 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+)
+
+// Ingester claims a delivery's events and enqueues their jobs in one
+// transaction.
+type Ingester struct {
+	pool   *pgxpool.Pool
+	river  *river.Client[pgx.Tx]
+	config *IngesterConfig
+}
+
+// IngesterConfig configures an Ingester.
+type IngesterConfig struct {
+	// QueueFor returns the River queue of a source's jobs. Defaults to
+	// River's default queue for every source.
+	QueueFor func(source string) string
+	// Now returns the time stamped on claimed rows. Defaults to the
+	// database's clock.
+	Now func() time.Time
+}
+
+// NewIngester returns an Ingester. riverClient may be insert-only (no
+// workers); it must use the riverpgxv5 driver on the same database.
+func NewIngester(pool *pgxpool.Pool, riverClient *river.Client[pgx.Tx], config *IngesterConfig) *Ingester {
+	c := *config
+	if c.QueueFor == nil {
+		c.QueueFor = func(string) string { return river.QueueDefault }
+	}
+	if c.Now == nil {
+		c.Now = func() time.Time { return time.Time{} }
+	}
+	return &Ingester{pool: pool, river: riverClient, config: &c}
+}
+
+// IngestResult says what a delivery changed.
+type IngestResult struct {
+	// Claimed are the rows this delivery inserted, in input order.
+	Claimed []ClaimedRow
+	// New counts the claimed rows; Duplicates the events that were skipped
+	// because a unique key already held them.
+	New, Duplicates int
+}
+
+// Ingest claims events with one INSERT … ON CONFLICT DO NOTHING, enqueues a
+// River job for each newly claimed pending row, links the jobs, and commits.
+// Only after Ingest returns nil may the caller acknowledge the delivery.
+//
+// A payload that PostgreSQL's jsonb refuses although Go's decoder accepted
+// it (an unpaired surrogate escape, say) fails the statement; Ingest then
+// finds the offending events, records them as failed with the database's
+// reason, and claims again, so that one bad event neither loses the others
+// nor makes the provider retry forever.
+func (in *Ingester) Ingest(ctx context.Context, events []NewEvent) (*IngestResult, error) {
+	res, err := in.ingestOnce(ctx, events)
+	if err == nil || !isDataException(err) {
+		return res, err
+	}
+	if !in.quarantine(ctx, events) {
+		return nil, err
+	}
+	return in.ingestOnce(ctx, events)
+}
+
+func (in *Ingester) ingestOnce(ctx context.Context, events []NewEvent) (*IngestResult, error) {
+	var res *IngestResult
+	err := pgx.BeginFunc(ctx, in.pool, func(tx pgx.Tx) error {
+		claimed, err := InboxClaim(ctx, tx, events, in.config.Now())
+		if err != nil {
+			return err
+		}
+		if err := EnqueueTx(ctx, tx, in.river, claimed, in.config.QueueFor); err != nil {
+			return err
+		}
+		res = &IngestResult{Claimed: claimed, New: len(claimed), Duplicates: len(events) - len(claimed)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// EnqueueTx inserts a River job for every pending row in rows, on the queue
+// queueFor names for its source, and records it as the row's current job, all
+// in the caller's transaction.
+func EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rows []ClaimedRow, queueFor func(string) string) error {
+	params := make([]river.InsertManyParams, 0, len(rows))
+	ids := make([]int64, 0, len(rows))
+	for _, row := range rows {
+		if row.Status != StatusPending {
+			continue
+		}
+		params = append(params, river.InsertManyParams{
+			Args:       JobArgs{InboxID: row.ID, Source: row.Source, EventID: row.EventID},
+			InsertOpts: &river.InsertOpts{Queue: queueFor(row.Source)},
+		})
+		ids = append(ids, row.ID)
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	results, err := client.InsertManyTx(ctx, tx, params)
+	if err != nil {
+		return fmt.Errorf("inbox: enqueue: %w", err)
+	}
+	jobIDs := make([]int64, len(results))
+	for i, r := range results {
+		jobIDs[i] = r.Job.ID
+	}
+	return InboxLinkJobs(ctx, tx, ids, jobIDs)
+}
+
+// quarantine marks each event whose payload jsonb refuses as failed, and
+// reports whether it found any.
+func (in *Ingester) quarantine(ctx context.Context, events []NewEvent) bool {
+	found := false
+	for i := range events {
+		ev := &events[i]
+		if ev.FailReason != "" || ev.Payload == nil {
+			continue
+		}
+		var ok bool
+		err := in.pool.QueryRow(ctx, "SELECT $1::text::jsonb IS NOT NULL", string(ev.Payload)).Scan(&ok)
+		if err != nil && isDataException(err) {
+			ev.FailReason = "payload rejected by PostgreSQL jsonb: " + err.Error()
+			ev.Payload = nil
+			found = true
+		}
+	}
+	return found
+}
+
+// isDataException reports a SQLSTATE class 22 error: bad data, not a
+// database that is down.
+func isDataException(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && len(pgErr.Code) == 5 && pgErr.Code[:2] == "22"
+}

@@ -1,0 +1,229 @@
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DBTX is the subset of pgx that both *pgxpool.Pool and pgx.Tx satisfy, so
+// that every write can join a caller's transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// NewEvent is one event to claim.
+type NewEvent struct {
+	Source    string
+	Provider  string
+	EventID   string
+	EventType string
+	// Payload is the event's JSON, or nil when FailReason is set.
+	Payload []byte
+	Body    []byte
+	Headers map[string]string
+	// FailReason, when set, records the event as failed on arrival (an
+	// authentic delivery that cannot be parsed). No job is enqueued for it.
+	FailReason string
+}
+
+// ClaimedRow is a row the claim inserted.
+type ClaimedRow struct {
+	ID      int64
+	Source  string
+	EventID string
+	Status  Status
+}
+
+// InboxClaim inserts the events in one statement. It names no conflict
+// target, so every unique key of webhook_inbox is enforced at once (the
+// (source, event_id) key today, twin keys later), and a row that conflicts
+// with any of them (including an earlier row of the same batch) is skipped.
+// It returns only the rows it inserted. now may be zero for the database's
+// clock.
+func InboxClaim(ctx context.Context, db DBTX, events []NewEvent, now time.Time) ([]ClaimedRow, error) {
+	n := len(events)
+	var (
+		sources, providers, eventIDs, types = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		payloads, failReasons               = make([]*string, n), make([]*string, n)
+		bodies                              = make([][]byte, n)
+		headers, statuses                   = make([]string, n), make([]string, n)
+	)
+	for i, ev := range events {
+		sources[i], providers[i], eventIDs[i], types[i] = ev.Source, ev.Provider, ev.EventID, ev.EventType
+		bodies[i] = ev.Body
+		if bodies[i] == nil {
+			bodies[i] = []byte{}
+		}
+		statuses[i] = string(StatusPending)
+		if ev.FailReason != "" {
+			statuses[i] = string(StatusFailed)
+			failReasons[i] = &ev.FailReason
+		} else if ev.Payload != nil {
+			p := string(ev.Payload)
+			payloads[i] = &p
+		}
+		h, err := json.Marshal(ev.Headers)
+		if err != nil {
+			return nil, fmt.Errorf("inbox: encode headers: %w", err)
+		}
+		headers[i] = string(h)
+	}
+	rows, err := db.Query(ctx, `
+INSERT INTO webhook_inbox (source, provider, event_id, event_type, payload, body, headers, status, last_error, received_at)
+SELECT u.source, u.provider, u.event_id, u.event_type, u.payload::jsonb, u.body, u.headers::jsonb, u.status, u.last_error,
+       coalesce($10::timestamptz, now())
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::text[])
+     WITH ORDINALITY AS u(source, provider, event_id, event_type, payload, body, headers, status, last_error, ord)
+ORDER BY u.ord
+ON CONFLICT DO NOTHING
+RETURNING id, source, event_id, status`,
+		sources, providers, eventIDs, types, payloads, bodies, headers, statuses, failReasons, nullTime(now))
+	if err != nil {
+		return nil, fmt.Errorf("inbox: claim: %w", err)
+	}
+	claimed, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ClaimedRow])
+	if err != nil {
+		return nil, fmt.Errorf("inbox: claim: %w", err)
+	}
+	return claimed, nil
+}
+
+// InboxLinkJobs records each row's current River job.
+func InboxLinkJobs(ctx context.Context, db DBTX, ids, jobIDs []int64) error {
+	_, err := db.Exec(ctx, `
+UPDATE webhook_inbox AS i SET river_job_id = u.job_id
+FROM unnest($1::bigint[], $2::bigint[]) AS u(id, job_id)
+WHERE i.id = u.id`, ids, jobIDs)
+	if err != nil {
+		return fmt.Errorf("inbox: link jobs: %w", err)
+	}
+	return nil
+}
+
+const eventColumns = `id, source, provider, event_id, event_type, payload, body, headers, status,
+attempts, coalesce(last_error, ''), received_at`
+
+func scanEvent(row pgx.Row) (*Event, error) {
+	var ev Event
+	var status string
+	err := row.Scan(&ev.ID, &ev.Source, &ev.Provider, &ev.EventID, &ev.EventType, &ev.Payload, &ev.Body,
+		&ev.Headers, &status, &ev.Attempts, &ev.LastError, &ev.ReceivedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inbox: read event: %w", err)
+	}
+	ev.Status = Status(status)
+	return &ev, nil
+}
+
+// InboxLock locks the row FOR UPDATE for the caller's transaction and returns
+// it. It returns ErrNotFound for a pruned row.
+func InboxLock(ctx context.Context, tx DBTX, id int64) (*Event, error) {
+	return scanEvent(tx.QueryRow(ctx, `SELECT `+eventColumns+` FROM webhook_inbox WHERE id = $1 FOR UPDATE`, id))
+}
+
+// InboxGet returns the row without locking it.
+func InboxGet(ctx context.Context, db DBTX, id int64) (*Event, error) {
+	return scanEvent(db.QueryRow(ctx, `SELECT `+eventColumns+` FROM webhook_inbox WHERE id = $1`, id))
+}
+
+// InboxMarkDone marks the row processed. It runs in the handler's
+// transaction, so the effect and the done mark commit together. note may be
+// empty.
+func InboxMarkDone(ctx context.Context, tx DBTX, id, jobID int64, note string, now time.Time) error {
+	_, err := tx.Exec(ctx, `
+UPDATE webhook_inbox
+SET status = 'done', processed_at = coalesce($3::timestamptz, now()), attempts = attempts + 1,
+    river_job_id = $2, note = nullif($4, '')
+WHERE id = $1`, id, jobID, nullTime(now), note)
+	if err != nil {
+		return fmt.Errorf("inbox: mark done: %w", err)
+	}
+	return nil
+}
+
+// InboxRecordFailure counts a failed handler run and keeps its error, in a
+// transaction of its own since the handler's rolled back. With final it
+// also marks the row failed (poison, or a permanent error). A row that is
+// already done is left alone.
+func InboxRecordFailure(ctx context.Context, db DBTX, id, jobID int64, reason string, final bool, now time.Time) error {
+	_, err := db.Exec(ctx, `
+UPDATE webhook_inbox
+SET attempts = attempts + 1, last_error = $3, river_job_id = coalesce(nullif($2::bigint, 0), river_job_id),
+    status = CASE WHEN $4 THEN 'failed' ELSE status END,
+    processed_at = CASE WHEN $4 THEN coalesce($5::timestamptz, now()) ELSE processed_at END
+WHERE id = $1 AND status <> 'done'`, id, jobID, reason, final, nullTime(now))
+	if err != nil {
+		return fmt.Errorf("inbox: record failure: %w", err)
+	}
+	return nil
+}
+
+// Orphan is a pending row the reaper found with no live River job.
+type Orphan struct {
+	ID      int64
+	Source  string
+	EventID string
+	// JobState is the state of the row's last job, "" when it has none.
+	JobState string
+	// JobError is that job's last recorded error.
+	JobError string
+}
+
+// InboxListOrphans locks up to limit pending rows received before cutoff
+// whose job is missing or finished, skipping rows another transaction holds.
+func InboxListOrphans(ctx context.Context, tx DBTX, cutoff time.Time, limit int) ([]Orphan, error) {
+	rows, err := tx.Query(ctx, `
+SELECT i.id, i.source, i.event_id, coalesce(j.state::text, ''), coalesce(j.errors[array_length(j.errors, 1)]->>'error', '')
+FROM webhook_inbox AS i
+LEFT JOIN river_job AS j ON j.id = i.river_job_id
+WHERE i.status = 'pending' AND i.received_at < $1
+  AND (j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled'))
+ORDER BY i.received_at
+LIMIT $2
+FOR UPDATE OF i SKIP LOCKED`, cutoff, limit)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list orphans: %w", err)
+	}
+	orphans, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Orphan])
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list orphans: %w", err)
+	}
+	return orphans, nil
+}
+
+// Counts is the number of rows per status.
+type Counts struct {
+	Pending, Done, Failed int64
+}
+
+// InboxCount counts rows by status, optionally for one source ("" for all).
+func InboxCount(ctx context.Context, db DBTX, source string) (*Counts, error) {
+	var c Counts
+	err := db.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE status = 'pending'),
+       count(*) FILTER (WHERE status = 'done'),
+       count(*) FILTER (WHERE status = 'failed')
+FROM webhook_inbox WHERE $1 = '' OR source = $1`, source).Scan(&c.Pending, &c.Done, &c.Failed)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: count: %w", err)
+	}
+	return &c, nil
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

@@ -1,0 +1,185 @@
+package inbox_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+)
+
+type testBundle struct {
+	db       *dbtest.DB
+	ingester *inbox.Ingester
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	db := dbtest.New(t)
+	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
+	require.NoError(t, err)
+	return &testBundle{db: db, ingester: inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{})}
+}
+
+func event(id string) inbox.NewEvent {
+	return inbox.NewEvent{
+		Source: "bank", Provider: "standardwebhooks", EventID: id, EventType: "account.deposit",
+		Payload: []byte(`{"type":"account.deposit"}`), Body: []byte(`{"type":"account.deposit"}`),
+		Headers: map[string]string{"Webhook-Id": id},
+	}
+}
+
+func countJobs(t *testing.T, db *dbtest.DB) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE kind = $1`, inbox.JobKind).Scan(&n))
+	return n
+}
+
+func TestIngest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("NewEventIsClaimedWithOneLinkedJob", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("msg_1")})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.New)
+		require.Equal(t, 0, res.Duplicates)
+
+		var jobID int64
+		var args inbox.JobArgs
+		require.NoError(t, b.db.Pool.QueryRow(ctx,
+			`SELECT i.river_job_id, j.args FROM webhook_inbox i JOIN river_job j ON j.id = i.river_job_id WHERE i.event_id = 'msg_1'`).
+			Scan(&jobID, &args))
+		require.Equal(t, res.Claimed[0].ID, args.InboxID)
+	})
+
+	t.Run("DuplicateDeliveryIsNotEnqueuedTwice", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("msg_1")})
+		require.NoError(t, err)
+		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("msg_1")})
+		require.NoError(t, err)
+		require.Equal(t, 0, res.New)
+		require.Equal(t, 1, res.Duplicates)
+		require.Equal(t, 1, countJobs(t, b.db))
+	})
+
+	t.Run("DuplicateInsideOneBatchIsSkipped", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("a"), event("b"), event("a")})
+		require.NoError(t, err)
+		require.Equal(t, 2, res.New)
+		require.Equal(t, 1, res.Duplicates)
+		require.Equal(t, []string{"a", "b"}, []string{res.Claimed[0].EventID, res.Claimed[1].EventID})
+		require.Equal(t, 2, countJobs(t, b.db))
+	})
+
+	t.Run("SameEventIDOnAnotherSourceIsNew", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		other := event("msg_1")
+		other.Source = "other"
+		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("msg_1"), other})
+		require.NoError(t, err)
+		require.Equal(t, 2, res.New)
+	})
+
+	t.Run("UnparseableEventIsStoredFailedWithoutJob", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ev := event("sha256:abc")
+		ev.Payload, ev.Body, ev.FailReason = nil, []byte("not json"), "unparseable delivery: not JSON"
+		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{ev})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.New)
+		got, err := inbox.InboxGet(ctx, b.db.Pool, res.Claimed[0].ID)
+		require.NoError(t, err)
+		require.Equal(t, inbox.StatusFailed, got.Status)
+		require.Equal(t, "unparseable delivery: not JSON", got.LastError)
+		require.Equal(t, []byte("not json"), got.Body)
+		require.Nil(t, got.Payload)
+		require.Equal(t, 0, countJobs(t, b.db))
+	})
+
+	t.Run("PayloadJSONBRefusesIsQuarantinedAndTheRestClaimed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bad := event("bad")
+		// Go's decoder accepts an unpaired surrogate escape; jsonb does not.
+		bad.Payload = []byte(`{"type":"x","s":"\ud800"}`)
+		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{bad, event("good")})
+		require.NoError(t, err)
+		require.Equal(t, 2, res.New)
+		got, err := inbox.InboxGet(ctx, b.db.Pool, res.Claimed[0].ID)
+		require.NoError(t, err)
+		require.Equal(t, inbox.StatusFailed, got.Status)
+		require.Contains(t, got.LastError, "jsonb")
+		require.Equal(t, 1, countJobs(t, b.db))
+	})
+
+	t.Run("ReceivedAtCanBePinned", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
+		require.NoError(t, err)
+		pinned := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		in := inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{Now: func() time.Time { return pinned }})
+		res, err := in.Ingest(ctx, []inbox.NewEvent{event("msg_1")})
+		require.NoError(t, err)
+		got, err := inbox.InboxGet(ctx, db.Pool, res.Claimed[0].ID)
+		require.NoError(t, err)
+		require.True(t, pinned.Equal(got.ReceivedAt))
+	})
+
+	t.Run("ConcurrentIdenticalDeliveriesMakeOneRowAndOneJob", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		const n = 50
+		var wg sync.WaitGroup
+		results := make(chan *inbox.IngestResult, n)
+		start := make(chan struct{})
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("msg_race")})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				results <- res
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(results)
+		newCount, dupCount := 0, 0
+		for r := range results {
+			newCount += r.New
+			dupCount += r.Duplicates
+		}
+		require.Equal(t, 1, newCount)
+		require.Equal(t, n-1, dupCount)
+		require.Equal(t, 1, countJobs(t, b.db))
+	})
+}
+
+func TestInboxCheckConstraint(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	_, err := db.Pool.Exec(context.Background(),
+		`INSERT INTO webhook_inbox (source, provider, event_id, body, status) VALUES ('s', 'p', 'e', '', 'weird')`)
+	require.ErrorContains(t, err, "webhook_inbox_status_check")
+}

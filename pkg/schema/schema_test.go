@@ -1,0 +1,119 @@
+package schema_test
+
+import (
+	"context"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/schema"
+)
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("EmptyDatabaseIsTooOldUntilMigrated", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.NewEmpty(t)
+		require.ErrorIs(t, schema.Check(ctx, db.Pool, schema.Core()), schema.ErrTooOld)
+
+		applied, err := schema.Migrate(ctx, db.Pool, schema.Core())
+		require.NoError(t, err)
+		var sets []string
+		for _, a := range applied {
+			sets = append(sets, a.Set)
+		}
+		require.Contains(t, sets, "river")
+		require.Contains(t, sets, "core")
+		require.NoError(t, schema.Check(ctx, db.Pool, schema.Core()))
+	})
+
+	t.Run("MigrateIsIdempotent", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		applied, err := schema.Migrate(ctx, db.Pool, schema.Core())
+		require.NoError(t, err)
+		require.Empty(t, applied)
+	})
+
+	t.Run("ConcurrentMigratorsApplyEachMigrationOnce", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.NewEmpty(t)
+		errs := make(chan error, 3)
+		for range 3 {
+			go func() {
+				_, err := schema.Migrate(ctx, db.Pool, schema.Core())
+				errs <- err
+			}()
+		}
+		for range 3 {
+			require.NoError(t, <-errs)
+		}
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_migration WHERE set_name = 'core'`).Scan(&n))
+		latest, err := schema.Core().Latest()
+		require.NoError(t, err)
+		require.Equal(t, latest, n)
+	})
+
+	t.Run("MissingMigrationOfAnotherSetIsTooOld", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		extra := &schema.Set{Name: "extra", FS: fstest.MapFS{
+			"0001_things.up.sql": {Data: []byte(`CREATE TABLE things (id int)`)},
+		}}
+		err := schema.Check(ctx, db.Pool, schema.Core(), extra)
+		require.ErrorIs(t, err, schema.ErrTooOld)
+		require.ErrorContains(t, err, "extra is at version 0, this build needs 1")
+		_, err = schema.Migrate(ctx, db.Pool, schema.Core(), extra)
+		require.NoError(t, err)
+		require.NoError(t, schema.Check(ctx, db.Pool, schema.Core(), extra))
+	})
+
+	t.Run("NewerSchemaIsAccepted", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		// A rolling upgrade migrated ahead of this build.
+		_, err := db.Pool.Exec(ctx, `INSERT INTO hookinbox_migration (set_name, version, name) VALUES ('core', 9999, 'future')`)
+		require.NoError(t, err)
+		require.NoError(t, schema.Check(ctx, db.Pool, schema.Core()))
+	})
+
+	t.Run("FailedMigrationLeavesNoTrace", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		broken := &schema.Set{Name: "broken", FS: fstest.MapFS{
+			"0001_half.up.sql": {Data: []byte(`CREATE TABLE half (id int); SELECT no_such_function();`)},
+		}}
+		_, err := schema.Migrate(ctx, db.Pool, broken)
+		require.ErrorContains(t, err, "0001_half")
+		var exists bool
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT to_regclass('half') IS NOT NULL`).Scan(&exists))
+		require.False(t, exists)
+	})
+}
+
+func TestSetMigrations(t *testing.T) {
+	t.Parallel()
+	set := &schema.Set{Name: "t", FS: fstest.MapFS{
+		"0002_b.up.sql":   {Data: []byte("B")},
+		"0001_a.up.sql":   {Data: []byte("A")},
+		"0001_a.down.sql": {Data: []byte("-A")},
+		"README.md":       {Data: []byte("not a migration")},
+	}}
+	ms, err := set.Migrations()
+	require.NoError(t, err)
+	require.Len(t, ms, 2)
+	require.Equal(t, schema.Migration{Version: 1, Name: "a", SQL: "A"}, ms[0])
+	require.Equal(t, 2, ms[1].Version)
+
+	dup := &schema.Set{Name: "d", FS: fstest.MapFS{
+		"0001_a.up.sql": {Data: []byte("A")},
+		"0001_b.up.sql": {Data: []byte("B")},
+	}}
+	_, err = dup.Migrations()
+	require.ErrorContains(t, err, "two migrations numbered 1")
+}

@@ -1,0 +1,125 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.uber.org/zap"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+)
+
+// noteUnrouted is recorded on an event that no route matched.
+const noteUnrouted = "no route matched; marked done without running a handler"
+
+// eventWorker works inbox.JobArgs: one transaction per event that locks the
+// row, runs the route's handlers, marks the row done and completes the job.
+type eventWorker struct {
+	river.WorkerDefaults[inbox.JobArgs]
+
+	pool         *pgxpool.Pool
+	router       *Router
+	failUnrouted bool
+	logger       *zap.Logger
+}
+
+// Work processes one event. A crash anywhere before the commit leaves no
+// effect: the row stays as it was and River runs the job again.
+func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) error {
+	err := w.process(ctx, job)
+	if err == nil {
+		return nil
+	}
+	log := w.logger.With(zap.Int64("inbox_id", job.Args.InboxID), zap.Int64("job_id", job.ID),
+		zap.Int("attempt", job.Attempt), zap.Int("max_attempts", job.MaxAttempts))
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// The worker is stopping: River makes the job available again
+		// without counting the attempt, so neither do we.
+		log.Info("event interrupted by shutdown", zap.Error(err))
+		return err
+	}
+
+	permanent := inbox.IsPermanent(err)
+	final := permanent || job.Attempt >= job.MaxAttempts
+	// The handler's transaction rolled back; the failure is recorded in a
+	// small transaction of its own, with a context the job's deadline can't
+	// cancel. If this write is lost too, the reaper reconciles the row with
+	// the job's final state.
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if recErr := inbox.InboxRecordFailure(recordCtx, w.pool, job.Args.InboxID, job.ID, err.Error(), final, time.Time{}); recErr != nil {
+		log.Error("could not record the failure on the inbox row", zap.Error(recErr))
+	}
+	switch {
+	case permanent:
+		log.Warn("event failed permanently", zap.Error(err))
+		return river.JobCancel(err)
+	case final:
+		log.Warn("event failed after its last attempt", zap.Error(err))
+	default:
+		log.Info("event failed; River retries it with backoff", zap.Error(err))
+	}
+	return err
+}
+
+func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]) error {
+	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		ev, err := inbox.InboxLock(ctx, tx, job.Args.InboxID)
+		if errors.Is(err, inbox.ErrNotFound) {
+			w.logger.Warn("inbox row is gone (pruned?); completing its job", zap.Int64("inbox_id", job.Args.InboxID))
+			return completeTx(ctx, tx, job)
+		}
+		if err != nil {
+			return err
+		}
+		if ev.Status == inbox.StatusDone {
+			// Already processed (a duplicate job, or a retry of a job whose
+			// commit landed): never run the effect twice.
+			return completeTx(ctx, tx, job)
+		}
+		// A failed row is processed again: retrying its job from River UI
+		// is how an operator replays it.
+		note := ""
+		handlers, ok := w.router.Match(ev.Source, ev.EventType)
+		if !ok {
+			if w.failUnrouted {
+				return inbox.Permanent(fmt.Errorf("no route matches source %q, type %q", ev.Source, ev.EventType))
+			}
+			note = noteUnrouted
+		}
+		for _, h := range handlers {
+			if err := callHandler(ctx, h, tx, *ev); err != nil {
+				return err
+			}
+		}
+		if err := inbox.InboxMarkDone(ctx, tx, ev.ID, job.ID, note, time.Time{}); err != nil {
+			return err
+		}
+		return completeTx(ctx, tx, job)
+	})
+}
+
+func completeTx(ctx context.Context, tx pgx.Tx, job *river.Job[inbox.JobArgs]) error {
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return fmt.Errorf("complete job: %w", err)
+	}
+	return nil
+}
+
+// callHandler turns a handler's panic into an error, so that it is counted
+// and recorded like any failure.
+func callHandler(ctx context.Context, h Handler, tx pgx.Tx, ev inbox.Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return h(ctx, tx, ev)
+}

@@ -1,0 +1,66 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+)
+
+// Handler applies one event's business effect. It runs inside the event's
+// transaction: everything it writes through tx commits together with the
+// inbox row's done mark and the River job's completion, or not at all.
+//
+// A returned error is retried with backoff; wrap it with inbox.Permanent to
+// fail the event at once. A handler must not commit or roll back tx, and
+// should not make calls outside the database that cannot be repeated (use
+// an outbox for those).
+type Handler func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error
+
+// Registry maps handler names, as routes name them in the config, to
+// handlers. It is filled before the worker starts and read-only after.
+type Registry struct {
+	handlers map[string]Handler
+}
+
+// NewRegistry returns a registry holding the built-in handlers: "noop",
+// which does nothing, and "log", which logs the event's identity (never its
+// payload) through logger.
+func NewRegistry(logger *zap.Logger) *Registry {
+	r := &Registry{handlers: map[string]Handler{}}
+	r.Register("noop", func(context.Context, pgx.Tx, inbox.Event) error { return nil })
+	r.Register("log", func(_ context.Context, _ pgx.Tx, ev inbox.Event) error {
+		logger.Info("event", zap.Int64("inbox_id", ev.ID), zap.String("source", ev.Source),
+			zap.String("event_id", ev.EventID), zap.String("event_type", ev.EventType),
+			zap.Int("attempts", ev.Attempts))
+		return nil
+	})
+	return r
+}
+
+// Register adds or replaces a named handler.
+func (r *Registry) Register(name string, h Handler) {
+	r.handlers[name] = h
+}
+
+// Names lists the registered names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.handlers))
+	for n := range r.handlers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (r *Registry) lookup(name string) (Handler, error) {
+	h, ok := r.handlers[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown handler %q (registered: %v)", name, r.Names())
+	}
+	return h, nil
+}

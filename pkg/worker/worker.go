@@ -1,0 +1,198 @@
+// Package worker processes inbox events with River: one job per inbox row,
+// worked in one transaction that locks the row, runs the routed handlers,
+// marks the row done and completes the job. Failures are retried with
+// backoff; a poison event ends failed with its reason; a periodic reaper heals
+// rows left without a live job.
+//
+// Users with their own business logic build a worker binary on this
+// package: register handlers in a Registry, route to them by name in the
+// config, and call New, Start and Stop (see examples/ledger).
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.uber.org/zap"
+
+	"github.com/hookinbox/hookinbox/pkg/logging"
+)
+
+// Config configures a Worker.
+type Config struct {
+	// Queues maps each River queue this worker works to its concurrency.
+	// Defaults to {"default": 32}.
+	Queues map[string]int
+	// MaxAttempts is how many times an event's handlers run before it is
+	// failed for good. Defaults to 10.
+	MaxAttempts int
+	// JobTimeout bounds one handler run. Defaults to 1m.
+	JobTimeout time.Duration
+	// RescueAfter is how long a job may stay running before River's rescuer
+	// takes it back (its worker died). Must exceed JobTimeout. Defaults to
+	// JobTimeout + 30s, far below River's own 1h default.
+	RescueAfter time.Duration
+	// FetchCooldown is the least time between fetches of a busy queue.
+	// Defaults to 10ms (River's 100ms starves fast handlers).
+	FetchCooldown time.Duration
+	// FetchPollInterval is how often an idle queue polls. Defaults to 1s.
+	FetchPollInterval time.Duration
+	// ReaperInterval is how often the reaper runs. Defaults to 1m.
+	ReaperInterval time.Duration
+	// OrphanAfter is how long a row may stay pending with no live job
+	// before the reaper heals it. Defaults to 5m.
+	OrphanAfter time.Duration
+	// FailUnrouted fails an event no route matches, instead of marking it
+	// done with a note.
+	FailUnrouted bool
+	// Routes pick each event's handlers; the first match decides.
+	Routes []Route
+	// Registry resolves the routes' handler names. Defaults to the built-ins.
+	Registry *Registry
+	// QueueFor names the queue of a source's jobs when the reaper re-enqueues
+	// them. Defaults to River's default queue.
+	QueueFor func(source string) string
+	// SoftStopTimeout is how long Stop lets running jobs finish before
+	// cancelling them. Defaults to 20s.
+	SoftStopTimeout time.Duration
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+	// RiverConfig, when set, receives the river.Config before the client is
+	// built, for settings this Config does not cover (tests shorten River's
+	// timings with it).
+	RiverConfig func(*river.Config)
+}
+
+func (c *Config) withDefaults() *Config {
+	out := *c
+	if len(out.Queues) == 0 {
+		out.Queues = map[string]int{river.QueueDefault: 32}
+	}
+	out.MaxAttempts = cmp.Or(out.MaxAttempts, 10)
+	out.JobTimeout = cmp.Or(out.JobTimeout, time.Minute)
+	out.RescueAfter = cmp.Or(out.RescueAfter, out.JobTimeout+30*time.Second)
+	out.FetchCooldown = cmp.Or(out.FetchCooldown, 10*time.Millisecond)
+	out.FetchPollInterval = cmp.Or(out.FetchPollInterval, time.Second)
+	out.ReaperInterval = cmp.Or(out.ReaperInterval, time.Minute)
+	out.OrphanAfter = cmp.Or(out.OrphanAfter, 5*time.Minute)
+	out.SoftStopTimeout = cmp.Or(out.SoftStopTimeout, 20*time.Second)
+	if out.Logger == nil {
+		out.Logger = zap.NewNop()
+	}
+	if out.Registry == nil {
+		out.Registry = NewRegistry(out.Logger)
+	}
+	if out.QueueFor == nil {
+		out.QueueFor = func(string) string { return river.QueueDefault }
+	}
+	return &out
+}
+
+func (c *Config) validate() error {
+	if c.RescueAfter <= c.JobTimeout {
+		return errors.New("worker: RescueAfter must exceed JobTimeout, or River rescues jobs that are still running")
+	}
+	for q, n := range c.Queues {
+		if n <= 0 {
+			return fmt.Errorf("worker: queue %q needs a positive concurrency", q)
+		}
+	}
+	return nil
+}
+
+// Worker is a River client working inbox events and the reaper.
+type Worker struct {
+	client *river.Client[pgx.Tx]
+	config *Config
+}
+
+// New builds a Worker on pool.
+func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
+	c := config.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	router, err := NewRouter(c.Routes, c.Registry)
+	if err != nil {
+		return nil, err
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &eventWorker{pool: pool, router: router, failUnrouted: c.FailUnrouted, logger: c.Logger})
+	river.AddWorker(workers, &reaper{pool: pool, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor, logger: c.Logger.Named("reaper")})
+
+	queues := make(map[string]river.QueueConfig, len(c.Queues))
+	for q, n := range c.Queues {
+		queues[q] = river.QueueConfig{MaxWorkers: n}
+	}
+	rc := &river.Config{
+		JobTimeout:           c.JobTimeout,
+		RescueStuckJobsAfter: c.RescueAfter,
+		MaxAttempts:          c.MaxAttempts,
+		FetchCooldown:        c.FetchCooldown,
+		FetchPollInterval:    c.FetchPollInterval,
+		Logger:               logging.Slog(c.Logger.Named("river")),
+		Queues:               queues,
+		Workers:              workers,
+		PeriodicJobs: []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(c.ReaperInterval),
+				func() (river.JobArgs, *river.InsertOpts) {
+					return ReaperArgs{}, &river.InsertOpts{Queue: firstQueue(c.Queues), MaxAttempts: 1}
+				},
+				&river.PeriodicJobOpts{RunOnStart: true}),
+		},
+	}
+	if c.RiverConfig != nil {
+		c.RiverConfig(rc)
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("worker: river client: %w", err)
+	}
+	return &Worker{client: client, config: c}, nil
+}
+
+// firstQueue picks a stable queue for the reaper: "default" when worked.
+func firstQueue(queues map[string]int) string {
+	if _, ok := queues[river.QueueDefault]; ok {
+		return river.QueueDefault
+	}
+	first := ""
+	for q := range queues {
+		if first == "" || q < first {
+			first = q
+		}
+	}
+	return first
+}
+
+// Client returns the underlying River client (for subscriptions and River UI).
+func (w *Worker) Client() *river.Client[pgx.Tx] { return w.client }
+
+// Start starts fetching and working jobs. It returns at once.
+func (w *Worker) Start(ctx context.Context) error {
+	return w.client.Start(ctx)
+}
+
+// Stop stops the worker: a soft stop lets running jobs finish within
+// SoftStopTimeout; then their contexts are cancelled (a hard stop) and Stop
+// waits until ctx is done for them to return. Jobs cut short run again.
+func (w *Worker) Stop(ctx context.Context) error {
+	softCtx, cancel := context.WithTimeout(ctx, w.config.SoftStopTimeout)
+	defer cancel()
+	err := w.client.Stop(softCtx)
+	if err == nil {
+		return nil
+	}
+	w.config.Logger.Warn("soft stop timed out; cancelling running jobs", zap.Error(err))
+	if err := w.client.StopAndCancel(ctx); err != nil {
+		return fmt.Errorf("worker: hard stop: %w", err)
+	}
+	return nil
+}

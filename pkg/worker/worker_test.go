@@ -1,0 +1,395 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/worker"
+)
+
+// fastRetry retries at once, so tests need not wait out River's backoff.
+type fastRetry struct{}
+
+func (fastRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now() }
+
+type testBundle struct {
+	db       *dbtest.DB
+	ingester *inbox.Ingester
+	// broken makes the "flaky" handler fail while set.
+	broken atomic.Bool
+	// runs counts handler runs per event id, committed or not.
+	runs sync.Map
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	db := dbtest.New(t)
+	_, err := db.Pool.Exec(context.Background(), `CREATE TABLE effects (event_id text NOT NULL)`)
+	require.NoError(t, err)
+	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{MaxAttempts: 3})
+	require.NoError(t, err)
+	return &testBundle{db: db, ingester: inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{})}
+}
+
+func (b *testBundle) registry(t *testing.T) *worker.Registry {
+	r := worker.NewRegistry(zaptest.NewLogger(t))
+	r.Register("effect", func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+		n, _ := b.runs.LoadOrStore(ev.EventID, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+		_, err := tx.Exec(ctx, `INSERT INTO effects (event_id) VALUES ($1)`, ev.EventID)
+		return err
+	})
+	r.Register("flaky", func(context.Context, pgx.Tx, inbox.Event) error {
+		if b.broken.Load() {
+			return errors.New("downstream unavailable")
+		}
+		return nil
+	})
+	r.Register("failing", func(context.Context, pgx.Tx, inbox.Event) error { return errors.New("always broken") })
+	r.Register("permanent", func(context.Context, pgx.Tx, inbox.Event) error {
+		return inbox.Permanent(errors.New("cannot ever work"))
+	})
+	r.Register("panicking", func(context.Context, pgx.Tx, inbox.Event) error { panic("handler bug") })
+	return r
+}
+
+var routes = []worker.Route{
+	{Source: "*", Types: []string{"flaky"}, Handlers: []string{"effect", "flaky"}},
+	{Source: "*", Types: []string{"failing"}, Handlers: []string{"effect", "failing"}},
+	{Source: "*", Types: []string{"permanent"}, Handlers: []string{"effect", "permanent"}},
+	{Source: "*", Types: []string{"panicking"}, Handlers: []string{"panicking"}},
+	{Source: "bank", Types: []string{"account.*"}, Handlers: []string{"effect"}},
+}
+
+// start runs a worker on the bundle's database until the test ends.
+func (b *testBundle) start(t *testing.T, mutate func(*worker.Config)) *worker.Worker {
+	t.Helper()
+	cfg := &worker.Config{
+		Queues:         map[string]int{river.QueueDefault: 4},
+		MaxAttempts:    3,
+		JobTimeout:     10 * time.Second,
+		ReaperInterval: time.Hour, // runs once, at start
+		Routes:         routes,
+		Registry:       b.registry(t),
+		Logger:         zaptest.NewLogger(t),
+		RiverConfig: func(rc *river.Config) {
+			rc.RetryPolicy = fastRetry{}
+			rc.FetchCooldown = 5 * time.Millisecond
+			rc.FetchPollInterval = 20 * time.Millisecond
+		},
+	}
+	if mutate != nil {
+		mutate(cfg)
+	}
+	w, err := worker.New(b.db.Pool, cfg)
+	require.NoError(t, err)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, w.Stop(ctx))
+	})
+	return w
+}
+
+func (b *testBundle) ingest(t *testing.T, eventID, eventType string) int64 {
+	t.Helper()
+	res, err := b.ingester.Ingest(context.Background(), []inbox.NewEvent{{
+		Source: "bank", Provider: "standardwebhooks", EventID: eventID, EventType: eventType,
+		Payload: []byte(`{}`), Body: []byte(`{}`),
+	}})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.New)
+	return res.Claimed[0].ID
+}
+
+// waitStatus polls the row until it reaches status, with a deadline.
+func (b *testBundle) waitStatus(t *testing.T, id int64, status inbox.Status) *inbox.Event {
+	t.Helper()
+	var ev *inbox.Event
+	require.Eventually(t, func() bool {
+		var err error
+		ev, err = inbox.InboxGet(context.Background(), b.db.Pool, id)
+		require.NoError(t, err)
+		return ev.Status == status
+	}, 30*time.Second, 10*time.Millisecond, "row %d never became %s", id, status)
+	return ev
+}
+
+func (b *testBundle) effects(t *testing.T, eventID string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM effects WHERE event_id = $1`, eventID).Scan(&n))
+	return n
+}
+
+func (b *testBundle) jobState(t *testing.T, id int64) string {
+	t.Helper()
+	var state string
+	require.Eventually(t, func() bool {
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+			`SELECT j.state::text FROM webhook_inbox i JOIN river_job j ON j.id = i.river_job_id WHERE i.id = $1`, id).Scan(&state))
+		return state != "running" && state != "available"
+	}, 30*time.Second, 10*time.Millisecond)
+	return state
+}
+
+func TestWorker(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EventIsProcessedOnceAndMarkedDone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.start(t, nil)
+		id := b.ingest(t, "evt_1", "account.deposit")
+		ev := b.waitStatus(t, id, inbox.StatusDone)
+		require.Equal(t, 1, ev.Attempts)
+		require.Equal(t, 1, b.effects(t, "evt_1"))
+		require.Equal(t, "completed", b.jobState(t, id))
+	})
+
+	t.Run("HandlerThatFailsThenSucceedsAppliesItsEffectOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broken.Store(true)
+		b.start(t, nil)
+		id := b.ingest(t, "evt_flaky", "flaky")
+		require.Eventually(t, func() bool {
+			ev, err := inbox.InboxGet(context.Background(), b.db.Pool, id)
+			require.NoError(t, err)
+			return ev.Attempts >= 1
+		}, 30*time.Second, 10*time.Millisecond)
+		b.broken.Store(false)
+		ev := b.waitStatus(t, id, inbox.StatusDone)
+		require.GreaterOrEqual(t, ev.Attempts, 2)
+		require.Equal(t, "downstream unavailable", ev.LastError)
+		require.Equal(t, 1, b.effects(t, "evt_flaky"))
+	})
+
+	t.Run("PoisonEventFailsAfterMaxAttempts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.start(t, nil)
+		id := b.ingest(t, "evt_poison", "failing")
+		ev := b.waitStatus(t, id, inbox.StatusFailed)
+		require.Equal(t, 3, ev.Attempts)
+		require.Equal(t, "always broken", ev.LastError)
+		require.Zero(t, b.effects(t, "evt_poison"))
+		require.Equal(t, "discarded", b.jobState(t, id))
+	})
+
+	t.Run("PermanentErrorFailsAtOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.start(t, nil)
+		id := b.ingest(t, "evt_perm", "permanent")
+		ev := b.waitStatus(t, id, inbox.StatusFailed)
+		require.Equal(t, 1, ev.Attempts)
+		require.Contains(t, ev.LastError, "cannot ever work")
+		require.Zero(t, b.effects(t, "evt_perm"))
+		require.Equal(t, "cancelled", b.jobState(t, id))
+	})
+
+	t.Run("PanickingHandlerIsRetriedAndRecorded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.start(t, nil)
+		id := b.ingest(t, "evt_panic", "panicking")
+		ev := b.waitStatus(t, id, inbox.StatusFailed)
+		require.Equal(t, 3, ev.Attempts)
+		require.Contains(t, ev.LastError, "handler panicked: handler bug")
+	})
+
+	t.Run("UnroutedEventIsDoneWithANote", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.start(t, nil)
+		id := b.ingest(t, "evt_x", "unknown.type")
+		b.waitStatus(t, id, inbox.StatusDone)
+		var note string
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT note FROM webhook_inbox WHERE id = $1`, id).Scan(&note))
+		require.Contains(t, note, "no route matched")
+	})
+
+	t.Run("UnroutedEventFailsWhenConfigured", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.start(t, func(c *worker.Config) { c.FailUnrouted = true })
+		id := b.ingest(t, "evt_x", "unknown.type")
+		ev := b.waitStatus(t, id, inbox.StatusFailed)
+		require.Contains(t, ev.LastError, `no route matches source "bank", type "unknown.type"`)
+	})
+
+	t.Run("DoneRowIsNeverProcessedAgain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		w := b.start(t, nil)
+		id := b.ingest(t, "evt_1", "account.deposit")
+		b.waitStatus(t, id, inbox.StatusDone)
+		// A stray second job for the same row (a replay of a done event).
+		res, err := w.Client().Insert(context.Background(), inbox.JobArgs{InboxID: id}, nil)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			job, err := w.Client().JobGet(context.Background(), res.Job.ID)
+			require.NoError(t, err)
+			return job.State == rivertype.JobStateCompleted
+		}, 30*time.Second, 10*time.Millisecond)
+		require.Equal(t, 1, b.effects(t, "evt_1"))
+	})
+
+	t.Run("RetryingAFailedRowsJobReplaysIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broken.Store(true)
+		w := b.start(t, nil)
+		id := b.ingest(t, "evt_replay", "flaky")
+		b.waitStatus(t, id, inbox.StatusFailed)
+		require.Equal(t, "discarded", b.jobState(t, id))
+		b.broken.Store(false)
+
+		ev, err := inbox.InboxGet(context.Background(), b.db.Pool, id)
+		require.NoError(t, err)
+		var jobID int64
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT river_job_id FROM webhook_inbox WHERE id = $1`, id).Scan(&jobID))
+		_, err = w.Client().JobRetry(context.Background(), jobID) // what River UI's retry button does
+		require.NoError(t, err)
+		done := b.waitStatus(t, id, inbox.StatusDone)
+		require.Equal(t, ev.Attempts+1, done.Attempts)
+		require.Equal(t, 1, b.effects(t, "evt_replay"))
+	})
+}
+
+func TestReaper(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("OrphanedPendingRowIsRequeuedAndProcessed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A row claimed with no job (as by a build that crashed between
+		// claim and enqueue, or a job deleted by hand), received long ago.
+		claimed, err := inbox.InboxClaim(ctx, b.db.Pool, []inbox.NewEvent{{
+			Source: "bank", Provider: "standardwebhooks", EventID: "evt_orphan", EventType: "account.deposit",
+			Payload: []byte(`{}`), Body: []byte(`{}`),
+		}}, time.Now().Add(-time.Hour))
+		require.NoError(t, err)
+		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Minute })
+		b.waitStatus(t, claimed[0].ID, inbox.StatusDone)
+		require.Equal(t, 1, b.effects(t, "evt_orphan"))
+	})
+
+	t.Run("RecentPendingRowIsLeftAlone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		claimed, err := inbox.InboxClaim(ctx, b.db.Pool, []inbox.NewEvent{{
+			Source: "bank", Provider: "standardwebhooks", EventID: "evt_young", EventType: "account.deposit",
+			Payload: []byte(`{}`), Body: []byte(`{}`),
+		}}, time.Now())
+		require.NoError(t, err)
+		w := b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
+		// Wait for the reaper's run at start to finish, then look.
+		require.Eventually(t, func() bool {
+			var n int
+			require.NoError(t, b.db.Pool.QueryRow(ctx,
+				`SELECT count(*) FROM river_job WHERE kind = 'hookinbox.reaper' AND state = 'completed'`).Scan(&n))
+			return n == 1
+		}, 30*time.Second, 10*time.Millisecond)
+		ev, err := inbox.InboxGet(ctx, b.db.Pool, claimed[0].ID)
+		require.NoError(t, err)
+		require.Equal(t, inbox.StatusPending, ev.Status)
+		_ = w
+	})
+
+	t.Run("RowWhoseJobWasDiscardedIsFailedNotLooped", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := b.ingest(t, "evt_lost", "account.deposit")
+		// The worker died on the last attempt: River's rescuer discarded
+		// the job, and the failure never reached the row.
+		_, err := b.db.Pool.Exec(ctx, `
+UPDATE river_job SET state = 'discarded', finalized_at = now(), attempt = max_attempts,
+       errors = ARRAY[jsonb_build_object('error', 'worker died', 'attempt', 3, 'at', now())]
+WHERE id = (SELECT river_job_id FROM webhook_inbox WHERE id = $1)`, id)
+		require.NoError(t, err)
+		_, err = b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET received_at = now() - interval '1 hour' WHERE id = $1`, id)
+		require.NoError(t, err)
+		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Minute })
+		ev := b.waitStatus(t, id, inbox.StatusFailed)
+		require.Equal(t, "job discarded: worker died", ev.LastError)
+		require.Zero(t, b.effects(t, "evt_lost"))
+	})
+}
+
+func TestTwoWorkersRacingOverTheSameRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const n = 200
+	ids := make([]int64, n)
+	for i := range n {
+		ids[i] = b.ingest(t, fmt.Sprintf("evt_%03d", i), "account.deposit")
+	}
+	// A second job per row, so that both workers really race for each row.
+	client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{})
+	require.NoError(t, err)
+	params := make([]river.InsertManyParams, n)
+	for i, id := range ids {
+		params[i] = river.InsertManyParams{Args: inbox.JobArgs{InboxID: id}}
+	}
+	_, err = client.InsertMany(ctx, params)
+	require.NoError(t, err)
+
+	other := &testBundle{db: &dbtest.DB{Pool: newPool(t, b.db.URL)}}
+	b.start(t, nil)
+	other.runs = sync.Map{}
+	otherWorker := func() {
+		cfg := &worker.Config{
+			Queues: map[string]int{river.QueueDefault: 4}, MaxAttempts: 3, ReaperInterval: time.Hour,
+			Routes: routes, Registry: b.registry(t), Logger: zaptest.NewLogger(t),
+			RiverConfig: func(rc *river.Config) { rc.FetchCooldown = 5 * time.Millisecond },
+		}
+		w, err := worker.New(other.db.Pool, cfg)
+		require.NoError(t, err)
+		require.NoError(t, w.Start(ctx))
+		t.Cleanup(func() {
+			stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			require.NoError(t, w.Stop(stopCtx))
+		})
+	}
+	otherWorker()
+
+	require.Eventually(t, func() bool {
+		c, err := inbox.InboxCount(ctx, b.db.Pool, "")
+		require.NoError(t, err)
+		return c.Done == n
+	}, 60*time.Second, 20*time.Millisecond)
+	var total, distinct int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT event_id) FROM effects`).Scan(&total, &distinct))
+	require.Equal(t, n, total)
+	require.Equal(t, n, distinct)
+}
+
+func newPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
