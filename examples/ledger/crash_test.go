@@ -195,4 +195,3 @@ func TestSIGKILLMidBatch(t *testing.T) {
 	<-second.exited
 	require.NoError(t, second.err, "logs:\n%s", logs)
 }
-

@@ -61,7 +61,11 @@ func RunReceiver(ctx context.Context, env *Env) error {
 		return fmt.Errorf("receiver.listen: %w", err)
 	}
 	env.Logger.Info("receiver listening", zap.String("addr", ln.Addr().String()))
-	return srv.Serve(ctx, ln, env.Config.Receiver.ShutdownTimeout)
+	if err := srv.Serve(ctx, ln, env.Config.Receiver.ShutdownTimeout); err != nil {
+		return err
+	}
+	env.Logger.Info("receiver stopped")
+	return nil
 }
 
 // QueueFor maps a source to its configured River queue.

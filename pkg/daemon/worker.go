@@ -93,7 +93,10 @@ func RunWorker(ctx context.Context, env *Env, registry *worker.Registry, sets ..
 	stopCtx, cancel := context.WithTimeout(context.Background(),
 		env.Config.Worker.SoftStopTimeout+env.Config.Worker.HardStopTimeout)
 	defer cancel()
-	stopErr := w.Stop(stopCtx)
+	if err := w.Stop(stopCtx); err != nil {
+		return err
+	}
 	_ = srv.Shutdown(stopCtx)
-	return stopErr
+	env.Logger.Info("worker stopped")
+	return nil
 }

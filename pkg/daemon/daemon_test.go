@@ -1,0 +1,116 @@
+package daemon_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/daemon"
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/worker"
+)
+
+const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// TestReceiverAndWorkerFromConfig wires both daemons from one config, as
+// the binaries do, and checks the whole promise: 50 concurrent identical
+// deliveries give one row, one job and one handler run.
+func TestReceiverAndWorkerFromConfig(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	cfg := &config.Config{
+		Database: config.DatabaseConfig{URL: db.URL},
+		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []string{secret}, Queue: "bank"}},
+		Worker: config.WorkerConfig{
+			Listen: "127.0.0.1:0", Queues: []string{"bank"}, Concurrency: 4,
+			Routes: []config.RouteConfig{{Source: "bank", Types: []string{"account.*"}, Handlers: []string{"count"}}},
+		},
+	}
+	cfg.ApplyDefaults()
+	require.NoError(t, cfg.Validate())
+	env := &daemon.Env{Config: cfg, Logger: zaptest.NewLogger(t), Pool: db.Pool}
+
+	srv, err := daemon.NewReceiver(env)
+	require.NoError(t, err)
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+
+	var runs atomic.Int64
+	registry := worker.NewRegistry(env.Logger)
+	registry.Register("count", func(context.Context, pgx.Tx, inbox.Event) error {
+		runs.Add(1)
+		return nil
+	})
+	w, err := daemon.NewWorker(env, registry)
+	require.NoError(t, err)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, w.Stop(context.Background())) })
+
+	body := `{"type":"account.deposit","data":{"account_id":"acc_1","amount":"1.00"}}`
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	codes := make(chan int, 50)
+	for i := range 50 {
+		header, err := provider.SignHeaders(&provider.SignParams{
+			Provider: "standardwebhooks", Secret: secret, EventID: "msg_once",
+			Time: time.Now().Add(-time.Duration(i) * time.Second), Body: []byte(body),
+		})
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			req, _ := http.NewRequest(http.MethodPost, ts.URL+"/webhooks/bank", strings.NewReader(body))
+			req.Header = header
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(codes)
+	for code := range codes {
+		require.Equal(t, http.StatusOK, code)
+	}
+
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		c, err := inbox.InboxCount(ctx, db.Pool, "bank")
+		require.NoError(t, err)
+		return c.Done == 1
+	}, 30*time.Second, 10*time.Millisecond)
+	var rows, jobs int
+	var queue string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox`).Scan(&rows))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*), min(queue) FROM river_job WHERE kind = $1`, inbox.JobKind).Scan(&jobs, &queue))
+	require.Equal(t, 1, rows)
+	require.Equal(t, 1, jobs)
+	require.Equal(t, "bank", queue, "the source's queue")
+	require.EqualValues(t, 1, runs.Load())
+}
+
+func TestQueueFor(t *testing.T) {
+	t.Parallel()
+	cfg := &config.Config{Sources: []config.SourceConfig{{Name: "a", Queue: "qa"}, {Name: "b"}}}
+	queueFor := daemon.QueueFor(cfg)
+	require.Equal(t, "qa", queueFor("a"))
+	require.Equal(t, "default", queueFor("b"))
+	require.Equal(t, "default", queueFor("unknown"))
+}
