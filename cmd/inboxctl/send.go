@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"time"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
@@ -35,25 +32,14 @@ func send(ctx context.Context, cfg *config.Config, args []string) error {
 	if base == "" {
 		base = "http://" + cfg.Receiver.Listen
 	}
-	header, err := provider.SignHeaders(&provider.SignParams{
+	resp, err := provider.Deliver(ctx, nil, base+"/webhooks/"+src.Name, &provider.SignParams{
 		Provider: src.Provider, Secret: src.Secrets[0], EventID: *id, EventType: *typ,
 		Time: time.Now(), Body: []byte(*data),
 	})
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/webhooks/"+src.Name, bytes.NewReader([]byte(*data)))
-	if err != nil {
-		return err
-	}
-	req.Header = header
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	fmt.Printf("%d %s", resp.StatusCode, body)
+	fmt.Printf("%d %s\n", resp.StatusCode, resp.Body)
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("send: receiver answered %d", resp.StatusCode)
 	}

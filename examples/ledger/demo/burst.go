@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"sync"
 	"time"
 
@@ -112,25 +109,14 @@ func (b *burst) deposit(ctx context.Context, i int, eventID, key string) error {
 }
 
 func (b *burst) post(ctx context.Context, eventID string, body []byte, key string) error {
-	header, err := provider.SignHeaders(&provider.SignParams{
+	resp, err := provider.Deliver(ctx, nil, b.url, &provider.SignParams{
 		Provider: "standardwebhooks", Secret: key, EventID: eventID, Time: time.Now(), Body: body,
 	})
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header = header
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
 	var counts struct{ New, Duplicates int }
-	_ = json.Unmarshal(raw, &counts)
+	_ = json.Unmarshal(resp.Body, &counts)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()

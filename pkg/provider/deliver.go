@@ -1,0 +1,43 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// DeliveryResponse is a receiver's answer to Deliver.
+type DeliveryResponse struct {
+	StatusCode int
+	Body       []byte
+}
+
+// Deliver signs params.Body as params.Provider would and POSTs it to url,
+// the way the provider delivers a webhook. It serves inboxctl send, the demo
+// and load generators. client may be nil for http.DefaultClient.
+func Deliver(ctx context.Context, client *http.Client, url string, params *SignParams) (*DeliveryResponse, error) {
+	header, err := SignHeaders(params)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(params.Body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = header
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	return &DeliveryResponse{StatusCode: resp.StatusCode, Body: body}, nil
+}
