@@ -69,6 +69,59 @@ type SourceConfig struct {
 	AckTimeout time.Duration `mapstructure:"ack_timeout"`
 	// Queue is the River queue this source's jobs go to. Defaults to "default".
 	Queue string `mapstructure:"queue"`
+	// BasicAuth lists accepted HTTP Basic credentials; any one may match.
+	// Required by marqeta and adyen, optional for hmac.
+	BasicAuth []BasicAuthConfig `mapstructure:"basic_auth"`
+	// URL is the notification URL exactly as registered at the provider,
+	// which square and twilio sign; matched byte for byte.
+	URL string `mapstructure:"url"`
+	// Algorithm picks the HMAC hash where the provider lets you choose:
+	// marqeta (sha1 or sha256, default sha256) and hmac (sha1, sha256 or
+	// sha512, default sha256).
+	Algorithm string `mapstructure:"algorithm"`
+	// TwinTypes (stripe) lists the event types that happen once per object,
+	// deduplicated a second time on (type, data.object.id). Unset means the
+	// documented default list; an empty list turns twin keys off.
+	TwinTypes []string `mapstructure:"twin_types"`
+	// AllowIPs, when set, restricts deliveries to these CIDRs ("10.0.0.0/8",
+	// "203.0.113.7/32"); others get 403.
+	AllowIPs []string `mapstructure:"allow_ips"`
+	// HMAC configures the generic hmac provider.
+	HMAC HMACConfig `mapstructure:"hmac"`
+}
+
+// BasicAuthConfig is one accepted pair of HTTP Basic credentials.
+type BasicAuthConfig struct {
+	Username string `mapstructure:"username"`
+	Password string `mapstructure:"password"`
+}
+
+// HMACConfig configures the generic hmac provider.
+type HMACConfig struct {
+	// Header carries the signature. Required for provider hmac.
+	Header string `mapstructure:"header"`
+	// Prefix is stripped from the header value first ("sha256=").
+	Prefix string `mapstructure:"prefix"`
+	// Encoding of the signature: hex (default) or base64.
+	Encoding string `mapstructure:"encoding"`
+	// Template is the signed content instead of the raw body, with {body},
+	// {timestamp} and {id} replaced ("{timestamp}.{body}").
+	Template string `mapstructure:"template"`
+	// TimestampHeader carries the unix timestamp {timestamp} stands for;
+	// the source's tolerance applies to it.
+	TimestampHeader string `mapstructure:"timestamp_header"`
+	// IDHeader or IDPath (dotted JSON path) give the event id.
+	IDHeader string `mapstructure:"id_header"`
+	IDPath   string `mapstructure:"id_path"`
+	// TypeHeader or TypePath give the event type.
+	TypeHeader string `mapstructure:"type_header"`
+	TypePath   string `mapstructure:"type_path"`
+	// APIKeyHeader, when set, must carry one of APIKeys.
+	APIKeyHeader string   `mapstructure:"api_key_header"`
+	APIKeys      []string `mapstructure:"api_keys"`
+	// ChallengePath makes a verified delivery with a string at this JSON
+	// path a handshake that is echoed back and never stored.
+	ChallengePath string `mapstructure:"challenge_path"`
 }
 
 // WorkerConfig configures cmd/worker (and any worker binary built on pkg/worker).

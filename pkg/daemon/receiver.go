@@ -12,7 +12,6 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/logging"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/receiver"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
@@ -32,15 +31,12 @@ func NewReceiver(env *Env) (*receiver.Server, error) {
 	ingester := inbox.NewIngester(env.Pool, riverClient, &inbox.IngesterConfig{QueueFor: QueueFor(cfg)})
 
 	sources := make([]receiver.Source, 0, len(cfg.Sources))
-	for i, sc := range cfg.Sources {
-		v, err := provider.New(sc.Provider, &provider.Config{Secrets: sc.Secrets, Tolerance: sc.Tolerance})
+	for i := range cfg.Sources {
+		src, err := NewSource(&cfg.Sources[i])
 		if err != nil {
 			return nil, fmt.Errorf("sources[%d]: %w", i, err)
 		}
-		sources = append(sources, receiver.Source{
-			Name: sc.Name, Provider: sc.Provider, Verifier: v,
-			MaxBodyBytes: sc.MaxBodyBytes, AckTimeout: sc.AckTimeout,
-		})
+		sources = append(sources, *src)
 	}
 	return receiver.New(ingester, &receiver.Config{
 		Sources:    sources,

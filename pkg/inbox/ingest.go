@@ -47,9 +47,10 @@ func NewIngester(pool *pgxpool.Pool, riverClient *river.Client[pgx.Tx], config *
 type IngestResult struct {
 	// Claimed are the rows this delivery inserted, in input order.
 	Claimed []ClaimedRow
-	// New counts the claimed rows; Duplicates the events that were skipped
-	// because a unique key already held them.
-	New, Duplicates int
+	// New counts the claimed rows. Duplicates counts the skipped events
+	// whose (source, event_id) was taken; Twins those stopped by their twin
+	// key alone: a second logical copy of an event under a new id.
+	New, Duplicates, Twins int
 }
 
 // Ingest claims events with one INSERT … ON CONFLICT DO NOTHING, enqueues a
@@ -82,13 +83,48 @@ func (in *Ingester) ingestOnce(ctx context.Context, events []NewEvent) (*IngestR
 		if err := EnqueueTx(ctx, tx, in.river, claimed, in.config.QueueFor); err != nil {
 			return err
 		}
-		res = &IngestResult{Claimed: claimed, New: len(claimed), Duplicates: len(events) - len(claimed)}
-		return nil
+		res = &IngestResult{Claimed: claimed, New: len(claimed)}
+		return classifySkipped(ctx, tx, events, claimed, res)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// classifySkipped counts the events the claim skipped as duplicates or twins.
+// It costs a query only when something was skipped. A skipped event's
+// conflicting row was committed (or inserted by this very statement) before
+// the claim returned, so it is visible here.
+func classifySkipped(ctx context.Context, tx pgx.Tx, events []NewEvent, claimed []ClaimedRow, res *IngestResult) error {
+	if len(claimed) == len(events) {
+		return nil
+	}
+	unconsumed := make(map[[2]string]int, len(claimed))
+	for _, row := range claimed {
+		unconsumed[[2]string{row.Source, row.EventID}]++
+	}
+	var sources, ids []string
+	for _, ev := range events {
+		key := [2]string{ev.Source, ev.EventID}
+		if unconsumed[key] > 0 {
+			unconsumed[key]--
+			continue
+		}
+		sources, ids = append(sources, ev.Source), append(ids, ev.EventID)
+	}
+	existing, err := InboxExistingEventIDs(ctx, tx, sources, ids)
+	if err != nil {
+		return err
+	}
+	for i := range ids {
+		if existing[[2]string{sources[i], ids[i]}] {
+			res.Duplicates++
+		} else {
+			res.Twins++
+		}
+	}
+	return nil
 }
 
 // EnqueueTx inserts a River job for every pending row in rows, on the queue

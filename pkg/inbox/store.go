@@ -32,6 +32,9 @@ type NewEvent struct {
 	// FailReason, when set, records the event as failed on arrival (an
 	// authentic delivery that cannot be parsed). No job is enqueued for it.
 	FailReason string
+	// TwinKey, when set, is a second identity of the event, unique per
+	// source: an event whose twin key is taken is skipped like a duplicate.
+	TwinKey string
 }
 
 // ClaimedRow is a row the claim inserted.
@@ -52,7 +55,7 @@ func InboxClaim(ctx context.Context, db DBTX, events []NewEvent, now time.Time) 
 	n := len(events)
 	var (
 		sources, providers, eventIDs, types = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		payloads, failReasons               = make([]*string, n), make([]*string, n)
+		payloads, failReasons, twinKeys     = make([]*string, n), make([]*string, n), make([]*string, n)
 		bodies                              = make([][]byte, n)
 		headers, statuses                   = make([]string, n), make([]string, n)
 	)
@@ -70,6 +73,9 @@ func InboxClaim(ctx context.Context, db DBTX, events []NewEvent, now time.Time) 
 			p := string(ev.Payload)
 			payloads[i] = &p
 		}
+		if ev.TwinKey != "" {
+			twinKeys[i] = &ev.TwinKey
+		}
 		h, err := json.Marshal(ev.Headers)
 		if err != nil {
 			return nil, fmt.Errorf("inbox: encode headers: %w", err)
@@ -77,15 +83,15 @@ func InboxClaim(ctx context.Context, db DBTX, events []NewEvent, now time.Time) 
 		headers[i] = string(h)
 	}
 	rows, err := db.Query(ctx, `
-INSERT INTO webhook_inbox (source, provider, event_id, event_type, payload, body, headers, status, last_error, received_at)
+INSERT INTO webhook_inbox (source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, received_at)
 SELECT u.source, u.provider, u.event_id, u.event_type, u.payload::jsonb, u.body, u.headers::jsonb, u.status, u.last_error,
-       coalesce($10::timestamptz, now())
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::text[])
-     WITH ORDINALITY AS u(source, provider, event_id, event_type, payload, body, headers, status, last_error, ord)
+       u.twin_key, coalesce($11::timestamptz, now())
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::text[], $10::text[])
+     WITH ORDINALITY AS u(source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, ord)
 ORDER BY u.ord
 ON CONFLICT DO NOTHING
 RETURNING id, source, event_id, status`,
-		sources, providers, eventIDs, types, payloads, bodies, headers, statuses, failReasons, nullTime(now))
+		sources, providers, eventIDs, types, payloads, bodies, headers, statuses, failReasons, twinKeys, nullTime(now))
 	if err != nil {
 		return nil, fmt.Errorf("inbox: claim: %w", err)
 	}
@@ -94,6 +100,30 @@ RETURNING id, source, event_id, status`,
 		return nil, fmt.Errorf("inbox: claim: %w", err)
 	}
 	return claimed, nil
+}
+
+// InboxExistingEventIDs returns which of the (source, event_id) pairs
+// exist. The receiver asks it about the events a claim skipped: a skipped
+// event whose id exists is a duplicate, any other was stopped by its twin
+// key.
+func InboxExistingEventIDs(ctx context.Context, db DBTX, sources, eventIDs []string) (map[[2]string]bool, error) {
+	rows, err := db.Query(ctx, `
+SELECT i.source, i.event_id FROM webhook_inbox AS i
+JOIN unnest($1::text[], $2::text[]) AS u(source, event_id) ON i.source = u.source AND i.event_id = u.event_id`,
+		sources, eventIDs)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: look up skipped events: %w", err)
+	}
+	defer rows.Close()
+	found := map[[2]string]bool{}
+	for rows.Next() {
+		var key [2]string
+		if err := rows.Scan(&key[0], &key[1]); err != nil {
+			return nil, fmt.Errorf("inbox: look up skipped events: %w", err)
+		}
+		found[key] = true
+	}
+	return found, rows.Err()
 }
 
 // InboxLinkJobs records each row's current River job.

@@ -58,6 +58,27 @@ func (p payload) str(name string) string {
 	return value
 }
 
+// path returns the string at a path of nested object members ("data",
+// "object", "id"), or "" when any step is missing or not of that kind.
+func (p payload) path(names ...string) string {
+	if p.members == nil || len(names) == 0 {
+		return ""
+	}
+	raw, ok := p.members[names[0]]
+	for _, name := range names[1:] {
+		var obj map[string]json.RawMessage
+		if !ok || json.Unmarshal(raw, &obj) != nil {
+			return ""
+		}
+		raw, ok = obj[name]
+	}
+	var value string
+	if !ok || json.Unmarshal(raw, &value) != nil {
+		return ""
+	}
+	return value
+}
+
 // event builds the single event of an authentic delivery from its id and
 // type, wherever the scheme carries them. idSource says where the id was
 // looked for, for the ParseError of a delivery without one.

@@ -38,6 +38,12 @@ type Event struct {
 	// be stored as JSON (not JSON, no event id, a NUL that jsonb refuses).
 	// Such an event is recorded as failed with this reason, never dropped.
 	ParseError error
+	// TwinKey is a second, logical identity of the event, unique per source
+	// like ID, for providers that may send one logical event under two ids
+	// (Stripe: "<type>:<data.object.id>" for once-per-object types; Shopify:
+	// shop domain, X-Shopify-Event-Id and topic). Empty when the provider has
+	// none or the event does not qualify.
+	TwinKey string
 }
 
 // Delivery is what Verify returns for an authentic request.
@@ -47,6 +53,44 @@ type Delivery struct {
 	// Headers are the request headers that matter for re-verification and
 	// audit (signature, timestamp, ids, topic), with canonical names.
 	Headers map[string]string
+	// Reply, when set, answers a handshake or health check (Slack's
+	// url_verification, Marqeta's pings, a challenge echo): the receiver
+	// sends it as is and stores nothing. Events is then empty.
+	Reply *Reply
+}
+
+// Reply is an HTTP answer a provider's contract dictates.
+type Reply struct {
+	// Status is the HTTP status code.
+	Status int
+	// ContentType is the Content-Type header; empty for none.
+	ContentType string
+	// Body is sent as is.
+	Body []byte
+}
+
+// Counts is what the receiver committed for a delivery.
+type Counts struct {
+	// New events were claimed; Duplicates matched an existing event id;
+	// Twins matched an existing twin key under a new id.
+	New, Duplicates, Twins int
+}
+
+// Acknowledger is implemented by verifiers whose provider expects a
+// particular success answer (Adyen's "[accepted]"). Others get
+// 200 {"new":…,"duplicates":…,"twins":…}.
+type Acknowledger interface {
+	// Ack returns the answer to a committed delivery.
+	Ack(counts Counts) Reply
+}
+
+// Preset holds a provider's defaults for what the receiver enforces around
+// Verify; a source's own settings override them.
+type Preset struct {
+	// MaxBodyBytes is the body limit; 0 means the receiver's default.
+	MaxBodyBytes int64
+	// AckTimeout is the request-to-commit budget; 0 means the receiver's.
+	AckTimeout time.Duration
 }
 
 // Verifier authenticates a delivery and splits it into events.
@@ -57,16 +101,70 @@ type Verifier interface {
 	Verify(body []byte, header http.Header) (*Delivery, error)
 }
 
-// Config configures a Verifier.
+// Config configures a Verifier. Which fields a provider needs is said on its
+// constructor; every list holds alternatives, any one of which may match, so
+// that credentials rotate without losing deliveries.
 type Config struct {
-	// Secrets are the signing secrets; any one of them may match, so that a
-	// secret can be rotated without losing deliveries. At least one.
+	// Secrets are the signing secrets (Adyen: hex-encoded HMAC keys).
+	// Required by every provider except marqeta, where HMAC is optional.
 	Secrets []string
 	// Tolerance bounds how far a signed timestamp may be from now, in both
 	// directions. Only used by timestamped schemes. Defaults to 5 minutes.
 	Tolerance time.Duration
 	// Now returns the current time. Defaults to time.Now; tests pin it.
 	Now func() time.Time
+	// BasicAuth lists accepted HTTP Basic credentials. When non-empty, a
+	// request must carry one of them as well as a valid signature. Required
+	// by marqeta and adyen; optional for hmac.
+	BasicAuth []BasicAuth
+	// URL is the notification URL exactly as configured at the provider,
+	// which square and twilio sign together with the body. It is matched byte
+	// for byte, never rebuilt from the request.
+	URL string
+	// Algorithm selects the HMAC hash where a provider lets you choose:
+	// marqeta ("sha1" or "sha256") and hmac ("sha1", "sha256", "sha512").
+	Algorithm string
+	// TwinTypes lists the event types that happen once per object, for which
+	// stripe derives a twin key. Nil means DefaultStripeTwinTypes; empty
+	// turns twin keys off.
+	TwinTypes []string
+	// HMAC configures the generic hmac provider.
+	HMAC *HMACConfig
+}
+
+// BasicAuth is one accepted pair of HTTP Basic credentials.
+type BasicAuth struct {
+	Username string
+	Password string
+}
+
+// HMACConfig configures the generic "hmac" provider. Every field is
+// documented with its default in hmac.go.
+type HMACConfig struct {
+	// Header carries the signature ("X-Signature"). Required.
+	Header string
+	// Prefix is stripped from the header value before decoding ("sha256=").
+	Prefix string
+	// Encoding of the signature: "hex" (default) or "base64".
+	Encoding string
+	// Template, when set, is the signed content instead of the raw body,
+	// with {body}, {timestamp} and {id} replaced ("{timestamp}.{body}").
+	Template string
+	// TimestampHeader carries the signed unix timestamp that Template's
+	// {timestamp} stands for; Config.Tolerance applies to it.
+	TimestampHeader string
+	// IDHeader or IDPath (a dotted JSON path, "data.id") give the event id.
+	IDHeader, IDPath string
+	// TypeHeader or TypePath give the event type.
+	TypeHeader, TypePath string
+	// APIKeyHeader, when set, must carry one of APIKeys.
+	APIKeyHeader string
+	// APIKeys are the accepted API keys.
+	APIKeys []string
+	// ChallengePath, when set, makes a verified delivery whose JSON has a
+	// string at this path a handshake: the receiver echoes it back and
+	// stores nothing (for example "challenge").
+	ChallengePath string
 }
 
 // DefaultTolerance is the default timestamp tolerance of timestamped schemes.
@@ -87,9 +185,6 @@ func (c *Config) validate() error {
 	if c == nil {
 		return errors.New("config is required")
 	}
-	if len(c.Secrets) == 0 {
-		return errors.New("at least one secret is required")
-	}
 	for i, s := range c.Secrets {
 		if s == "" {
 			return fmt.Errorf("secret %d is empty", i)
@@ -101,12 +196,31 @@ func (c *Config) validate() error {
 	return nil
 }
 
-var constructors = map[string]func(*Config) (Verifier, error){}
+// requireSecrets is the check of every provider that signs with Secrets.
+func (c *Config) requireSecrets() error {
+	if len(c.Secrets) == 0 {
+		return errors.New("at least one secret is required")
+	}
+	return nil
+}
 
-// register adds a provider's constructor under its config name. It is called
-// from each provider file's init.
-func register(name string, newFn func(*Config) (Verifier, error)) {
+var (
+	constructors = map[string]func(*Config) (Verifier, error){}
+	presets      = map[string]Preset{}
+)
+
+// register adds a provider's constructor and preset under its config name.
+// It is called from each provider file's init.
+func register(name string, newFn func(*Config) (Verifier, error), preset Preset) {
 	constructors[name] = newFn
+	presets[name] = preset
+}
+
+// PresetFor returns the named provider's defaults, and false for an unknown
+// provider.
+func PresetFor(name string) (Preset, bool) {
+	p, ok := presets[name]
+	return p, ok
 }
 
 // Names lists the registered provider names, sorted.

@@ -3,6 +3,7 @@ package provider
 import (
 	"crypto/hmac"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 )
@@ -27,7 +28,14 @@ var shopifyAuditHeaders = []string{
 }
 
 func init() {
-	register("shopify", adapt(NewShopify))
+	register("shopify", adapt(NewShopify), Preset{})
+	registerSigner("shopify", func(p *SignParams) (http.Header, error) {
+		return http.Header{
+			"X-Shopify-Hmac-Sha256": {SignShopify(p.Secret, p.Body)},
+			"X-Shopify-Webhook-Id":  {p.EventID},
+			"X-Shopify-Topic":       {p.EventType},
+		}, nil
+	})
 }
 
 // Shopify verifies Shopify webhook deliveries. X-Shopify-Hmac-Sha256 is the
@@ -50,7 +58,7 @@ type Shopify struct {
 // NewShopify returns a Shopify verifier for the app client secrets in
 // config. Config.Tolerance and Config.Now are not used.
 func NewShopify(config *Config) (*Shopify, error) {
-	if err := config.validate(); err != nil {
+	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("shopify: %w", err)
 	}
 	secrets := make([][]byte, len(config.Secrets))
@@ -72,7 +80,21 @@ func (s *Shopify) Verify(body []byte, header http.Header) (*Delivery, error) {
 	p := parsePayload(body)
 	event := p.event(body, header.Get(shopifyWebhookIDHeader), header.Get(shopifyTopicHeader),
 		"header "+shopifyWebhookIDHeader)
+	event.TwinKey = shopifyTwinKey(header)
 	return newDelivery(event, header, shopifyAuditHeaders...), nil
+}
+
+// shopifyTwinKey identifies the logical event behind a delivery: Shopify
+// sends one webhook, with its own X-Shopify-Webhook-Id, per subscription to
+// a topic, all with the same X-Shopify-Event-Id. The shop domain is part of
+// the key because one app endpoint serves many shops. Empty when a header is
+// missing.
+func shopifyTwinKey(header http.Header) string {
+	domain, eventID, topic := header.Get("X-Shopify-Shop-Domain"), header.Get("X-Shopify-Event-Id"), header.Get(shopifyTopicHeader)
+	if domain == "" || eventID == "" || topic == "" {
+		return ""
+	}
+	return domain + "|" + eventID + "|" + topic
 }
 
 // matches reports whether signature is the encoded HMAC of body under any

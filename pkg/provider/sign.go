@@ -3,6 +3,7 @@ package provider
 import (
 	"fmt"
 	"net/http"
+	"sort"
 	"time"
 )
 
@@ -13,36 +14,45 @@ type SignParams struct {
 	// Secret is the signing secret.
 	Secret string
 	// EventID and EventType go in the headers of schemes that carry them
-	// there (Shopify, Standard Webhooks); Stripe's live in the body.
+	// there (Shopify, Standard Webhooks, GitHub); others read them from Body.
 	EventID, EventType string
 	// Time is the signing time of timestamped schemes.
 	Time time.Time
 	// Body is the raw body to sign.
 	Body []byte
+	// Config is the receiving source's verifier config, for schemes that
+	// sign more than a secret: Basic Auth credentials, the notification URL,
+	// the algorithm, the hmac provider's settings. May be nil.
+	Config *Config
+}
+
+// headerSigners holds each provider's signing function, registered from the
+// provider's file.
+var headerSigners = map[string]func(*SignParams) (http.Header, error){}
+
+// registerSigner adds a provider's signing function for SignHeaders.
+func registerSigner(name string, sign func(*SignParams) (http.Header, error)) {
+	headerSigners[name] = sign
 }
 
 // SignHeaders returns the headers a provider would send with params.Body.
 // It serves inboxctl send, the demo and load generators, and tests.
 func SignHeaders(params *SignParams) (http.Header, error) {
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	switch params.Provider {
-	case "stripe":
-		h.Set("Stripe-Signature", SignStripe(params.Secret, params.Time, params.Body))
-	case "shopify":
-		h.Set("X-Shopify-Hmac-Sha256", SignShopify(params.Secret, params.Body))
-		h.Set("X-Shopify-Webhook-Id", params.EventID)
-		h.Set("X-Shopify-Topic", params.EventType)
-	case "standardwebhooks":
-		sig, err := SignStandardWebhooks(params.Secret, params.EventID, params.Time, params.Body)
-		if err != nil {
-			return nil, err
+	sign, ok := headerSigners[params.Provider]
+	if !ok {
+		names := make([]string, 0, len(headerSigners))
+		for n := range headerSigners {
+			names = append(names, n)
 		}
-		h.Set("Webhook-Id", params.EventID)
-		h.Set("Webhook-Timestamp", fmt.Sprint(params.Time.Unix()))
-		h.Set("Webhook-Signature", sig)
-	default:
-		return nil, fmt.Errorf("provider: cannot sign for %q", params.Provider)
+		sort.Strings(names)
+		return nil, fmt.Errorf("provider: cannot sign for %q (can sign: %v)", params.Provider, names)
+	}
+	h, err := sign(params)
+	if err != nil {
+		return nil, err
+	}
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
 	}
 	return h, nil
 }

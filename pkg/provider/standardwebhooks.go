@@ -20,7 +20,18 @@ const (
 )
 
 func init() {
-	register("standardwebhooks", adapt(NewStandardWebhooks))
+	register("standardwebhooks", adapt(NewStandardWebhooks), Preset{})
+	registerSigner("standardwebhooks", func(p *SignParams) (http.Header, error) {
+		sig, err := SignStandardWebhooks(p.Secret, p.EventID, p.Time, p.Body)
+		if err != nil {
+			return nil, err
+		}
+		return http.Header{
+			"Webhook-Id":        {p.EventID},
+			"Webhook-Timestamp": {strconv.FormatInt(p.Time.Unix(), 10)},
+			"Webhook-Signature": {sig},
+		}, nil
+	})
 }
 
 // StandardWebhooks verifies deliveries signed per the Standard Webhooks
@@ -48,7 +59,7 @@ type StandardWebhooks struct {
 // not valid standard base64 or decodes to no bytes is an error.
 // Config.Tolerance and Config.Now apply.
 func NewStandardWebhooks(config *Config) (*StandardWebhooks, error) {
-	if err := config.validate(); err != nil {
+	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("standardwebhooks: %w", err)
 	}
 	config = config.withDefaults()

@@ -3,6 +3,7 @@ package provider
 import (
 	"crypto/hmac"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,7 +15,10 @@ import (
 const stripeSignatureHeader = "Stripe-Signature"
 
 func init() {
-	register("stripe", adapt(NewStripe))
+	register("stripe", adapt(NewStripe), Preset{})
+	registerSigner("stripe", func(p *SignParams) (http.Header, error) {
+		return http.Header{"Stripe-Signature": {SignStripe(p.Secret, p.Time, p.Body)}}, nil
+	})
 }
 
 // Stripe verifies Stripe webhook deliveries. The Stripe-Signature header is
@@ -37,12 +41,31 @@ type Stripe struct {
 	secrets   [][]byte
 	tolerance time.Duration
 	now       func() time.Time
+	twinTypes map[string]bool
+}
+
+// DefaultStripeTwinTypes are the event types that happen once per object,
+// for which a second Event object about the same object is a twin: the
+// inbox then stores one of them. A type that can recur for one object must
+// never be listed: charge.refunded fires for every partial refund of a
+// charge, and treating the second refund as a twin would lose money.
+var DefaultStripeTwinTypes = []string{
+	"payment_intent.succeeded",
+	"charge.succeeded",
+	"invoice.paid",
+	"invoice.payment_succeeded",
+	"checkout.session.completed",
+	"checkout.session.async_payment_succeeded",
+	"customer.created",
+	"customer.subscription.created",
+	"charge.dispute.created",
+	"payout.paid",
 }
 
 // NewStripe returns a Stripe verifier for the endpoint secrets in config
 // ("whsec_…"). Config.Tolerance and Config.Now apply.
 func NewStripe(config *Config) (*Stripe, error) {
-	if err := config.validate(); err != nil {
+	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("stripe: %w", err)
 	}
 	config = config.withDefaults()
@@ -50,7 +73,15 @@ func NewStripe(config *Config) (*Stripe, error) {
 	for i, secret := range config.Secrets {
 		secrets[i] = []byte(secret)
 	}
-	return &Stripe{secrets: secrets, tolerance: config.Tolerance, now: config.Now}, nil
+	twinTypes := config.TwinTypes
+	if twinTypes == nil {
+		twinTypes = DefaultStripeTwinTypes
+	}
+	s := &Stripe{secrets: secrets, tolerance: config.Tolerance, now: config.Now, twinTypes: map[string]bool{}}
+	for _, t := range twinTypes {
+		s.twinTypes[t] = true
+	}
+	return s, nil
 }
 
 // Verify implements Verifier.
@@ -71,6 +102,11 @@ func (s *Stripe) Verify(body []byte, header http.Header) (*Delivery, error) {
 	}
 	p := parsePayload(body)
 	event := p.event(body, p.str("id"), p.str("type"), `the body's "id"`)
+	if event.ParseError == nil && s.twinTypes[event.Type] {
+		if objectID := p.path("data", "object", "id"); objectID != "" {
+			event.TwinKey = event.Type + ":" + objectID
+		}
+	}
 	return newDelivery(event, header, stripeSignatureHeader), nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -36,6 +37,9 @@ type Source struct {
 	MaxBodyBytes int64
 	// AckTimeout bounds request-to-commit; past it the answer is 503. Required.
 	AckTimeout time.Duration
+	// AllowIPs, when non-empty, restricts deliveries to these networks;
+	// other peers get 403 before anything is read.
+	AllowIPs []netip.Prefix
 }
 
 // Config configures a Server.
@@ -44,6 +48,10 @@ type Config struct {
 	Sources []Source
 	// RetryAfter is sent with every 503. Defaults to 5s.
 	RetryAfter time.Duration
+	// TrustedProxies are the networks of reverse proxies (an ingress) whose
+	// X-Forwarded-For header is believed when checking a source's AllowIPs.
+	// Empty means the TCP peer is the client.
+	TrustedProxies []netip.Prefix
 	// Ready backs GET /readyz; nil means always ready.
 	Ready func(ctx context.Context) error
 	// Logger defaults to a no-op logger.
@@ -116,6 +124,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdownTimeout tim
 type deliveryResult struct {
 	New        int `json:"new"`
 	Duplicates int `json:"duplicates"`
+	Twins      int `json:"twins"`
 }
 
 type errorBody struct {
@@ -133,6 +142,13 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		return c.JSON(http.StatusMethodNotAllowed, errorBody{"only POST is accepted"})
 	}
 	log := s.logger.With(zap.String("source", src.Name))
+	if len(src.AllowIPs) > 0 {
+		ip := clientIP(c.Request(), s.config.TrustedProxies)
+		if !allowed(ip, src.AllowIPs) {
+			log.Warn("delivery rejected", zap.Int("status", http.StatusForbidden), zap.String("client_ip", ip.String()))
+			return c.JSON(http.StatusForbidden, errorBody{"address not allowed"})
+		}
+	}
 
 	body, err := readBody(c.Request(), src.MaxBodyBytes)
 	if err != nil {
@@ -148,6 +164,11 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		log.Warn("delivery rejected", zap.Int("status", http.StatusUnauthorized), zap.Error(err))
 		return c.JSON(http.StatusUnauthorized, errorBody{"signature verification failed"})
 	}
+	if delivery.Reply != nil {
+		// A handshake or health check: answered, never stored.
+		log.Info("handshake answered", zap.Int("status", delivery.Reply.Status))
+		return reply(c, delivery.Reply)
+	}
 
 	ctx, cancel := context.WithDeadline(c.Request().Context(), start.Add(src.AckTimeout))
 	defer cancel()
@@ -158,8 +179,21 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		return c.JSON(http.StatusServiceUnavailable, errorBody{"not stored; retry later"})
 	}
 	log.Debug("delivery committed", zap.Int("new", res.New), zap.Int("duplicates", res.Duplicates),
-		zap.Duration("elapsed", time.Since(start)))
-	return c.JSON(http.StatusOK, deliveryResult{New: res.New, Duplicates: res.Duplicates})
+		zap.Int("twins", res.Twins), zap.Duration("elapsed", time.Since(start)))
+	if ack, ok := src.Verifier.(provider.Acknowledger); ok {
+		r := ack.Ack(provider.Counts{New: res.New, Duplicates: res.Duplicates, Twins: res.Twins})
+		return reply(c, &r)
+	}
+	return c.JSON(http.StatusOK, deliveryResult{New: res.New, Duplicates: res.Duplicates, Twins: res.Twins})
+}
+
+func reply(c echo.Context, r *provider.Reply) error {
+	if r.ContentType != "" {
+		c.Response().Header().Set(echo.HeaderContentType, r.ContentType)
+	}
+	c.Response().WriteHeader(r.Status)
+	_, err := c.Response().Write(r.Body)
+	return err
 }
 
 // newEvents turns a verified delivery into inbox rows. An event without an
@@ -169,7 +203,7 @@ func newEvents(src *Source, body []byte, d *provider.Delivery) []inbox.NewEvent 
 	for i, ev := range d.Events {
 		ne := inbox.NewEvent{
 			Source: src.Name, Provider: src.Provider, EventID: ev.ID, EventType: ev.Type,
-			Payload: ev.Payload, Body: body, Headers: d.Headers,
+			Payload: ev.Payload, Body: body, Headers: d.Headers, TwinKey: ev.TwinKey,
 		}
 		if ne.EventID == "" {
 			sum := sha256.Sum256(body)
