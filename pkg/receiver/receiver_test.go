@@ -113,7 +113,7 @@ func TestReceiver(t *testing.T) {
 		b := setupDB(t)
 		r := post(t, b.url, "bank", signBank(t, "msg_1", deposit, time.Now()), deposit)
 		require.Equal(t, http.StatusOK, r.status)
-		require.Equal(t, map[string]any{"new": 1.0, "duplicates": 0.0}, r.body)
+		require.Equal(t, map[string]any{"new": 1.0, "duplicates": 0.0, "twins": 0.0}, r.body)
 
 		var ev inbox.Event
 		err := b.db.Pool.QueryRow(context.Background(),
@@ -141,7 +141,7 @@ func TestReceiver(t *testing.T) {
 		// A provider retry carries a fresh timestamp and signature.
 		r := post(t, b.url, "bank", signBank(t, "msg_1", deposit, time.Now().Add(-time.Minute)), deposit)
 		require.Equal(t, http.StatusOK, r.status)
-		require.Equal(t, map[string]any{"new": 0.0, "duplicates": 1.0}, r.body)
+		require.Equal(t, map[string]any{"new": 0.0, "duplicates": 1.0, "twins": 0.0}, r.body)
 		rows, jobs := rowCounts(t, b.db)
 		require.Equal(t, 1, rows)
 		require.Equal(t, 1, jobs)
@@ -213,7 +213,7 @@ func TestReceiver(t *testing.T) {
 		// The provider resends it: still one row.
 		h = http.Header{"Stripe-Signature": {provider.SignStripe(stripeSecret, time.Now(), []byte(body))}}
 		r = post(t, b.url, "stripe", h, body)
-		require.Equal(t, map[string]any{"new": 0.0, "duplicates": 1.0}, r.body)
+		require.Equal(t, map[string]any{"new": 0.0, "duplicates": 1.0, "twins": 0.0}, r.body)
 	})
 
 	t.Run("NULInJSONIsRecordedFailed", func(t *testing.T) {
