@@ -45,6 +45,24 @@ type ReceiverConfig struct {
 	RetryAfter time.Duration `mapstructure:"retry_after"`
 	// ShutdownTimeout bounds the graceful HTTP shutdown. Defaults to 10s.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// BatchMaxEvents caps the events one group-commit transaction claims.
+	// 1 turns group commit off (a transaction per delivery). Defaults to 256.
+	BatchMaxEvents int `mapstructure:"batch_max_events"`
+	// BatchMaxWait is how long a group waits for company once the queue is
+	// empty. Defaults to 0: a lone delivery never waits; groups form on
+	// their own while earlier ones commit.
+	BatchMaxWait time.Duration `mapstructure:"batch_max_wait"`
+	// BatchFlushers is the number of group transactions in flight at once;
+	// each holds a connection. Defaults to 4.
+	BatchFlushers int `mapstructure:"batch_flushers"`
+	// BatchQueue bounds the deliveries waiting for a transaction; past it a
+	// delivery gets 503 with Retry-After at once. Defaults to 1024.
+	BatchQueue int `mapstructure:"batch_queue"`
+	// TrustedProxies are the networks of reverse proxies (an ingress, a load
+	// balancer) whose X-Forwarded-For header is believed when a source's
+	// allow_ips is checked; entries are written like allow_ips entries.
+	// Defaults to none: the TCP peer is the client.
+	TrustedProxies []string `mapstructure:"trusted_proxies"`
 }
 
 // SourceConfig is one webhook endpoint, served at POST /webhooks/<name>.
@@ -52,47 +70,66 @@ type SourceConfig struct {
 	// Name identifies the source in URLs and in the inbox. Required, unique,
 	// [a-z0-9_-]+.
 	Name string `mapstructure:"name"`
-	// Provider names the delivery contract: stripe, shopify or
-	// standardwebhooks. Required.
+	// Provider names the delivery contract, one of provider.Names() (stripe,
+	// shopify, standardwebhooks, svix, github, square, paddle, slack,
+	// marqeta, adyen, twilio, hmac). Required.
 	Provider string `mapstructure:"provider"`
-	// Secrets are the signing secrets, any one of which may match. Values may
-	// reference the environment as ${NAME}.
+	// Secrets are the signing secrets, any one of which may match (adyen:
+	// hex-encoded HMAC keys; twilio: auth tokens). Values may reference the
+	// environment as ${NAME}. Which providers require one is up to the
+	// provider (marqeta's HMAC is optional); none may be empty.
 	Secrets []string `mapstructure:"secrets"`
 	// SecretsFile names a file with one secret per line (blank lines and
 	// lines starting with # are skipped); its secrets are appended to Secrets.
 	SecretsFile string `mapstructure:"secrets_file"`
 	// Tolerance bounds signed timestamps in both directions. Defaults to 5m.
 	Tolerance time.Duration `mapstructure:"tolerance"`
-	// MaxBodyBytes overrides receiver.max_body_bytes for this source.
+	// MaxBodyBytes is this source's body limit. Defaults to the provider's
+	// preset when it has one (github: 25 MiB), else receiver.max_body_bytes.
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
-	// AckTimeout overrides receiver.ack_timeout for this source.
+	// AckTimeout is this source's request-to-commit budget. Defaults to the
+	// provider's preset when it has one (slack: under Slack's 3s), else
+	// receiver.ack_timeout.
 	AckTimeout time.Duration `mapstructure:"ack_timeout"`
 	// Queue is the River queue this source's jobs go to. Defaults to "default".
 	Queue string `mapstructure:"queue"`
-	// BasicAuth lists accepted HTTP Basic credentials; any one may match.
-	// Required by marqeta and adyen, optional for hmac.
+	// BasicAuth lists accepted HTTP Basic credentials; any one may match,
+	// and a request must carry one on top of a valid signature. Required by
+	// marqeta and adyen, optional for hmac. Defaults to none.
 	BasicAuth []BasicAuthConfig `mapstructure:"basic_auth"`
 	// URL is the notification URL exactly as registered at the provider,
-	// which square and twilio sign; matched byte for byte.
+	// which square and twilio sign; matched byte for byte, never rebuilt
+	// from the request. Must be an absolute http:// or https:// URL.
 	URL string `mapstructure:"url"`
 	// Algorithm picks the HMAC hash where the provider lets you choose:
 	// marqeta (sha1 or sha256, default sha256) and hmac (sha1, sha256 or
-	// sha512, default sha256).
+	// sha512, default sha256). Empty means the provider's default.
 	Algorithm string `mapstructure:"algorithm"`
-	// TwinTypes (stripe) lists the event types that happen once per object,
-	// deduplicated a second time on (type, data.object.id). Unset means the
-	// documented default list; an empty list turns twin keys off.
+	// TwinTypes (stripe only) lists the event types that happen once per
+	// object, deduplicated a second time on (type, data.object.id). Unset
+	// means provider.DefaultStripeTwinTypes; an empty list turns twin keys
+	// off. Entries are exact types; a type that can recur for one object
+	// (charge.refunded, *.updated, *.payment_failed) is refused, since a
+	// second occurrence would be dropped as a twin.
 	TwinTypes []string `mapstructure:"twin_types"`
-	// AllowIPs, when set, restricts deliveries to these CIDRs ("10.0.0.0/8",
-	// "203.0.113.7/32"); others get 403.
+	// AllowIPs, when set, restricts deliveries to these networks; others get
+	// 403. Each entry is a CIDR prefix with no host bits set ("10.0.0.0/8",
+	// "2001:db8::/32") or a bare IP address meaning that host alone
+	// ("203.0.113.7" is 203.0.113.7/32). IPv4 is written as IPv4, not as
+	// IPv4-mapped IPv6. Behind a reverse proxy, see receiver.trusted_proxies.
+	// Defaults to none: any address may deliver.
 	AllowIPs []string `mapstructure:"allow_ips"`
-	// HMAC configures the generic hmac provider.
+	// HMAC configures the generic hmac provider; other providers refuse it.
 	HMAC HMACConfig `mapstructure:"hmac"`
 }
 
-// BasicAuthConfig is one accepted pair of HTTP Basic credentials.
+// BasicAuthConfig is one accepted pair of HTTP Basic credentials. Both are
+// required; Redacted never shows the password.
 type BasicAuthConfig struct {
+	// Username is compared byte for byte; it cannot contain ':'.
 	Username string `mapstructure:"username"`
+	// Password is compared byte for byte. Reference the environment
+	// ("${MARQETA_WEBHOOK_PASSWORD}") rather than writing it in the file.
 	Password string `mapstructure:"password"`
 }
 
@@ -102,7 +139,7 @@ type HMACConfig struct {
 	Header string `mapstructure:"header"`
 	// Prefix is stripped from the header value first ("sha256=").
 	Prefix string `mapstructure:"prefix"`
-	// Encoding of the signature: hex (default) or base64.
+	// Encoding of the signature: hex or base64. Defaults to hex.
 	Encoding string `mapstructure:"encoding"`
 	// Template is the signed content instead of the raw body, with {body},
 	// {timestamp} and {id} replaced ("{timestamp}.{body}").
@@ -110,15 +147,22 @@ type HMACConfig struct {
 	// TimestampHeader carries the unix timestamp {timestamp} stands for;
 	// the source's tolerance applies to it.
 	TimestampHeader string `mapstructure:"timestamp_header"`
-	// IDHeader or IDPath (dotted JSON path) give the event id.
+	// IDHeader names the header that gives the event id.
 	IDHeader string `mapstructure:"id_header"`
-	IDPath   string `mapstructure:"id_path"`
-	// TypeHeader or TypePath give the event type.
+	// IDPath is a dotted JSON path ("data.id") that gives the event id when
+	// IDHeader is not used.
+	IDPath string `mapstructure:"id_path"`
+	// TypeHeader names the header that gives the event type.
 	TypeHeader string `mapstructure:"type_header"`
-	TypePath   string `mapstructure:"type_path"`
-	// APIKeyHeader, when set, must carry one of APIKeys.
-	APIKeyHeader string   `mapstructure:"api_key_header"`
-	APIKeys      []string `mapstructure:"api_keys"`
+	// TypePath is a dotted JSON path that gives the event type when
+	// TypeHeader is not used.
+	TypePath string `mapstructure:"type_path"`
+	// APIKeyHeader, when set, must carry one of APIKeys, on top of the
+	// signature. Set both or neither.
+	APIKeyHeader string `mapstructure:"api_key_header"`
+	// APIKeys are the accepted API keys, any one of which may match; none
+	// may be empty. Redacted shows only their count.
+	APIKeys []string `mapstructure:"api_keys"`
 	// ChallengePath makes a verified delivery with a string at this JSON
 	// path a handshake that is echoed back and never stored.
 	ChallengePath string `mapstructure:"challenge_path"`

@@ -3,6 +3,8 @@ package config
 import (
 	"cmp"
 	"time"
+
+	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // The defaults stated in the fields' doc comments. ApplyDefaults is the only
@@ -16,6 +18,9 @@ const (
 	defaultReceiverAckTimeout      time.Duration = 4 * time.Second
 	defaultReceiverRetryAfter      time.Duration = 5 * time.Second
 	defaultReceiverShutdownTimeout time.Duration = 10 * time.Second
+	defaultReceiverBatchMaxEvents                = 256
+	defaultReceiverBatchFlushers                 = 4
+	defaultReceiverBatchQueue                    = 1024
 	defaultSourceTolerance         time.Duration = 5 * time.Minute
 	defaultQueue                                 = "default"
 	defaultWorkerListen                          = "127.0.0.1:8081"
@@ -36,11 +41,16 @@ const (
 )
 
 // ApplyDefaults fills every zero-valued field with its documented default. A
-// source's max_body_bytes and ack_timeout inherit the receiver's, and
-// worker.rescue_after defaults to worker.job_timeout+30s, so those are applied
-// after the values they derive from. Load calls it; it is exported for code
-// that builds a Config by hand (tests, embedders). It is idempotent.
-func (c *Config) ApplyDefaults() {
+// source's max_body_bytes and ack_timeout take the source's own value, else
+// its provider's preset (provider.PresetFor) where that is non-zero, else the
+// receiver's; worker.rescue_after defaults to worker.job_timeout+30s. Those
+// are applied after the values they derive from. Load calls it; it is
+// exported for code that builds a Config by hand (tests, embedders). It is
+// idempotent.
+func (c *Config) ApplyDefaults() { c.applyDefaults(provider.PresetFor) }
+
+// applyDefaults is ApplyDefaults with the provider presets injected.
+func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, bool)) {
 	c.Database.MaxConns = cmp.Or(c.Database.MaxConns, defaultDatabaseMaxConns)
 
 	c.Log.Level = cmp.Or(c.Log.Level, defaultLogLevel)
@@ -52,12 +62,16 @@ func (c *Config) ApplyDefaults() {
 	r.AckTimeout = cmp.Or(r.AckTimeout, defaultReceiverAckTimeout)
 	r.RetryAfter = cmp.Or(r.RetryAfter, defaultReceiverRetryAfter)
 	r.ShutdownTimeout = cmp.Or(r.ShutdownTimeout, defaultReceiverShutdownTimeout)
+	r.BatchMaxEvents = cmp.Or(r.BatchMaxEvents, defaultReceiverBatchMaxEvents)
+	r.BatchFlushers = cmp.Or(r.BatchFlushers, defaultReceiverBatchFlushers)
+	r.BatchQueue = cmp.Or(r.BatchQueue, defaultReceiverBatchQueue)
 
 	for i := range c.Sources {
 		s := &c.Sources[i]
 		s.Tolerance = cmp.Or(s.Tolerance, defaultSourceTolerance)
-		s.MaxBodyBytes = cmp.Or(s.MaxBodyBytes, r.MaxBodyBytes)
-		s.AckTimeout = cmp.Or(s.AckTimeout, r.AckTimeout)
+		preset, _ := presetFor(s.Provider) // An unknown provider has the zero Preset.
+		s.MaxBodyBytes = cmp.Or(s.MaxBodyBytes, preset.MaxBodyBytes, r.MaxBodyBytes)
+		s.AckTimeout = cmp.Or(s.AckTimeout, preset.AckTimeout, r.AckTimeout)
 		s.Queue = cmp.Or(s.Queue, defaultQueue)
 	}
 

@@ -1,10 +1,13 @@
 package config
 
 import (
+	"cmp"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 func TestApplyDefaults(t *testing.T) {
@@ -27,6 +30,7 @@ func TestApplyDefaults(t *testing.T) {
 			AckTimeout:      4 * time.Second,
 			RetryAfter:      5 * time.Second,
 			ShutdownTimeout: 10 * time.Second,
+			BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024,
 		}, cfg.Receiver)
 		require.Equal(t, SourceConfig{
 			Name:         "stripe",
@@ -69,6 +73,65 @@ func TestApplyDefaults(t *testing.T) {
 		require.Equal(t, 2*time.Second, cfg.Sources[0].AckTimeout)
 		require.Equal(t, int64(64), cfg.Sources[1].MaxBodyBytes)
 		require.Equal(t, time.Second, cfg.Sources[1].AckTimeout)
+	})
+
+	t.Run("SourceLimitsPreferTheirOwnThenThePresetThenTheReceiver", func(t *testing.T) {
+		t.Parallel()
+
+		presets := map[string]provider.Preset{
+			"big":  {MaxBodyBytes: 25 << 20},
+			"fast": {AckTimeout: 2500 * time.Millisecond},
+		}
+		presetFor := func(name string) (provider.Preset, bool) {
+			preset, ok := presets[name]
+			return preset, ok
+		}
+		cfg := &Config{
+			Receiver: ReceiverConfig{MaxBodyBytes: 512, AckTimeout: 2 * time.Second},
+			Sources: []SourceConfig{
+				{Name: "preset-body", Provider: "big"},
+				{Name: "preset-ack", Provider: "fast"},
+				{Name: "own-beats-preset", Provider: "big", MaxBodyBytes: 64, AckTimeout: time.Second},
+				{Name: "unknown-provider", Provider: "nope"},
+			},
+		}
+		cfg.applyDefaults(presetFor)
+
+		limits := func(s SourceConfig) [2]any { return [2]any{s.MaxBodyBytes, s.AckTimeout} }
+		require.Equal(t, [2]any{int64(25 << 20), 2 * time.Second}, limits(cfg.Sources[0]), "preset body, receiver ack")
+		require.Equal(t, [2]any{int64(512), 2500 * time.Millisecond}, limits(cfg.Sources[1]), "receiver body, preset ack")
+		require.Equal(t, [2]any{int64(64), time.Second}, limits(cfg.Sources[2]), "own values")
+		require.Equal(t, [2]any{int64(512), 2 * time.Second}, limits(cfg.Sources[3]), "receiver's")
+
+		before := *cfg
+		before.Sources = append([]SourceConfig(nil), cfg.Sources...)
+		cfg.applyDefaults(presetFor)
+		require.Equal(t, before, *cfg, "idempotent")
+	})
+
+	t.Run("UsesTheRegisteredPresets", func(t *testing.T) {
+		t.Parallel()
+
+		for _, name := range provider.Names() {
+			preset, _ := provider.PresetFor(name)
+			cfg := &Config{Sources: []SourceConfig{{Name: "s", Provider: name}}}
+			cfg.ApplyDefaults()
+			require.Equal(t, cmp.Or(preset.MaxBodyBytes, cfg.Receiver.MaxBodyBytes), cfg.Sources[0].MaxBodyBytes, name)
+			require.Equal(t, cmp.Or(preset.AckTimeout, cfg.Receiver.AckTimeout), cfg.Sources[0].AckTimeout, name)
+		}
+		for name, want := range map[string]provider.Preset{
+			"github": {MaxBodyBytes: 25 << 20},
+			"slack":  {AckTimeout: 2500 * time.Millisecond}, // Under Slack's 3s.
+		} {
+			if _, ok := provider.PresetFor(name); !ok {
+				t.Logf("provider %q is not registered yet", name)
+				continue
+			}
+			cfg := &Config{Sources: []SourceConfig{{Name: name, Provider: name}}}
+			cfg.ApplyDefaults()
+			require.Equal(t, cmp.Or(want.MaxBodyBytes, defaultReceiverMaxBodyBytes), cfg.Sources[0].MaxBodyBytes, name)
+			require.Equal(t, cmp.Or(want.AckTimeout, defaultReceiverAckTimeout), cfg.Sources[0].AckTimeout, name)
+		}
 	})
 
 	t.Run("RescueAfterFollowsJobTimeout", func(t *testing.T) {

@@ -45,6 +45,51 @@ func TestExpandEnv(t *testing.T) {
 		require.Equal(t, RouteConfig{Source: "stripe", Types: []string{"charge.*"}, Handlers: []string{"log"}}, cfg.Worker.Routes[0])
 	})
 
+	t.Run("ReachesNestedCredentials", func(t *testing.T) {
+		t.Parallel()
+
+		cfg := &Config{
+			Receiver: ReceiverConfig{TrustedProxies: []string{"${PROXY_NET}"}},
+			Sources: []SourceConfig{{
+				BasicAuth: []BasicAuthConfig{{Username: "${USER}", Password: "${PW_NEW}"}, {Username: "old", Password: "${PW_OLD}"}},
+				URL:       "https://${HOST}/webhooks/twilio",
+				Algorithm: "${ALG}",
+				TwinTypes: []string{"${TWIN}"},
+				AllowIPs:  []string{"${ALLOW}"},
+				HMAC:      HMACConfig{Header: "${HEADER}", APIKeys: []string{"${KEY_NEW}", "${KEY_OLD}"}},
+			}},
+		}
+		require.NoError(t, cfg.expandEnv(lookup(map[string]string{
+			"PROXY_NET": "10.0.0.0/8", "USER": "hookinbox", "PW_NEW": "pw-new", "PW_OLD": "pw-old",
+			"HOST": "hooks.example.com", "ALG": "sha1", "TWIN": "invoice.paid", "ALLOW": "203.0.113.7",
+			"HEADER": "X-Signature", "KEY_NEW": "key-new", "KEY_OLD": "key-old",
+		})))
+		require.Equal(t, []string{"10.0.0.0/8"}, cfg.Receiver.TrustedProxies)
+		require.Equal(t, SourceConfig{
+			BasicAuth: []BasicAuthConfig{{Username: "hookinbox", Password: "pw-new"}, {Username: "old", Password: "pw-old"}},
+			URL:       "https://hooks.example.com/webhooks/twilio",
+			Algorithm: "sha1",
+			TwinTypes: []string{"invoice.paid"},
+			AllowIPs:  []string{"203.0.113.7"},
+			HMAC:      HMACConfig{Header: "X-Signature", APIKeys: []string{"key-new", "key-old"}},
+		}, cfg.Sources[0])
+	})
+
+	t.Run("UnsetNestedReferencesAreNamedByKey", func(t *testing.T) {
+		t.Parallel()
+
+		cfg := &Config{Sources: []SourceConfig{
+			{Secrets: []string{"ok"}},
+			{
+				BasicAuth: []BasicAuthConfig{{Username: "u", Password: "${SET}"}, {Username: "u2", Password: "${MARQETA_PW}"}},
+				HMAC:      HMACConfig{APIKeys: []string{"${API_KEY}"}},
+			},
+		}}
+		err := cfg.expandEnv(lookup(map[string]string{"SET": testSecret}))
+		require.EqualError(t, err, "sources[1].basic_auth[1].password: environment variable MARQETA_PW is not set\n"+
+			"sources[1].hmac.api_keys[0]: environment variable API_KEY is not set")
+	})
+
 	t.Run("OnlyTheBracedFormIsExpanded", func(t *testing.T) {
 		t.Parallel()
 

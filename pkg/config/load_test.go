@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 func TestLoad(t *testing.T) {
@@ -85,6 +87,7 @@ worker:
 				AckTimeout:      4 * time.Second,
 				RetryAfter:      5 * time.Second,
 				ShutdownTimeout: 10 * time.Second,
+				BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024,
 			},
 			Sources: []SourceConfig{{
 				Name:         "stripe",
@@ -181,6 +184,83 @@ sources:
 		require.ErrorContains(t, err, "sources[0]")
 		require.ErrorContains(t, err, "secret")
 		require.NotContains(t, err.Error(), testSecret)
+	})
+
+	t.Run("RejectsUnknownKeyInNestedSourceKeys", func(t *testing.T) {
+		t.Parallel()
+
+		path := writeFile(t, "hookinbox.yaml", minimalYAML+`
+  - name: partner
+    provider: hmac
+    secrets: ["x"]
+    basic_auth: [{username: u, pasword: p}]
+    hmac: {hedaer: X-Signature}
+`)
+		_, err := Load(path)
+		require.ErrorContains(t, err, "pasword")
+		require.ErrorContains(t, err, "hedaer")
+	})
+
+	t.Run("EmptyTwinTypesIsNotUnset", func(t *testing.T) {
+		t.Parallel()
+
+		path := writeFile(t, "hookinbox.yaml", minimalYAML+`
+  - name: stripe-no-twins
+    provider: stripe
+    secrets: ["`+testSecret+`"]
+    twin_types: []
+`)
+		cfg, err := Load(path)
+		require.NoError(t, err)
+		require.Nil(t, cfg.Sources[0].TwinTypes, "unset: the default list")
+		require.NotNil(t, cfg.Sources[1].TwinTypes, "[]: twin keys off")
+		require.Empty(t, cfg.Sources[1].TwinTypes)
+		require.NotNil(t, cfg.Sources[1].ProviderConfig().TwinTypes)
+	})
+
+	t.Run("ReadsProviderKeys", func(t *testing.T) {
+		t.Parallel()
+		if _, ok := provider.PresetFor("hmac"); !ok {
+			t.Skip(`provider "hmac" is not registered yet`)
+		}
+
+		path := writeFile(t, "hookinbox.yaml", minimalYAML+`
+    twin_types: [invoice.paid]
+    allow_ips: ["203.0.113.7", "198.51.100.0/24"]
+  - name: partner
+    provider: hmac
+    secrets: ["`+testSecret+`"]
+    algorithm: sha512
+    basic_auth:
+      - {username: partner, password: "pw-`+testSecret+`"}
+    hmac:
+      header: X-Signature
+      prefix: "sha512="
+      encoding: base64
+      template: "{timestamp}.{body}"
+      timestamp_header: X-Timestamp
+      id_path: data.id
+      type_header: X-Event
+      api_key_header: X-Api-Key
+      api_keys: ["key-`+testSecret+`"]
+      challenge_path: challenge
+receiver:
+  trusted_proxies: [10.0.0.0/8, "192.0.2.1"]
+`)
+		cfg, err := Load(path)
+		require.NoError(t, err)
+
+		require.Equal(t, []string{"10.0.0.0/8", "192.0.2.1"}, cfg.Receiver.TrustedProxies)
+		require.Equal(t, []string{"invoice.paid"}, cfg.Sources[0].TwinTypes)
+		require.Equal(t, []string{"203.0.113.7", "198.51.100.0/24"}, cfg.Sources[0].AllowIPs)
+		partner := cfg.Sources[1]
+		require.Equal(t, "sha512", partner.Algorithm)
+		require.Equal(t, []BasicAuthConfig{{Username: "partner", Password: "pw-" + testSecret}}, partner.BasicAuth)
+		require.Equal(t, HMACConfig{
+			Header: "X-Signature", Prefix: "sha512=", Encoding: "base64", Template: "{timestamp}.{body}",
+			TimestampHeader: "X-Timestamp", IDPath: "data.id", TypeHeader: "X-Event",
+			APIKeyHeader: "X-Api-Key", APIKeys: []string{"key-" + testSecret}, ChallengePath: "challenge",
+		}, partner.HMAC)
 	})
 
 	t.Run("MissingFileIsAnError", func(t *testing.T) {
@@ -294,7 +374,7 @@ sources:
     secrets_file: `+secretsPath+`
 `)
 		_, err := Load(path)
-		require.ErrorContains(t, err, "sources[0].secrets: at least one secret is required")
+		require.ErrorContains(t, err, "sources[0]: shopify: at least one secret is required")
 	})
 
 	t.Run("UnreadableFileNamesTheKey", func(t *testing.T) {
@@ -395,7 +475,7 @@ func TestLoadExpandsEnvInSecrets(t *testing.T) {
 	t.Setenv("STRIPE_WEBHOOK_SECRET", testSecret)
 	t.Setenv("STRIPE_WEBHOOK_SECRET_OLD", "whsec_old")
 	t.Setenv("SECRETS_DIR", t.TempDir())
-	require.NoError(t, os.WriteFile(filepath.Join(os.Getenv("SECRETS_DIR"), "bank"), []byte("from-file\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(os.Getenv("SECRETS_DIR"), "bank"), []byte(testBankSecret+"\n"), 0o600))
 
 	cfg, err := Load(writeFile(t, "hookinbox.yaml", `
 database:
@@ -410,7 +490,7 @@ sources:
 `))
 	require.NoError(t, err)
 	require.Equal(t, []string{testSecret, "prefix-whsec_old"}, cfg.Sources[0].Secrets)
-	require.Equal(t, []string{"from-file"}, cfg.Sources[1].Secrets)
+	require.Equal(t, []string{testBankSecret}, cfg.Sources[1].Secrets)
 }
 
 func TestLoadUnsetEnvReferenceNamesKeyNotValue(t *testing.T) {
@@ -479,6 +559,7 @@ func TestScalarKeys(t *testing.T) {
 		"database.url", "database.max_conns",
 		"log.level", "log.format",
 		"receiver.listen", "receiver.max_body_bytes", "receiver.ack_timeout", "receiver.retry_after", "receiver.shutdown_timeout",
+		"receiver.batch_max_events", "receiver.batch_max_wait", "receiver.batch_flushers", "receiver.batch_queue",
 		"worker.listen", "worker.concurrency", "worker.max_attempts", "worker.job_timeout", "worker.rescue_after",
 		"worker.fetch_cooldown", "worker.fetch_poll_interval",
 		"worker.reaper_interval", "worker.orphan_after", "worker.unrouted", "worker.soft_stop_timeout", "worker.hard_stop_timeout",

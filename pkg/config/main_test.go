@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 // testSecret is a signing secret that must never appear in an error or a log.
 const testSecret = "whsec_S3CRET-must-not-leak"
 
+// testBankSecret is a valid Standard Webhooks secret (whsec_ and base64),
+// from the specification's test vectors.
+const testBankSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
 // testDatabasePassword must never appear in an error or a log either.
 const testDatabasePassword = "PW-must-not-leak"
 
@@ -52,7 +56,7 @@ func validConfig() *Config {
 		Database: DatabaseConfig{URL: "postgres://hookinbox:" + testDatabasePassword + "@localhost:5432/hookinbox"},
 		Sources: []SourceConfig{
 			{Name: "stripe", Provider: "stripe", Secrets: []string{testSecret}},
-			{Name: "bank", Provider: "standardwebhooks", Secrets: []string{"whsec_other"}},
+			{Name: "bank", Provider: "standardwebhooks", Secrets: []string{testBankSecret}},
 		},
 		Worker: WorkerConfig{
 			Routes: []RouteConfig{

@@ -9,8 +9,10 @@ import (
 )
 
 // Redacted returns the configuration as nested maps keyed like the YAML
-// file, safe to log: the database URL's password is "xxxxx", a source's
-// secrets are replaced by their count, and durations are strings ("4s").
+// file, safe to log: the database URL's password and a source URL's password
+// are "xxxxx", a source's secrets and hmac.api_keys are replaced by their
+// count, basic_auth passwords by "redacted" (usernames show), and durations
+// are strings ("4s").
 // With zap: logger.Info("config", zap.Any("config", cfg.Redacted())).
 func (c *Config) Redacted() map[string]any {
 	sources := make([]any, len(c.Sources))
@@ -38,6 +40,11 @@ func (c *Config) Redacted() map[string]any {
 			"ack_timeout":      duration(r.AckTimeout),
 			"retry_after":      duration(r.RetryAfter),
 			"shutdown_timeout": duration(r.ShutdownTimeout),
+			"batch_max_events": r.BatchMaxEvents,
+			"batch_max_wait":   duration(r.BatchMaxWait),
+			"batch_flushers":   r.BatchFlushers,
+			"batch_queue":      r.BatchQueue,
+			"trusted_proxies":  r.TrustedProxies,
 		},
 		"sources": sources,
 		"worker": map[string]any{
@@ -67,6 +74,10 @@ func (d *DatabaseConfig) redacted() map[string]any {
 }
 
 func (s *SourceConfig) redacted() map[string]any {
+	basicAuth := make([]any, len(s.BasicAuth))
+	for i := range s.BasicAuth {
+		basicAuth[i] = s.BasicAuth[i].redacted()
+	}
 	return map[string]any{
 		"name":           s.Name,
 		"provider":       s.Provider,
@@ -76,7 +87,46 @@ func (s *SourceConfig) redacted() map[string]any {
 		"max_body_bytes": s.MaxBodyBytes,
 		"ack_timeout":    duration(s.AckTimeout),
 		"queue":          s.Queue,
+		"basic_auth":     basicAuth,
+		"url":            redactURL(s.URL), // Twilio accepts credentials in the URL.
+		"algorithm":      s.Algorithm,
+		"twin_types":     s.TwinTypes,
+		"allow_ips":      s.AllowIPs,
+		"hmac":           s.HMAC.redacted(),
 	}
+}
+
+func (b *BasicAuthConfig) redacted() map[string]any {
+	return map[string]any{
+		"username": b.Username,
+		"password": redactValue(b.Password),
+	}
+}
+
+func (h *HMACConfig) redacted() map[string]any {
+	return map[string]any{
+		"header":           h.Header,
+		"prefix":           h.Prefix,
+		"encoding":         h.Encoding,
+		"template":         h.Template,
+		"timestamp_header": h.TimestampHeader,
+		"id_header":        h.IDHeader,
+		"id_path":          h.IDPath,
+		"type_header":      h.TypeHeader,
+		"type_path":        h.TypePath,
+		"api_key_header":   h.APIKeyHeader,
+		"api_keys":         fmt.Sprintf("%d redacted", len(h.APIKeys)),
+		"challenge_path":   h.ChallengePath,
+	}
+}
+
+// redactValue hides a credential but shows that it is empty, which
+// Validate refuses anyway.
+func redactValue(v string) string {
+	if v == "" {
+		return ""
+	}
+	return "redacted"
 }
 
 func duration(d time.Duration) string { return d.String() }
@@ -101,6 +151,19 @@ func (s SourceConfig) String() string { return toJSON(s.redacted()) }
 
 // GoString is String, so %#v never leaks secrets.
 func (s SourceConfig) GoString() string { return s.String() }
+
+// String returns the credentials as JSON with the password redacted.
+func (b BasicAuthConfig) String() string { return toJSON(b.redacted()) }
+
+// GoString is String, so %#v never leaks the password.
+func (b BasicAuthConfig) GoString() string { return b.String() }
+
+// String returns the hmac settings as JSON with the API keys replaced by
+// their count.
+func (h HMACConfig) String() string { return toJSON(h.redacted()) }
+
+// GoString is String, so %#v never leaks API keys.
+func (h HMACConfig) GoString() string { return h.String() }
 
 func toJSON(v any) string {
 	var b strings.Builder

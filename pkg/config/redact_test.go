@@ -16,7 +16,15 @@ func TestRedacted(t *testing.T) {
 
 	setup := func() *Config {
 		cfg := validConfig()
+		cfg.Receiver.TrustedProxies = []string{"10.0.0.0/8"}
 		cfg.Sources[0].Secrets = []string{testSecret, testSecret + "-old"}
+		partner := hmacSource()
+		partner.BasicAuth = []BasicAuthConfig{{Username: "partner-user", Password: testPassword}}
+		partner.URL = "https://twilio:" + testPassword + "@hooks.example.com/partner?x=1"
+		partner.Algorithm = "sha512"
+		partner.AllowIPs = []string{"203.0.113.7"}
+		partner.HMAC.APIKeys = []string{testAPIKey, testAPIKey + "-old"}
+		cfg.Sources = append(cfg.Sources, partner)
 		return cfg
 	}
 
@@ -31,6 +39,16 @@ func TestRedacted(t *testing.T) {
 		source := redacted["sources"].([]any)[0].(map[string]any)
 		require.Equal(t, "2 redacted", source["secrets"])
 		require.Equal(t, "5m0s", source["tolerance"])
+
+		partner := redacted["sources"].([]any)[2].(map[string]any)
+		require.Equal(t, []any{map[string]any{"username": "partner-user", "password": "redacted"}}, partner["basic_auth"])
+		require.Equal(t, "https://twilio:xxxxx@hooks.example.com/partner?x=1", partner["url"])
+		require.Equal(t, "sha512", partner["algorithm"])
+		require.Equal(t, []string{"203.0.113.7"}, partner["allow_ips"])
+		hmac := partner["hmac"].(map[string]any)
+		require.Equal(t, "2 redacted", hmac["api_keys"])
+		require.Equal(t, "X-Api-Key", hmac["api_key_header"])
+		require.Equal(t, []string{"10.0.0.0/8"}, redacted["receiver"].(map[string]any)["trusted_proxies"])
 	})
 
 	t.Run("NoSecretInAnyRendering", func(t *testing.T) {
@@ -51,10 +69,17 @@ func TestRedacted(t *testing.T) {
 			"Source%#v":      fmt.Sprintf("%#v", cfg.Sources),
 			"Database%+v":    fmt.Sprintf("%+v", cfg.Database),
 			"Database%#v":    fmt.Sprintf("%#v", cfg.Database),
+			"BasicAuth%v":    fmt.Sprintf("%v", cfg.Sources[2].BasicAuth),
+			"BasicAuth%+v":   fmt.Sprintf("%+v", cfg.Sources[2].BasicAuth[0]),
+			"BasicAuth%#v":   fmt.Sprintf("%#v", cfg.Sources[2].BasicAuth),
+			"HMAC%+v":        fmt.Sprintf("%+v", cfg.Sources[2].HMAC),
+			"HMAC%#v":        fmt.Sprintf("%#v", cfg.Sources[2].HMAC),
 			"slog":           slogOut.String(),
 		} {
 			require.NotContains(t, out, testSecret, name)
 			require.NotContains(t, out, testDatabasePassword, name)
+			require.NotContains(t, out, testPassword, name)
+			require.NotContains(t, out, testAPIKey, name)
 			require.True(t, strings.Contains(out, "redacted") || strings.Contains(out, "xxxxx"), name)
 		}
 	})
@@ -67,15 +92,24 @@ func TestRedacted(t *testing.T) {
 			section, name, _ := strings.Cut(key, ".")
 			require.Contains(t, redacted[section], name, key)
 		}
+		require.Contains(t, redacted["receiver"], "trusted_proxies")
 		require.Contains(t, redacted["worker"], "queues")
 		require.Contains(t, redacted["worker"], "routes")
 
-		source := redacted["sources"].([]any)[0].(map[string]any)
+		source := redacted["sources"].([]any)[2].(map[string]any)
 		route := redacted["worker"].(map[string]any)["routes"].([]any)[0].(map[string]any)
 		require.ElementsMatch(t, tagNames(reflect.TypeFor[SourceConfig]()), mapKeys(source))
+		require.ElementsMatch(t, tagNames(reflect.TypeFor[BasicAuthConfig]()), mapKeys(source["basic_auth"].([]any)[0].(map[string]any)))
+		require.ElementsMatch(t, tagNames(reflect.TypeFor[HMACConfig]()), mapKeys(source["hmac"].(map[string]any)))
 		require.ElementsMatch(t, tagNames(reflect.TypeFor[RouteConfig]()), mapKeys(route))
 	})
 }
+
+// testPassword and testAPIKey must never appear in a log either.
+const (
+	testPassword = "BasicPW-must-not-leak"
+	testAPIKey   = "APIKEY-must-not-leak"
+)
 
 // tagNames returns the mapstructure names of t's fields.
 func tagNames(t reflect.Type) []string {

@@ -10,11 +10,6 @@ import (
 	"strings"
 )
 
-// KnownProviders are the values Validate accepts for sources[].provider.
-// Defaults to the providers of pkg/provider; a binary that registers more
-// may replace it before calling Load.
-var KnownProviders = []string{"stripe", "shopify", "standardwebhooks"}
-
 // The values of worker.unrouted.
 const (
 	// UnroutedDone marks an event no route matches as done, with a note.
@@ -40,8 +35,11 @@ func (p *problems) addf(key, format string, args ...any) {
 
 // Validate checks c, which should already have its defaults applied (Load
 // does both). It reports every problem at once, joined, each naming its key
-// ("receiver.ack_timeout: must be positive"). No message ever contains a
-// secret or the database URL.
+// ("receiver.ack_timeout: must be positive"). Each source is also given to
+// provider.New, so that what its provider requires (marqeta's basic_auth,
+// square's url …) is checked at start-up and reported under the source's key
+// ("sources[2]: marqeta: basic_auth: …"). No message ever contains a secret,
+// a password, an API key or the database URL.
 func (c *Config) Validate() error {
 	var p problems
 	c.validateDatabase(&p)
@@ -77,47 +75,13 @@ func (c *Config) validateReceiver(p *problems) {
 	positive(p, "receiver.ack_timeout", r.AckTimeout)
 	positive(p, "receiver.retry_after", r.RetryAfter)
 	positive(p, "receiver.shutdown_timeout", r.ShutdownTimeout)
-}
-
-func (c *Config) validateSources(p *problems) {
-	firstIndex := make(map[string]int, len(c.Sources))
-	for i := range c.Sources {
-		s := &c.Sources[i]
-		key := fmt.Sprintf("sources[%d]", i)
-
-		switch first, dup := firstIndex[s.Name]; {
-		case s.Name == "":
-			p.addf(key+".name", "required")
-		case !sourceNameRE.MatchString(s.Name):
-			p.addf(key+".name", "%q must match %s", s.Name, sourceNameRE)
-		case dup:
-			p.addf(key+".name", "duplicate %q (also sources[%d])", s.Name, first)
-		default:
-			firstIndex[s.Name] = i
-		}
-
-		switch {
-		case s.Provider == "":
-			p.addf(key+".provider", "required (one of %s)", strings.Join(KnownProviders, ", "))
-		case !slices.Contains(KnownProviders, s.Provider):
-			p.addf(key+".provider", "unknown %q (known: %s)", s.Provider, strings.Join(KnownProviders, ", "))
-		}
-
-		// An empty secret would let anyone sign, so one is never ignored.
-		if len(s.Secrets) == 0 {
-			p.addf(key+".secrets", "at least one secret is required (secrets or secrets_file)")
-		}
-		for j, secret := range s.Secrets {
-			if strings.TrimSpace(secret) == "" {
-				p.addf(fmt.Sprintf("%s.secrets[%d]", key, j), "must not be empty")
-			}
-		}
-
-		positive(p, key+".tolerance", s.Tolerance)
-		positive(p, key+".max_body_bytes", s.MaxBodyBytes)
-		positive(p, key+".ack_timeout", s.AckTimeout)
-		queueName(p, key+".queue", s.Queue)
+	positive(p, "receiver.batch_max_events", r.BatchMaxEvents)
+	positive(p, "receiver.batch_flushers", r.BatchFlushers)
+	positive(p, "receiver.batch_queue", r.BatchQueue)
+	if r.BatchMaxWait < 0 {
+		p.addf("receiver.batch_max_wait", "must not be negative")
 	}
+	prefixes(p, "receiver.trusted_proxies", r.TrustedProxies)
 }
 
 func (c *Config) validateWorker(p *problems) {

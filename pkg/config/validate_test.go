@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 func TestValidate(t *testing.T) {
@@ -39,6 +41,12 @@ func TestValidate(t *testing.T) {
 			"ExactType":          func(c *Config) { c.Worker.Routes[0].Types = []string{"charge.refunded", "ping"} },
 			"SourceNameWithDash": func(c *Config) { c.Sources[0].Name = "stripe-eu_2"; c.Worker.Routes[0].Source = "stripe-eu_2" },
 			"QueueWithDash":      func(c *Config) { c.Sources[0].Queue = "bank-slow"; c.Worker.Queues = []string{"default", "bank-slow"} },
+			"AllowIPsCIDRsAndBareAddresses": func(c *Config) {
+				c.Sources[0].AllowIPs = []string{"10.0.0.0/8", "203.0.113.7", "2001:db8::/32", "2001:db8::1", "0.0.0.0/0", "::/0"}
+			},
+			"TrustedProxies":   func(c *Config) { c.Receiver.TrustedProxies = []string{"10.0.0.0/8", "fd00::/8", "192.0.2.10"} },
+			"TwinTypesOff":     func(c *Config) { c.Sources[0].TwinTypes = []string{} },
+			"TwinTypesOwnList": func(c *Config) { c.Sources[0].TwinTypes = []string{"invoice.paid", "checkout.session.completed"} },
 			"RouteAfterNarrower": func(c *Config) {
 				c.Worker.Routes = []RouteConfig{
 					{Source: "stripe", Types: []string{"charge.*"}, Handlers: []string{"log"}},
@@ -80,14 +88,47 @@ func TestValidate(t *testing.T) {
 			{"SourceNameLeadingDash", func(c *Config) { c.Sources[1].Name = "-bank" }, `sources[1].name: "-bank" must match`},
 			{"SourceNameSlash", func(c *Config) { c.Sources[1].Name = "a/b" }, `sources[1].name: "a/b" must match`},
 			{"SourceNameDuplicate", func(c *Config) { c.Sources[1].Name = "stripe" }, `sources[1].name: duplicate "stripe" (also sources[0])`},
-			{"ProviderMissing", func(c *Config) { c.Sources[0].Provider = "" }, "sources[0].provider: required (one of stripe, shopify, standardwebhooks)"},
-			{"ProviderUnknown", func(c *Config) { c.Sources[0].Provider = "github" }, `sources[0].provider: unknown "github" (known: stripe, shopify, standardwebhooks)`},
-			{"SecretsMissing", func(c *Config) { c.Sources[0].Secrets = nil }, "sources[0].secrets: at least one secret is required (secrets or secrets_file)"},
+			{"ProviderMissing", func(c *Config) { c.Sources[0].Provider = "" }, "sources[0].provider: required (one of " + strings.Join(provider.Names(), ", ") + ")"},
+			{"ProviderUnknown", func(c *Config) { c.Sources[0].Provider = "carrier-pigeon" }, `sources[0].provider: unknown "carrier-pigeon" (known: ` + strings.Join(provider.Names(), ", ") + ")"},
+			{"SecretsMissingPerProvider", func(c *Config) { c.Sources[0].Secrets = nil }, "sources[0]: stripe: at least one secret is required"},
+			{"SecretRejectedByProvider", func(c *Config) { c.Sources[1].Secrets = []string{"not-a-whsec"} }, "sources[1]: standardwebhooks: secret 0"},
 			{"SecretEmpty", func(c *Config) { c.Sources[0].Secrets = []string{testSecret, ""} }, "sources[0].secrets[1]: must not be empty"},
 			{"SecretBlank", func(c *Config) { c.Sources[0].Secrets = []string{" \t"} }, "sources[0].secrets[0]: must not be empty"},
 			{"SourceTolerance", func(c *Config) { c.Sources[0].Tolerance = -time.Minute }, "sources[0].tolerance: must be positive"},
 			{"SourceMaxBodyBytes", func(c *Config) { c.Sources[0].MaxBodyBytes = -1 }, "sources[0].max_body_bytes: must be positive"},
 			{"SourceAckTimeout", func(c *Config) { c.Sources[0].AckTimeout = -time.Second }, "sources[0].ack_timeout: must be positive"},
+			{"AllowIPsNotAnAddress", func(c *Config) { c.Sources[0].AllowIPs = []string{"10.0.0.0/8", "stripe.com"} }, `sources[0].allow_ips[1]: "stripe.com" is not a CIDR prefix (10.0.0.0/8) or an IP address`},
+			{"AllowIPsBadBits", func(c *Config) { c.Sources[0].AllowIPs = []string{"10.0.0.0/33"} }, `sources[0].allow_ips[0]: "10.0.0.0/33" is not a CIDR prefix`},
+			{"AllowIPsHostBits", func(c *Config) { c.Sources[0].AllowIPs = []string{"203.0.113.7/24"} }, `sources[0].allow_ips[0]: "203.0.113.7/24" has host bits set; write 203.0.113.0/24 for the network, or 203.0.113.7/32 for the one host`},
+			{"AllowIPsMapped", func(c *Config) { c.Sources[0].AllowIPs = []string{"::ffff:10.0.0.0/104"} }, `sources[0].allow_ips[0]: "::ffff:10.0.0.0/104" is IPv4-mapped IPv6, which never matches a client; write it as IPv4 (10.0.0.0/8)`},
+			{"AllowIPsMappedAddress", func(c *Config) { c.Sources[0].AllowIPs = []string{"::ffff:203.0.113.7"} }, `write it as IPv4 (203.0.113.7/32)`},
+			{"AllowIPsZone", func(c *Config) { c.Sources[0].AllowIPs = []string{"fe80::1%eth0"} }, `sources[0].allow_ips[0]: "fe80::1%eth0": an IP address with a zone cannot be matched`},
+			{"AllowIPsEmptyEntry", func(c *Config) { c.Sources[0].AllowIPs = []string{""} }, `sources[0].allow_ips[0]: "" is not a CIDR prefix`},
+			{"BasicAuthUsernameMissing", func(c *Config) { c.Sources[0].BasicAuth = []BasicAuthConfig{{Password: testSecret}} }, "sources[0].basic_auth[0].username: required"},
+			{"BasicAuthUsernameColon", func(c *Config) { c.Sources[0].BasicAuth = []BasicAuthConfig{{Username: "a:b", Password: testSecret}} }, "sources[0].basic_auth[0].username: must not contain ':'"},
+			{"BasicAuthPasswordEmpty", func(c *Config) {
+				c.Sources[0].BasicAuth = []BasicAuthConfig{{Username: "u", Password: testSecret}, {Username: "u2", Password: " "}}
+			}, "sources[0].basic_auth[1].password: must not be empty"},
+			{"URLRelative", func(c *Config) { c.Sources[0].URL = "/webhooks/square" }, "sources[0].url: must be an absolute https:// or http:// URL"},
+			{"URLOtherScheme", func(c *Config) { c.Sources[0].URL = "ftp://example.com/hooks" }, "sources[0].url: must be an absolute"},
+			{"URLUnparseable", func(c *Config) { c.Sources[0].URL = "https://u:" + testSecret + "@exa mple.com/%zz" }, "sources[0].url: must be an absolute"},
+			{"Algorithm", func(c *Config) { c.Sources[0] = hmacSource(); c.Sources[0].Algorithm = "md5" }, `sources[0].algorithm: must be sha1, sha256 or sha512, not "md5"`},
+			{"TwinTypesOnOtherProvider", func(c *Config) { c.Sources[1].TwinTypes = []string{} }, "sources[1].twin_types: only the stripe provider has twin types"},
+			{"TwinTypeEmpty", func(c *Config) { c.Sources[0].TwinTypes = []string{"invoice.paid", ""} }, "sources[0].twin_types[1]: must not be empty"},
+			{"TwinTypePattern", func(c *Config) { c.Sources[0].TwinTypes = []string{"invoice.*"} }, `sources[0].twin_types[0]: "invoice.*" must be an exact event type`},
+			{"TwinTypeRefundRecurs", func(c *Config) { c.Sources[0].TwinTypes = []string{"charge.refunded"} }, `sources[0].twin_types[0]: "charge.refunded" can happen more than once per object`},
+			{"TwinTypeUpdatedRecurs", func(c *Config) { c.Sources[0].TwinTypes = []string{"customer.subscription.updated"} }, `sources[0].twin_types[0]: "customer.subscription.updated" can happen`},
+			{"TwinTypeFailureRecurs", func(c *Config) { c.Sources[0].TwinTypes = []string{"invoice.payment_failed"} }, `sources[0].twin_types[0]: "invoice.payment_failed" can happen`},
+			{"HMACOnOtherProvider", func(c *Config) { c.Sources[0].HMAC.APIKeys = []string{testSecret} }, "sources[0].hmac: only the hmac provider reads hmac"},
+			{"BasicAuthOnOtherProvider", func(c *Config) { c.Sources[0].BasicAuth = []BasicAuthConfig{{Username: "u", Password: testSecret}} }, "sources[0].basic_auth: only the marqeta, adyen and hmac providers read basic_auth"},
+			{"URLOnOtherProvider", func(c *Config) { c.Sources[1].URL = "https://hooks.example.com/bank" }, "sources[1].url: only the square and twilio providers read url"},
+			{"AlgorithmOnOtherProvider", func(c *Config) { c.Sources[0].Algorithm = "sha1" }, "sources[0].algorithm: only the marqeta and hmac providers read algorithm"},
+			{"HMACEncoding", func(c *Config) { c.Sources[0] = hmacSource(); c.Sources[0].HMAC.Encoding = "base32" }, `sources[0].hmac.encoding: must be hex or base64, not "base32"`},
+			{"HMACAPIKeysWithoutHeader", func(c *Config) { c.Sources[0] = hmacSource(); c.Sources[0].HMAC.APIKeyHeader = "" }, "sources[0].hmac.api_key_header: required when hmac.api_keys is set"},
+			{"HMACHeaderWithoutAPIKeys", func(c *Config) { c.Sources[0] = hmacSource(); c.Sources[0].HMAC.APIKeys = nil }, "sources[0].hmac.api_keys: at least one key is required when hmac.api_key_header is set"},
+			{"HMACAPIKeyEmpty", func(c *Config) { c.Sources[0] = hmacSource(); c.Sources[0].HMAC.APIKeys = []string{testSecret, ""} }, "sources[0].hmac.api_keys[1]: must not be empty"},
+			{"TrustedProxies", func(c *Config) { c.Receiver.TrustedProxies = []string{"10.0.0.0/8", "ingress"} }, `receiver.trusted_proxies[1]: "ingress" is not a CIDR prefix (10.0.0.0/8) or an IP address`},
+			{"TrustedProxiesHostBits", func(c *Config) { c.Receiver.TrustedProxies = []string{"2001:db8::1/32"} }, `receiver.trusted_proxies[0]: "2001:db8::1/32" has host bits set; write 2001:db8::/32 for the network, or 2001:db8::1/128 for the one host`},
 			{"SourceQueueEmpty", func(c *Config) { c.Sources[0].Queue = "" }, "sources[0].queue: required"},
 			{"SourceQueueInvalid", func(c *Config) { c.Sources[0].Queue = "Bank Queue" }, `sources[0].queue: "Bank Queue" must be lowercase letters and digits separated by _ or -`},
 			{"SourceQueueTooLong", func(c *Config) { c.Sources[0].Queue = strings.Repeat("q", 65) }, "sources[0].queue: longer than 64 characters"},
@@ -147,28 +188,28 @@ func TestValidate(t *testing.T) {
 			`worker.unrouted: must be done or failed, not "maybe"`)
 	})
 
-	t.Run("UsesKnownProviders", func(t *testing.T) {
+	t.Run("ProviderRejectionIsScrubbedOfCredentials", func(t *testing.T) {
 		t.Parallel()
 
-		// KnownProviders is package state, so this only reads it; see
-		// TestValidateKnownProvidersReplaced for replacing it.
-		cfg := validConfig()
-		cfg.Sources[0].Provider = "shopify"
-		require.NoError(t, cfg.Validate())
+		// A provider error that quoted a credential must not carry it on.
+		s := &SourceConfig{
+			Secrets:   []string{testSecret},
+			BasicAuth: []BasicAuthConfig{{Username: "user", Password: "pw-" + testSecret}},
+			HMAC:      HMACConfig{APIKeys: []string{"key-" + testSecret}},
+		}
+		require.Equal(t, "bad [redacted], [redacted] and [redacted] (user)",
+			s.scrub("bad "+testSecret+", pw-"+testSecret+" and key-"+testSecret+" (user)"))
+
+		s.Secrets = append(s.Secrets, "is")
+		require.Equal(t, "this is fine", s.scrub("this is fine"), "too short to hide")
 	})
 }
 
-// TestValidateKnownProvidersReplaced replaces package state, so it is serial.
-// Go runs serial top-level tests before any parallel one resumes.
-func TestValidateKnownProvidersReplaced(t *testing.T) {
-	saved := KnownProviders
-	t.Cleanup(func() { KnownProviders = saved })
-	KnownProviders = append([]string{"github"}, saved...)
-
-	cfg := validConfig()
-	cfg.Sources[0].Provider = "github"
-	require.NoError(t, cfg.Validate())
-
-	KnownProviders = []string{"github"}
-	require.ErrorContains(t, cfg.Validate(), `sources[1].provider: unknown "standardwebhooks" (known: github)`)
+// hmacSource returns an hmac source with every generic key set validly.
+func hmacSource() SourceConfig {
+	return SourceConfig{
+		Name: "partner", Provider: "hmac", Secrets: []string{testSecret},
+		Tolerance: 5 * time.Minute, MaxBodyBytes: 1 << 20, AckTimeout: 4 * time.Second, Queue: "default",
+		HMAC: HMACConfig{Header: "X-Signature", Encoding: "base64", APIKeyHeader: "X-Api-Key", APIKeys: []string{"key-" + testSecret}},
+	}
 }

@@ -42,8 +42,9 @@ func TestReceiverAndWorkerFromConfig(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 	env := &daemon.Env{Config: cfg, Logger: zaptest.NewLogger(t), Pool: db.Pool}
 
-	srv, err := daemon.NewReceiver(env)
+	srv, stop, err := daemon.NewReceiver(env)
 	require.NoError(t, err)
+	t.Cleanup(stop)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 

@@ -16,17 +16,18 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
-// NewReceiver builds the receiver's server from env: a verifier per source
-// and an insert-only River client, which stamps worker.max_attempts on the
-// jobs it enqueues.
-func NewReceiver(env *Env) (*receiver.Server, error) {
+// NewReceiver builds the receiver's server from env: a verifier per source,
+// an insert-only River client, which stamps worker.max_attempts on the jobs
+// it enqueues, and the group-commit batcher. Call stop after the server has
+// shut down.
+func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	cfg := env.Config
 	riverClient, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{
 		Logger:      logging.Slog(env.Logger.Named("river")),
 		MaxAttempts: cfg.Worker.MaxAttempts,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("river client: %w", err)
+		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
 	ingester := inbox.NewIngester(env.Pool, riverClient, &inbox.IngesterConfig{QueueFor: QueueFor(cfg)})
 
@@ -34,24 +35,42 @@ func NewReceiver(env *Env) (*receiver.Server, error) {
 	for i := range cfg.Sources {
 		src, err := NewSource(&cfg.Sources[i])
 		if err != nil {
-			return nil, fmt.Errorf("sources[%d]: %w", i, err)
+			return nil, nil, fmt.Errorf("sources[%d]: %w", i, err)
 		}
 		sources = append(sources, *src)
 	}
-	return receiver.New(ingester, &receiver.Config{
-		Sources:    sources,
-		RetryAfter: cfg.Receiver.RetryAfter,
-		Ready:      Ready(env, schema.Core()),
-		Logger:     env.Logger,
+	trustedProxies, err := cfg.Receiver.TrustedProxyPrefixes()
+	if err != nil {
+		return nil, nil, err
+	}
+	batcher := inbox.NewBatcher(ingester, &inbox.BatcherConfig{
+		MaxEvents: cfg.Receiver.BatchMaxEvents,
+		MaxWait:   cfg.Receiver.BatchMaxWait,
+		Flushers:  cfg.Receiver.BatchFlushers,
+		QueueSize: cfg.Receiver.BatchQueue,
+		Logger:    env.Logger.Named("batcher"),
 	})
+	srv, err = receiver.New(batcher, &receiver.Config{
+		Sources:        sources,
+		RetryAfter:     cfg.Receiver.RetryAfter,
+		TrustedProxies: trustedProxies,
+		Ready:          Ready(env, schema.Core()),
+		Logger:         env.Logger,
+	})
+	if err != nil {
+		batcher.Stop()
+		return nil, nil, err
+	}
+	return srv, batcher.Stop, nil
 }
 
 // RunReceiver serves the receiver until ctx is done.
 func RunReceiver(ctx context.Context, env *Env) error {
-	srv, err := NewReceiver(env)
+	srv, stop, err := NewReceiver(env)
 	if err != nil {
 		return err
 	}
+	defer stop()
 	ln, err := net.Listen("tcp", env.Config.Receiver.Listen)
 	if err != nil {
 		return fmt.Errorf("receiver.listen: %w", err)

@@ -74,57 +74,118 @@ func (in *Ingester) Ingest(ctx context.Context, events []NewEvent) (*IngestResul
 }
 
 func (in *Ingester) ingestOnce(ctx context.Context, events []NewEvent) (*IngestResult, error) {
-	var res *IngestResult
+	results, err := in.IngestGroup(ctx, [][]NewEvent{events})
+	if err != nil {
+		return nil, err
+	}
+	return results[0], nil
+}
+
+// IngestGroup claims the events of several deliveries in one transaction:
+// one claim statement, one bulk enqueue, one commit (group commit). It
+// returns each delivery's result; a delivery whose event is also in an
+// earlier delivery of the group sees it as a duplicate. On error nothing of
+// the group was committed, or, for an error during COMMIT, it is unknown
+// whether it was: the caller must not acknowledge any of them.
+func (in *Ingester) IngestGroup(ctx context.Context, group [][]NewEvent) ([]*IngestResult, error) {
+	var all []NewEvent
+	if len(group) == 1 {
+		all = group[0]
+	} else {
+		for _, events := range group {
+			all = append(all, events...)
+		}
+	}
+	var (
+		outcomes []outcome
+		claimed  map[[2]string]ClaimedRow
+	)
 	err := pgx.BeginFunc(ctx, in.pool, func(tx pgx.Tx) error {
-		claimed, err := InboxClaim(ctx, tx, events, in.config.Now())
+		rows, err := InboxClaim(ctx, tx, all, in.config.Now())
 		if err != nil {
 			return err
 		}
-		if err := EnqueueTx(ctx, tx, in.river, claimed, in.config.QueueFor); err != nil {
+		if err := EnqueueTx(ctx, tx, in.river, rows, in.config.QueueFor); err != nil {
 			return err
 		}
-		res = &IngestResult{Claimed: claimed, New: len(claimed)}
-		return classifySkipped(ctx, tx, events, claimed, res)
+		outcomes, claimed, err = classify(ctx, tx, all, rows)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return res, nil
+	results := make([]*IngestResult, len(group))
+	start := 0
+	for i, events := range group {
+		res := &IngestResult{}
+		for j, ev := range events {
+			switch outcomes[start+j] {
+			case outcomeNew:
+				res.New++
+				res.Claimed = append(res.Claimed, claimed[[2]string{ev.Source, ev.EventID}])
+			case outcomeDuplicate:
+				res.Duplicates++
+			case outcomeTwin:
+				res.Twins++
+			}
+		}
+		results[i] = res
+		start += len(events)
+	}
+	return results, nil
 }
 
-// classifySkipped counts the events the claim skipped as duplicates or twins.
-// It costs a query only when something was skipped. A skipped event's
-// conflicting row was committed (or inserted by this very statement) before
-// the claim returned, so it is visible here.
-func classifySkipped(ctx context.Context, tx pgx.Tx, events []NewEvent, claimed []ClaimedRow, res *IngestResult) error {
-	if len(claimed) == len(events) {
-		return nil
+// outcome is what a claim did with one event.
+type outcome uint8
+
+const (
+	outcomeNew outcome = iota + 1
+	outcomeDuplicate
+	outcomeTwin
+)
+
+// classify tells, for each event, whether the claim inserted it, skipped it
+// as a duplicate (its source and event id were taken), or skipped it as a
+// twin (only its twin key was taken). The first occurrence of a key in
+// events is the inserted one: the claim inserts in input order. It costs a
+// query only when something was skipped. A skipped event's conflicting row
+// was committed, or inserted by this very statement, before the claim
+// returned, so it is visible here.
+func classify(ctx context.Context, tx pgx.Tx, events []NewEvent, rows []ClaimedRow) ([]outcome, map[[2]string]ClaimedRow, error) {
+	claimed := make(map[[2]string]ClaimedRow, len(rows))
+	for _, row := range rows {
+		claimed[[2]string{row.Source, row.EventID}] = row
 	}
-	unconsumed := make(map[[2]string]int, len(claimed))
-	for _, row := range claimed {
-		unconsumed[[2]string{row.Source, row.EventID}]++
-	}
-	var sources, ids []string
-	for _, ev := range events {
+	outcomes := make([]outcome, len(events))
+	var skipped []int
+	taken := make(map[[2]string]bool, len(rows))
+	for i, ev := range events {
 		key := [2]string{ev.Source, ev.EventID}
-		if unconsumed[key] > 0 {
-			unconsumed[key]--
+		if _, ok := claimed[key]; ok && !taken[key] {
+			taken[key] = true
+			outcomes[i] = outcomeNew
 			continue
 		}
-		sources, ids = append(sources, ev.Source), append(ids, ev.EventID)
+		skipped = append(skipped, i)
+	}
+	if len(skipped) == 0 {
+		return outcomes, claimed, nil
+	}
+	sources, ids := make([]string, len(skipped)), make([]string, len(skipped))
+	for k, i := range skipped {
+		sources[k], ids[k] = events[i].Source, events[i].EventID
 	}
 	existing, err := InboxExistingEventIDs(ctx, tx, sources, ids)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	for i := range ids {
-		if existing[[2]string{sources[i], ids[i]}] {
-			res.Duplicates++
-		} else {
-			res.Twins++
+	for k, i := range skipped {
+		outcomes[i] = outcomeTwin
+		if existing[[2]string{sources[k], ids[k]}] {
+			outcomes[i] = outcomeDuplicate
 		}
 	}
-	return nil
+	return outcomes, claimed, nil
 }
 
 // EnqueueTx inserts a River job for every pending row in rows, on the queue

@@ -85,6 +85,38 @@ func TestIngest(t *testing.T) {
 		require.Equal(t, 2, countJobs(t, b.db))
 	})
 
+	t.Run("TwinKeyStopsASecondIDAndIsCountedApart", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		twin := func(id, key string) inbox.NewEvent {
+			ev := event(id)
+			ev.TwinKey = key
+			return ev
+		}
+		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{twin("a", "pi_1"), twin("b", "pi_1"), twin("a", "pi_1"), event("c")})
+		require.NoError(t, err)
+		require.Equal(t, 2, res.New, "a and c")
+		require.Equal(t, 1, res.Duplicates, "the second a, inside the batch")
+		require.Equal(t, 1, res.Twins, "b: a new id for the same twin key")
+
+		res, err = b.ingester.Ingest(ctx, []inbox.NewEvent{twin("d", "pi_1"), twin("c", "other"), twin("e", "pi_2")})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.New, "e")
+		require.Equal(t, 1, res.Duplicates, "c exists, whatever its twin key")
+		require.Equal(t, 1, res.Twins, "d")
+		require.Equal(t, 3, countJobs(t, b.db))
+	})
+
+	t.Run("TwinKeysAreScopedBySource", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		first, second := event("a"), event("b")
+		first.TwinKey, second.TwinKey, second.Source = "k", "k", "other"
+		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{first, second})
+		require.NoError(t, err)
+		require.Equal(t, 2, res.New)
+	})
+
 	t.Run("SameEventIDOnAnotherSourceIsNew", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

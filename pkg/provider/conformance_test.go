@@ -1,29 +1,55 @@
 package provider
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
 
-// conformanceBody is a well-formed delivery of event evt_1.
-var conformanceBody = []byte(`{"id":"evt_1","type":"order.created","data":{"object":{"id":"ord_1"}}}`)
-
 // conformanceBundle is what each conformance case gets: a verifier
 // configured with a signer's old and new secrets and the pinned clock.
 type conformanceBundle struct {
-	signer   signer
 	verifier Verifier
-	secrets  []string // every secret a message must not quote
+	secrets  []string // every credential a message must not quote
 }
 
 func setupConformance(t *testing.T, s signer) *conformanceBundle {
 	t.Helper()
-	verifier, err := New(s.provider, pinnedConfig(testNow, s.secrets[:]...))
+	verifier, err := New(s.provider, s.newConfig(s.secrets[:]...))
 	require.NoError(t, err)
-	return &conformanceBundle{signer: s, verifier: verifier, secrets: append(s.secrets[:], s.unknownSecret)}
+	return &conformanceBundle{verifier: verifier, secrets: s.secretsNotToQuote()}
+}
+
+// requireRejected requires r to be refused with sentinel.
+func (b *conformanceBundle) requireRejected(t *testing.T, r request, sentinel error) {
+	t.Helper()
+	_, err := b.verifier.Verify(r.body, r.header)
+	requireRejected(t, err, sentinel, b.secrets...)
+}
+
+// requireEvents requires delivery to hold the storable events of a delivery
+// r of ids.
+func (s signer) requireEvents(t *testing.T, delivery *Delivery, r request, ids ...string) {
+	t.Helper()
+	require.NotNil(t, delivery)
+	require.Nil(t, delivery.Reply)
+	want := s.want(ids...)
+	require.Len(t, delivery.Events, len(want))
+	for i, event := range delivery.Events {
+		require.NoError(t, event.ParseError)
+		require.Equal(t, want[i], Event{ID: event.ID, Type: event.Type, TwinKey: event.TwinKey}, "event %d", i)
+		if s.batch || s.formBody {
+			require.True(t, json.Valid(event.Payload), "event %d: payload %q", i, event.Payload)
+			require.Contains(t, string(event.Payload), ids[i])
+		} else {
+			require.Equal(t, r.body, event.Payload)
+		}
+	}
 }
 
 // TestConformance runs every case for every provider.
@@ -32,14 +58,16 @@ func TestConformance(t *testing.T) {
 	t.Run("EveryRegisteredProviderHasASigner", func(t *testing.T) {
 		t.Parallel()
 		var names []string
-		for _, s := range conformanceSigners() {
-			names = append(names, s.provider)
+		for _, newSigner := range conformanceSigners {
+			names = append(names, newSigner().provider)
 		}
 		require.ElementsMatch(t, Names(), names)
 	})
-	for _, s := range conformanceSigners() {
+	for _, newSigner := range conformanceSigners {
+		s := newSigner()
 		t.Run(s.provider, func(t *testing.T) {
 			t.Parallel()
+			requireSignerWellFormed(t, s)
 			testConformance(t, s)
 		})
 	}
@@ -49,136 +77,184 @@ func testConformance(t *testing.T, s signer) {
 	t.Run("ValidDeliveryVerifies", func(t *testing.T) {
 		t.Parallel()
 		bundle := setupConformance(t, s)
-		header := s.sign(t, s.secrets[1], testNow, "evt_1", conformanceBody)
-		header.Set("Content-Type", "text/plain; charset=latin1") // never consulted
-		delivery, err := bundle.verifier.Verify(conformanceBody, header)
+		r := s.valid(t, "evt_1")
+		r.header.Set("Content-Type", "text/plain; charset=latin1") // never consulted
+		delivery, err := bundle.verifier.Verify(r.body, r.header)
 		require.NoError(t, err)
-		event := requireOneEvent(t, delivery)
-		require.Equal(t, Event{ID: "evt_1", Type: "order.created", Payload: conformanceBody}, event)
-		require.Equal(t, header.Get(s.signatureHeader), delivery.Headers[http.CanonicalHeaderKey(s.signatureHeader)])
+		s.requireEvents(t, delivery, r, "evt_1")
+		if s.signatureHeader != "" {
+			require.Equal(t, r.header.Get(s.signatureHeader), delivery.Headers[http.CanonicalHeaderKey(s.signatureHeader)])
+		}
 		require.NotContains(t, delivery.Headers, "Content-Type")
+		require.NotContains(t, delivery.Headers, "Authorization") // a credential
 	})
 
 	t.Run("SignHeadersOutputVerifies", func(t *testing.T) {
 		t.Parallel()
+		if s.signatureHeader == "" {
+			t.Skip("the signature travels in the body")
+		}
 		bundle := setupConformance(t, s)
+		body := s.body("evt_1")
 		header, err := SignHeaders(&SignParams{
-			Provider: s.provider, Secret: s.secrets[0], EventID: "evt_1", EventType: "order.created",
-			Time: testNow, Body: conformanceBody,
+			Provider: s.provider, Secret: s.secrets[0], EventID: "evt_1", EventType: s.want("evt_1")[0].Type,
+			Time: testNow, Body: body, Config: s.newConfig(s.secrets[:]...),
 		})
 		require.NoError(t, err)
-		delivery, err := bundle.verifier.Verify(conformanceBody, header)
+		if s.basicAuth && header.Get("Authorization") == "" {
+			setBasicAuth(header, conformanceBasicAuth[0])
+		}
+		delivery, err := bundle.verifier.Verify(body, header)
 		require.NoError(t, err)
-		require.Equal(t, Event{ID: "evt_1", Type: "order.created", Payload: conformanceBody}, requireOneEvent(t, delivery))
+		s.requireEvents(t, delivery, request{header, body}, "evt_1")
 	})
 
 	t.Run("EitherSecretVerifiesDuringRotation", func(t *testing.T) {
 		t.Parallel()
 		bundle := setupConformance(t, s)
 		for _, secret := range s.secrets { // the old one too: senders keep it for a while
-			_, err := bundle.verifier.Verify(conformanceBody, s.sign(t, secret, testNow, "evt_1", conformanceBody))
+			r := s.deliver(t, secret, testNow, "evt_1", s.body("evt_1"))
+			delivery, err := bundle.verifier.Verify(r.body, r.header)
 			require.NoError(t, err)
+			s.requireEvents(t, delivery, r, "evt_1")
 		}
 	})
 
 	t.Run("OldSecretStillVerifiesWhenConfiguredAlone", func(t *testing.T) {
 		t.Parallel()
-		verifier, err := New(s.provider, pinnedConfig(testNow, s.secrets[0]))
+		verifier, err := New(s.provider, s.newConfig(s.secrets[0]))
 		require.NoError(t, err)
-		_, err = verifier.Verify(conformanceBody, s.sign(t, s.secrets[0], testNow, "evt_1", conformanceBody))
+		bundle := &conformanceBundle{verifier: verifier, secrets: s.secretsNotToQuote()}
+		r := s.valid(t, "evt_1")
+		_, err = verifier.Verify(r.body, r.header)
 		require.NoError(t, err)
-		_, err = verifier.Verify(conformanceBody, s.sign(t, s.secrets[1], testNow, "evt_1", conformanceBody))
-		requireRejected(t, err, ErrSignatureInvalid, s.secrets[:]...)
+		bundle.requireRejected(t, s.deliver(t, s.secrets[1], testNow, "evt_1", s.body("evt_1")), ErrSignatureInvalid)
 	})
 
 	t.Run("UnknownSecretIsInvalid", func(t *testing.T) {
 		t.Parallel()
-		bundle := setupConformance(t, s)
-		_, err := bundle.verifier.Verify(conformanceBody, s.sign(t, s.unknownSecret, testNow, "evt_1", conformanceBody))
-		requireRejected(t, err, ErrSignatureInvalid, bundle.secrets...)
+		setupConformance(t, s).requireRejected(t, s.deliver(t, s.unknownSecret, testNow, "evt_1", s.body("evt_1")),
+			ErrSignatureInvalid)
 	})
 
 	t.Run("TamperedBodyIsInvalid", func(t *testing.T) {
 		t.Parallel()
 		bundle := setupConformance(t, s)
-		header := s.sign(t, s.secrets[0], testNow, "evt_1", conformanceBody)
-		for _, body := range [][]byte{
-			[]byte(`{"id":"evt_1","type":"order.created","data":{"object":{"id":"ord_2"}}}`),
-			append(append([]byte{}, conformanceBody...), '\n'),
-			conformanceBody[:len(conformanceBody)-1],
-			nil,
-		} {
-			_, err := bundle.verifier.Verify(body, header)
-			requireRejected(t, err, ErrSignatureInvalid, bundle.secrets...)
+		r := s.valid(t, "evt_1")
+		for _, body := range s.tampered(r.body) {
+			require.NotEqual(t, r.body, body)
+			bundle.requireRejected(t, request{r.header, body}, ErrSignatureInvalid)
 		}
 	})
 
 	t.Run("SignatureOfAnotherBodyIsInvalid", func(t *testing.T) {
 		t.Parallel()
 		bundle := setupConformance(t, s)
-		header := s.sign(t, s.secrets[0], testNow, "evt_1", conformanceBody)
-		other := s.sign(t, s.secrets[0], testNow, "evt_1", []byte(`{"id":"evt_2"}`))
-		s.setSignature(header, s.signature(other))
-		_, err := bundle.verifier.Verify(conformanceBody, header)
-		requireRejected(t, err, ErrSignatureInvalid, bundle.secrets...)
+		other := s.valid(t, "evt_2")
+		bundle.requireRejected(t, s.setSignature(s.valid(t, "evt_1"), s.signature(other)), ErrSignatureInvalid)
 	})
 
 	t.Run("EverySingleBitFlipOfTheSignatureBytesIsInvalid", func(t *testing.T) {
 		t.Parallel()
 		bundle := setupConformance(t, s)
-		header := s.sign(t, s.secrets[0], testNow, "evt_1", conformanceBody)
-		mac, err := s.decode(s.signature(header))
+		r := s.valid(t, "evt_1")
+		mac, err := s.decode(s.signature(r))
 		require.NoError(t, err)
-		require.Len(t, mac, 32)
+		require.GreaterOrEqual(t, len(mac), 20)
 		for bit := range len(mac) * 8 {
-			flipped := append([]byte{}, mac...)
+			flipped := bytes.Clone(mac)
 			flipped[bit/8] ^= 1 << (bit % 8)
-			s.setSignature(header, s.encode(flipped))
-			_, err := bundle.verifier.Verify(conformanceBody, header)
-			requireRejected(t, err, ErrSignatureInvalid, bundle.secrets...)
+			bundle.requireRejected(t, s.setSignature(r, s.encode(flipped)), ErrSignatureInvalid)
 		}
 	})
 
 	t.Run("EverySingleBitFlipOfTheEncodedSignatureIsInvalid", func(t *testing.T) {
 		t.Parallel()
 		bundle := setupConformance(t, s)
-		header := s.sign(t, s.secrets[0], testNow, "evt_1", conformanceBody)
-		encoded := s.signature(header)
+		r := s.valid(t, "evt_1")
+		encoded := s.signature(r)
+		require.NotEmpty(t, encoded)
 		for bit := range len(encoded) * 8 {
 			flipped := []byte(encoded)
 			flipped[bit/8] ^= 1 << (bit % 8)
-			s.setSignature(header, string(flipped))
-			_, err := bundle.verifier.Verify(conformanceBody, header)
-			requireRejected(t, err, ErrSignatureInvalid, bundle.secrets...)
+			bundle.requireRejected(t, s.setSignature(r, string(flipped)), ErrSignatureInvalid)
 		}
 	})
 
-	t.Run("MissingOrEmptySignatureHeaderIsMissing", func(t *testing.T) {
+	t.Run("MissingOrEmptySignatureIsMissing", func(t *testing.T) {
 		t.Parallel()
 		bundle := setupConformance(t, s)
-		header := s.sign(t, s.secrets[0], testNow, "evt_1", conformanceBody)
-		header.Del(s.signatureHeader)
-		_, err := bundle.verifier.Verify(conformanceBody, header)
-		requireRejected(t, err, ErrSignatureMissing, bundle.secrets...)
-		header.Set(s.signatureHeader, "")
-		_, err = bundle.verifier.Verify(conformanceBody, header)
-		requireRejected(t, err, ErrSignatureMissing, bundle.secrets...)
+		for _, r := range s.dropped(s.valid(t, "evt_1")) {
+			bundle.requireRejected(t, r, ErrSignatureMissing)
+		}
 	})
 
-	t.Run("IgnoredSchemeVersionAloneIsInvalid", func(t *testing.T) {
+	t.Run("WrongAlgorithmOrVersionPrefixIsInvalid", func(t *testing.T) {
 		t.Parallel()
-		if s.ignoredVersions == nil {
-			t.Skip("the scheme has no versions")
+		if s.wrongPrefixes == nil {
+			t.Skip("the scheme has no prefixes")
 		}
 		bundle := setupConformance(t, s)
-		for _, header := range s.ignoredVersions(s.sign(t, s.secrets[0], testNow, "evt_1", conformanceBody)) {
-			_, err := bundle.verifier.Verify(conformanceBody, header)
-			requireRejected(t, err, ErrSignatureInvalid, bundle.secrets...)
+		for _, r := range s.wrongPrefixes(s.valid(t, "evt_1")) {
+			bundle.requireRejected(t, r, ErrSignatureInvalid)
 		}
 	})
 
+	testConformanceBasicAuth(t, s)
 	testConformanceTimestamps(t, s)
+	testConformanceBodies(t, s)
+	testConformanceBatches(t, s)
 	testConformanceParseErrors(t, s)
+}
+
+func testConformanceBasicAuth(t *testing.T, s signer) {
+	t.Run("EitherBasicAuthCredentialVerifiesDuringRotation", func(t *testing.T) {
+		t.Parallel()
+		if !s.basicAuth {
+			t.Skip("the provider has no Basic Auth")
+		}
+		bundle := setupConformance(t, s)
+		for _, cred := range conformanceBasicAuth {
+			r := s.valid(t, "evt_1")
+			setBasicAuth(r.header, cred)
+			_, err := bundle.verifier.Verify(r.body, r.header)
+			require.NoError(t, err)
+		}
+	})
+
+	t.Run("MissingBasicAuthIsMissing", func(t *testing.T) {
+		t.Parallel()
+		if !s.basicAuth {
+			t.Skip("the provider has no Basic Auth")
+		}
+		bundle := setupConformance(t, s)
+		for _, value := range []string{"", "Bearer " + conformanceBasicAuth[1].Password, "Basic !!!"} {
+			r := s.valid(t, "evt_1")
+			r.header.Set("Authorization", value)
+			bundle.requireRejected(t, r, ErrSignatureMissing)
+		}
+	})
+
+	t.Run("WrongBasicAuthIsInvalid", func(t *testing.T) {
+		t.Parallel()
+		if !s.basicAuth {
+			t.Skip("the provider has no Basic Auth")
+		}
+		bundle := setupConformance(t, s)
+		old, current := conformanceBasicAuth[0], conformanceBasicAuth[1]
+		for _, cred := range []BasicAuth{
+			{Username: old.Username, Password: current.Password}, // crossed pairs
+			{Username: current.Username, Password: old.Password},
+			{Username: current.Username, Password: current.Password + "x"},
+			{Username: current.Username, Password: ""},
+			{Username: "HOOKINBOX-NEW", Password: current.Password},
+			{},
+		} {
+			r := s.valid(t, "evt_1")
+			setBasicAuth(r.header, cred)
+			bundle.requireRejected(t, r, ErrSignatureInvalid)
+		}
+	})
 }
 
 func testConformanceTimestamps(t *testing.T, s signer) {
@@ -186,7 +262,8 @@ func testConformanceTimestamps(t *testing.T, s signer) {
 		t.Parallel()
 		bundle := setupConformance(t, s)
 		for _, at := range []time.Time{testNow.Add(-DefaultTolerance), testNow.Add(DefaultTolerance)} {
-			_, err := bundle.verifier.Verify(conformanceBody, s.sign(t, s.secrets[0], at, "evt_1", conformanceBody))
+			r := s.deliver(t, s.secrets[0], at, "evt_1", s.body("evt_1"))
+			_, err := bundle.verifier.Verify(r.body, r.header)
 			require.NoError(t, err)
 		}
 	})
@@ -201,8 +278,135 @@ func testConformanceTimestamps(t *testing.T, s signer) {
 			testNow.Add(-DefaultTolerance - time.Second), testNow.Add(DefaultTolerance + time.Second),
 			testNow.Add(-30 * 24 * time.Hour), testNow.Add(365 * 24 * time.Hour), time.Unix(0, 0),
 		} {
-			_, err := bundle.verifier.Verify(conformanceBody, s.sign(t, s.secrets[0], at, "evt_1", conformanceBody))
-			requireRejected(t, err, ErrTimestampOutsideTolerance, bundle.secrets...)
+			bundle.requireRejected(t, s.deliver(t, s.secrets[0], at, "evt_1", s.body("evt_1")), ErrTimestampOutsideTolerance)
 		}
+	})
+
+	t.Run("MissingOrEmptyTimestampIsMissing", func(t *testing.T) {
+		t.Parallel()
+		if s.timestampHeader == "" {
+			t.Skip("the scheme has no timestamp header of its own")
+		}
+		bundle := setupConformance(t, s)
+		deleted, empty := s.valid(t, "evt_1"), s.valid(t, "evt_1")
+		deleted.header.Del(s.timestampHeader)
+		empty.header.Set(s.timestampHeader, "")
+		bundle.requireRejected(t, deleted, ErrSignatureMissing)
+		bundle.requireRejected(t, empty, ErrSignatureMissing)
+	})
+
+	t.Run("AlteredTimestampIsInvalid", func(t *testing.T) {
+		t.Parallel()
+		if s.timestampHeader == "" {
+			t.Skip("the scheme has no timestamp header of its own")
+		}
+		bundle := setupConformance(t, s)
+		r := s.valid(t, "evt_1")
+		signed := r.header.Get(s.timestampHeader)
+		for _, timestamp := range []string{"1700000001", "1699999999", "+" + signed, "0" + signed, signed + ".0", signed + " "} {
+			altered := r.clone()
+			altered.header.Set(s.timestampHeader, timestamp)
+			bundle.requireRejected(t, altered, ErrSignatureInvalid)
+		}
+	})
+}
+
+func testConformanceBodies(t *testing.T, s signer) {
+	t.Run("EmptyBody", func(t *testing.T) {
+		t.Parallel()
+		bundle := setupConformance(t, s)
+		// Under the signature of another body: never authentic.
+		r := s.valid(t, "evt_1")
+		_, err := bundle.verifier.Verify(nil, r.header)
+		requireNotAuthentic(t, err)
+
+		r = s.deliver(t, s.secrets[0], testNow, "evt_1", nil)
+		if s.emptyBody != nil {
+			bundle.requireRejected(t, r, s.emptyBody)
+			return
+		}
+		delivery, err := bundle.verifier.Verify(r.body, r.header)
+		require.NoError(t, err, "an authentic delivery is not an error")
+		require.NotEmpty(t, delivery.Events)
+		for _, event := range delivery.Events {
+			require.ErrorContains(t, event.ParseError, "body is empty")
+			require.Nil(t, event.Payload)
+		}
+	})
+
+	t.Run("HugeBodyVerifiesOrIsAClearError", func(t *testing.T) {
+		t.Parallel()
+		bundle := setupConformance(t, s)
+		body := s.padded(s.body("evt_1"), 5<<20)
+		r := s.deliver(t, s.secrets[0], testNow, "evt_1", body)
+		delivery, err := bundle.verifier.Verify(r.body, r.header)
+		if err != nil {
+			requireNotAuthentic(t, err)
+			require.Less(t, len(err.Error()), 1024, "the error must not quote the body")
+			return
+		}
+		s.requireEvents(t, delivery, r, "evt_1")
+	})
+
+	t.Run("NonUTF8BytesAreNeverStoredAsAPayload", func(t *testing.T) {
+		t.Parallel()
+		bundle := setupConformance(t, s)
+		for _, bad := range []string{"\xff", "\xe9", "\xed\xa0\x80", "\xc0\xaf"} {
+			body := bytes.Replace(s.body("evt_1"), []byte("evt_1"), []byte("evt_"+bad+"1"), 1)
+			require.False(t, utf8.Valid(body))
+			r := s.deliver(t, s.secrets[0], testNow, "evt_1", body)
+			delivery, err := bundle.verifier.Verify(r.body, r.header)
+			require.NoError(t, err, "an authentic delivery is not an error: %q", r.body)
+			require.NotEmpty(t, delivery.Events)
+			for _, event := range delivery.Events {
+				if event.ParseError != nil {
+					require.Nil(t, event.Payload)
+				} else {
+					require.True(t, utf8.Valid(event.Payload), "payload %q", event.Payload)
+				}
+			}
+			if !s.batch && !s.formBody {
+				require.ErrorContains(t, requireOneEvent(t, delivery).ParseError, "not valid UTF-8")
+			}
+		}
+	})
+}
+
+func testConformanceBatches(t *testing.T, s signer) {
+	t.Run("BatchYieldsOneEventPerItemInOrder", func(t *testing.T) {
+		t.Parallel()
+		if !s.batch {
+			t.Skip("the provider does not batch")
+		}
+		bundle := setupConformance(t, s)
+		r := s.valid(t, "evt_1", "evt_2", "evt_3")
+		delivery, err := bundle.verifier.Verify(r.body, r.header)
+		require.NoError(t, err)
+		s.requireEvents(t, delivery, r, "evt_1", "evt_2", "evt_3")
+	})
+
+	t.Run("BatchWithADuplicateInsideYieldsBothEvents", func(t *testing.T) {
+		t.Parallel()
+		if !s.batch {
+			t.Skip("the provider does not batch")
+		}
+		// The inbox's claim skips the second: one statement, no conflict target.
+		bundle := setupConformance(t, s)
+		r := s.valid(t, "evt_1", "evt_1")
+		delivery, err := bundle.verifier.Verify(r.body, r.header)
+		require.NoError(t, err)
+		s.requireEvents(t, delivery, r, "evt_1", "evt_1")
+		require.Equal(t, delivery.Events[0].ID, delivery.Events[1].ID)
+	})
+
+	t.Run("OneTamperedItemRejectsTheWholeBatch", func(t *testing.T) {
+		t.Parallel()
+		if !s.batch {
+			t.Skip("the provider does not batch")
+		}
+		bundle := setupConformance(t, s)
+		r := s.valid(t, "evt_1", "evt_2")
+		r.body = bytes.Replace(r.body, []byte("evt_2"), []byte("evt_3"), 1)
+		bundle.requireRejected(t, r, ErrSignatureInvalid)
 	})
 }

@@ -33,8 +33,32 @@
 //
 // # Adding a provider
 //
-// Write one file named after the provider holding a type with a constructor
-// NewX(*Config) (*X, error), register it from the file's init, build events
-// with parsePayload, and add a signer for it in signers_test.go: the
-// conformance suite then runs every case against it.
+// Write one file named after the provider (github.go) holding a type with a
+// constructor NewX(*Config) (*X, error) whose errors name the config key at
+// fault ("square: url is required"), and an exported SignX helper that
+// produces what the provider sends. From the file's init, register both:
+//
+//	func init() {
+//		register("github", adapt(NewGitHub), Preset{MaxBodyBytes: GitHubMaxBodyBytes})
+//		registerSigner("github", func(p *SignParams) (http.Header, error) { … })
+//	}
+//
+// Verify checks every configured credential before it trusts anything in
+// the body, builds events with parsePayload (for a batch, one Event per item
+// by the same rules) and answers handshakes with Delivery.Reply.
+//
+// Then, in the provider's _test.go, describe how the provider delivers and
+// register it with the conformance suite, which runs every case (rotation,
+// tampering, every bit flip of the signature, missing credentials, stale and
+// future timestamps, wrong prefixes, empty, huge and non-UTF-8 bodies,
+// duplicates inside a batch, unstorable JSON) against it:
+//
+//	func init() { registerConformance(githubSigner) }
+//
+//	func githubSigner() signer { return signer{provider: "github", …} }
+//
+// The signer type in signers_test.go documents each field; a provider that
+// is registered without a signer fails TestConformance. Add the official
+// test vectors (with their source named), a Fuzz target, and an end-to-end
+// test in pkg/receiver.
 package provider

@@ -19,19 +19,47 @@ const (
 	standardWebhooksSecretPrefix    = "whsec_"
 )
 
+// Svix's branded names for the Standard Webhooks headers.
+const (
+	svixIDHeader        = "svix-id"
+	svixTimestampHeader = "svix-timestamp"
+	svixSignatureHeader = "svix-signature"
+)
+
+// standardWebhooksHeaders names the three headers of one header set.
+type standardWebhooksHeaders struct {
+	id, timestamp, signature string
+}
+
+var (
+	standardWebhooksHeaderSet = standardWebhooksHeaders{
+		standardWebhooksIDHeader, standardWebhooksTimestampHeader, standardWebhooksSignatureHeader,
+	}
+	svixHeaderSet = standardWebhooksHeaders{svixIDHeader, svixTimestampHeader, svixSignatureHeader}
+)
+
 func init() {
 	register("standardwebhooks", adapt(NewStandardWebhooks), Preset{})
 	registerSigner("standardwebhooks", func(p *SignParams) (http.Header, error) {
-		sig, err := SignStandardWebhooks(p.Secret, p.EventID, p.Time, p.Body)
-		if err != nil {
-			return nil, err
-		}
-		return http.Header{
-			"Webhook-Id":        {p.EventID},
-			"Webhook-Timestamp": {strconv.FormatInt(p.Time.Unix(), 10)},
-			"Webhook-Signature": {sig},
-		}, nil
+		return signStandardWebhooksHeaders(p, standardWebhooksHeaderSet)
 	})
+	register("svix", adapt(NewSvix), Preset{})
+	registerSigner("svix", func(p *SignParams) (http.Header, error) {
+		return signStandardWebhooksHeaders(p, svixHeaderSet)
+	})
+}
+
+// signStandardWebhooksHeaders returns the headers of params under names.
+func signStandardWebhooksHeaders(params *SignParams, names standardWebhooksHeaders) (http.Header, error) {
+	sig, err := SignStandardWebhooks(params.Secret, params.EventID, params.Time, params.Body)
+	if err != nil {
+		return nil, err
+	}
+	header := http.Header{}
+	header.Set(names.id, params.EventID)
+	header.Set(names.timestamp, strconv.FormatInt(params.Time.Unix(), 10))
+	header.Set(names.signature, sig)
+	return header, nil
 }
 
 // StandardWebhooks verifies deliveries signed per the Standard Webhooks
@@ -48,7 +76,11 @@ func init() {
 //
 // There is one event per delivery. Its ID is webhook-id, which stays the
 // same across retries, and its Type is the body's "type".
+//
+// The svix provider (NewSvix) is the same scheme under Svix's header names.
 type StandardWebhooks struct {
+	name      string // the provider name errors start with
+	svix      bool   // svix-* headers first, webhook-* as a fallback
 	keys      [][]byte
 	tolerance time.Duration
 	now       func() time.Time
@@ -59,47 +91,69 @@ type StandardWebhooks struct {
 // not valid standard base64 or decodes to no bytes is an error.
 // Config.Tolerance and Config.Now apply.
 func NewStandardWebhooks(config *Config) (*StandardWebhooks, error) {
+	return newStandardWebhooks("standardwebhooks", false, config)
+}
+
+// NewSvix returns a verifier for Svix deliveries: the Standard Webhooks
+// scheme with the headers svix-id, svix-timestamp and svix-signature. Like
+// Svix's own libraries it falls back to the webhook-* headers, but only as a
+// whole set: when any svix-* header is present, the three svix-* headers are
+// the ones read. Secrets, events and errors are as for NewStandardWebhooks.
+func NewSvix(config *Config) (*StandardWebhooks, error) {
+	return newStandardWebhooks("svix", true, config)
+}
+
+func newStandardWebhooks(name string, svix bool, config *Config) (*StandardWebhooks, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
-		return nil, fmt.Errorf("standardwebhooks: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	config = config.withDefaults()
 	keys := make([][]byte, len(config.Secrets))
 	for i, secret := range config.Secrets {
 		key, err := standardWebhooksKey(secret)
 		if err != nil {
-			return nil, fmt.Errorf("standardwebhooks: secret %d: %w", i, err)
+			return nil, fmt.Errorf("%s: secret %d: %w", name, i, err)
 		}
 		keys[i] = key
 	}
-	return &StandardWebhooks{keys: keys, tolerance: config.Tolerance, now: config.Now}, nil
+	return &StandardWebhooks{name: name, svix: svix, keys: keys, tolerance: config.Tolerance, now: config.Now}, nil
+}
+
+// headerNames returns the header set a delivery is read from.
+func (s *StandardWebhooks) headerNames(header http.Header) standardWebhooksHeaders {
+	if s.svix && (header.Get(svixIDHeader) != "" || header.Get(svixTimestampHeader) != "" ||
+		header.Get(svixSignatureHeader) != "") {
+		return svixHeaderSet
+	}
+	return standardWebhooksHeaderSet
 }
 
 // Verify implements Verifier. A delivery without webhook-id is verified
 // over an empty id; if it is authentic its event has a ParseError.
 func (s *StandardWebhooks) Verify(body []byte, header http.Header) (*Delivery, error) {
-	signatures := header.Get(standardWebhooksSignatureHeader)
+	names := s.headerNames(header)
+	signatures := header.Get(names.signature)
 	if signatures == "" {
-		return nil, fmt.Errorf("standardwebhooks: no %s header: %w", standardWebhooksSignatureHeader, ErrSignatureMissing)
+		return nil, fmt.Errorf("%s: no %s header: %w", s.name, names.signature, ErrSignatureMissing)
 	}
-	timestamp := header.Get(standardWebhooksTimestampHeader)
+	timestamp := header.Get(names.timestamp)
 	if timestamp == "" {
-		return nil, fmt.Errorf("standardwebhooks: no %s header: %w", standardWebhooksTimestampHeader, ErrSignatureMissing)
+		return nil, fmt.Errorf("%s: no %s header: %w", s.name, names.timestamp, ErrSignatureMissing)
 	}
 	signedAt, err := parseUnix(timestamp)
 	if err != nil {
-		return nil, fmt.Errorf("standardwebhooks: %s: %w", standardWebhooksTimestampHeader, err)
+		return nil, fmt.Errorf("%s: %s: %w", s.name, names.timestamp, err)
 	}
-	id := header.Get(standardWebhooksIDHeader)
+	id := header.Get(names.id)
 	if !s.matches(signatures, id, timestamp, body) {
-		return nil, fmt.Errorf("standardwebhooks: no v1 signature matches a configured secret: %w", ErrSignatureInvalid)
+		return nil, fmt.Errorf("%s: no v1 signature matches a configured secret: %w", s.name, ErrSignatureInvalid)
 	}
 	if err := checkTimestamp(s.now(), signedAt, s.tolerance); err != nil {
-		return nil, fmt.Errorf("standardwebhooks: %w", err)
+		return nil, fmt.Errorf("%s: %w", s.name, err)
 	}
 	p := parsePayload(body)
-	event := p.event(body, id, p.str("type"), "header "+standardWebhooksIDHeader)
-	return newDelivery(event, header,
-		standardWebhooksIDHeader, standardWebhooksTimestampHeader, standardWebhooksSignatureHeader), nil
+	event := p.event(body, id, p.str("type"), "header "+names.id)
+	return newDelivery(event, header, names.id, names.timestamp, names.signature), nil
 }
 
 // matches reports whether any v1 entry of signatures is the encoded HMAC of

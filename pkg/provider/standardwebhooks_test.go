@@ -38,6 +38,56 @@ var standardWebhooksVectors = []standardWebhooksVector{
 	},
 }
 
+func init() {
+	registerConformance(standardWebhooksSigner)
+	registerConformance(svixSigner)
+}
+
+// standardWebhooksSignerFor returns the signer of a provider speaking the
+// Standard Webhooks scheme under the given header names.
+func standardWebhooksSignerFor(provider, idHeader, timestampHeader, signatureHeader string) signer {
+	get, set := headerSignature(signatureHeader, "v1,")
+	return signer{
+		provider: provider,
+		// Secrets of the Go and Rust libraries' vectors.
+		secrets:       [2]string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"},
+		unknownSecret: "whsec_" + base64.StdEncoding.EncodeToString([]byte("an unknown 24-byte key!!")),
+		body:          conformanceJSON,
+		sign: func(t *testing.T, secret string, at time.Time, id string, body []byte) request {
+			wh, err := standardwebhooks.NewWebhook(secret)
+			require.NoError(t, err)
+			signature, err := wh.Sign(id, at, body)
+			require.NoError(t, err)
+			header := http.Header{}
+			header.Set(signatureHeader, signature)
+			header.Set(timestampHeader, strconv.FormatInt(at.Unix(), 10))
+			if id != "" {
+				header.Set(idHeader, id)
+			}
+			return request{header: header, body: body}
+		},
+		want:            wantOne("order.created"),
+		signature:       get,
+		setSignature:    set,
+		decode:          base64.StdEncoding.DecodeString,
+		encode:          base64.StdEncoding.EncodeToString,
+		signatureHeader: signatureHeader,
+		timestamped:     true,
+		timestampHeader: timestampHeader,
+		wrongPrefixes: func(r request) []request {
+			return replacePrefix(r, signatureHeader, "v1,", "v2,", "v1a,", "v0,", "V1,", "v1 ,", ",", "", "v1=")
+		},
+	}
+}
+
+func standardWebhooksSigner() signer {
+	return standardWebhooksSignerFor("standardwebhooks", "webhook-id", "webhook-timestamp", "webhook-signature")
+}
+
+func svixSigner() signer {
+	return standardWebhooksSignerFor("svix", "svix-id", "svix-timestamp", "svix-signature")
+}
+
 func standardWebhooksHeader(id, timestamp, signature string) http.Header {
 	header := http.Header{}
 	header.Set("webhook-id", id)
@@ -195,6 +245,134 @@ func FuzzStandardWebhooksVerify(f *testing.F) {
 		if id != "" {
 			require.NoError(t, wh.VerifyIgnoringTimestamp(body, header))
 		}
+		event := requireOneEvent(t, delivery)
+		if event.ParseError == nil {
+			require.Equal(t, body, event.Payload)
+			require.Equal(t, id, event.ID)
+		} else {
+			require.Nil(t, event.Payload)
+		}
+	})
+}
+
+// svixHeader returns v's headers under Svix's names.
+func (v standardWebhooksVector) svixHeader(signature string) http.Header {
+	header := http.Header{}
+	header.Set("svix-id", v.id)
+	header.Set("svix-timestamp", strconv.FormatInt(v.timestamp, 10))
+	header.Set("svix-signature", signature)
+	return header
+}
+
+func newTestSvix(t testing.TB, now time.Time, secrets ...string) *StandardWebhooks {
+	t.Helper()
+	verifier, err := NewSvix(pinnedConfig(now, secrets...))
+	require.NoError(t, err)
+	return verifier
+}
+
+func TestSvix(t *testing.T) {
+	t.Parallel()
+
+	t.Run("OfficialVectorsVerifyUnderSvixHeaders", func(t *testing.T) {
+		t.Parallel()
+		// The Standard Webhooks vectors; the first is also svix/svix-webhooks
+		// go/webhook_test.go's.
+		for _, v := range standardWebhooksVectors {
+			delivery, err := newTestSvix(t, time.Unix(v.timestamp, 0), v.secret).Verify([]byte(v.body), v.svixHeader(v.signature))
+			require.NoError(t, err, v.source)
+			require.Equal(t, Event{ID: v.id, Payload: []byte(v.body)}, requireOneEvent(t, delivery), v.source)
+			require.Equal(t, map[string]string{
+				"Svix-Id":        v.id,
+				"Svix-Timestamp": strconv.FormatInt(v.timestamp, 10),
+				"Svix-Signature": v.signature,
+			}, delivery.Headers)
+		}
+	})
+
+	t.Run("WebhookHeadersAreTheFallback", func(t *testing.T) {
+		t.Parallel()
+		v := standardWebhooksVectors[0]
+		delivery, err := newTestSvix(t, time.Unix(v.timestamp, 0), v.secret).Verify([]byte(v.body), v.header(v.signature))
+		require.NoError(t, err)
+		require.Equal(t, v.id, requireOneEvent(t, delivery).ID)
+		require.Contains(t, delivery.Headers, "Webhook-Signature")
+	})
+
+	t.Run("HeaderSetsAreNeverMixed", func(t *testing.T) {
+		t.Parallel()
+		v := standardWebhooksVectors[0]
+		verifier := newTestSvix(t, time.Unix(v.timestamp, 0), v.secret)
+		for _, svixName := range []string{"svix-id", "svix-timestamp", "svix-signature"} {
+			header := v.header(v.signature) // a complete webhook-* set …
+			header.Set(svixName, v.svixHeader(v.signature).Get(svixName))
+			_, err := verifier.Verify([]byte(v.body), header) // … and one svix-* header
+			requireNotAuthentic(t, err)
+		}
+	})
+
+	t.Run("OfficialNegativesAreInvalid", func(t *testing.T) {
+		t.Parallel()
+		v := standardWebhooksVectors[0]
+		verifier := newTestSvix(t, time.Unix(v.timestamp, 0), v.secret)
+		for _, signature := range []string{"v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc=", "v1,", "v1", ","} {
+			_, err := verifier.Verify([]byte(v.body), v.svixHeader(signature))
+			requireRejected(t, err, ErrSignatureInvalid, v.secret)
+		}
+	})
+
+	t.Run("ErrorsNameSvix", func(t *testing.T) {
+		t.Parallel()
+		_, err := NewSvix(pinnedConfig(testNow, "whsec_%%%"))
+		require.ErrorContains(t, err, "svix: secret 0")
+		v := standardWebhooksVectors[0]
+		_, err = newTestSvix(t, testNow, v.secret).Verify([]byte(v.body), http.Header{})
+		require.ErrorContains(t, err, "svix: no webhook-signature header")
+	})
+
+	t.Run("SignHeadersUsesSvixNames", func(t *testing.T) {
+		t.Parallel()
+		v := standardWebhooksVectors[0]
+		header, err := SignHeaders(&SignParams{
+			Provider: "svix", Secret: v.secret, EventID: v.id, Time: time.Unix(v.timestamp, 0), Body: []byte(v.body),
+		})
+		require.NoError(t, err)
+		require.Equal(t, v.svixHeader(v.signature).Get("svix-signature"), header.Get("svix-signature"))
+		require.Equal(t, v.id, header.Get("svix-id"))
+		require.Empty(t, header.Get("webhook-signature"))
+	})
+}
+
+// FuzzSvixVerify checks, for Svix's header names and the webhook-* fallback,
+// that Verify never panics, that every refusal wraps a sentinel without
+// quoting the secret, and that whatever verifies carries the genuine v1
+// signature of the header set it was read from.
+func FuzzSvixVerify(f *testing.F) {
+	v := standardWebhooksVectors[0]
+	f.Add([]byte(v.body), v.id, "1614265330", v.signature, false)
+	f.Add([]byte(v.body), v.id, "1614265330", v.signature, true)
+	f.Add([]byte(v.body), v.id, "1614265330", "v2,x v1a,y "+v.signature, false)
+	f.Add([]byte(v.body), v.id, "1614265331", v.signature, false)
+	f.Add([]byte(v.body), "", "1614265330", "v1,", true)
+	f.Add([]byte{}, "msg", "0", "v1,,v1 v1,=", false)
+	verifier := newTestSvix(f, time.Unix(v.timestamp, 0), v.secret)
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(v.secret, "whsec_"))
+	require.NoError(f, err)
+
+	f.Fuzz(func(t *testing.T, body []byte, id, timestamp, signature string, fallback bool) {
+		header := standardWebhooksHeader(id, timestamp, signature)
+		if !fallback {
+			header = http.Header{"Svix-Id": {id}, "Svix-Timestamp": {timestamp}, "Svix-Signature": {signature}}
+		}
+		delivery, err := verifier.Verify(body, header)
+		if err != nil {
+			requireNotAuthentic(t, err)
+			require.NotContains(t, err.Error(), strings.TrimPrefix(v.secret, "whsec_"))
+			return
+		}
+		signed := []byte(id + "." + timestamp + "." + string(body))
+		genuine := "v1," + base64.StdEncoding.EncodeToString(referenceHMAC(key, signed))
+		require.Contains(t, strings.Split(signature, " "), genuine)
 		event := requireOneEvent(t, delivery)
 		if event.ParseError == nil {
 			require.Equal(t, body, event.Payload)

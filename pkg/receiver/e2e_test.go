@@ -32,9 +32,10 @@ func setupE2E(t *testing.T, sources ...config.SourceConfig) *e2eBundle {
 	cfg := &config.Config{Database: config.DatabaseConfig{URL: db.URL}, Sources: sources}
 	cfg.ApplyDefaults()
 	env := &daemon.Env{Config: cfg, Logger: zaptest.NewLogger(t), Pool: db.Pool}
-	srv, err := daemon.NewReceiver(env)
+	srv, stop, err := daemon.NewReceiver(env)
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(stop) // runs after ts.Close: cleanups run last-in, first-out
 	t.Cleanup(ts.Close)
 	return &e2eBundle{db: db, url: ts.URL}
 }

@@ -58,17 +58,24 @@ type Config struct {
 	Logger *zap.Logger
 }
 
+// Claimer claims a delivery's events in the inbox and enqueues their jobs,
+// returning only after the commit. *inbox.Ingester (a transaction per
+// delivery) and *inbox.Batcher (group commit) are claimers.
+type Claimer interface {
+	Ingest(ctx context.Context, events []inbox.NewEvent) (*inbox.IngestResult, error)
+}
+
 // Server is the receiver's HTTP server.
 type Server struct {
 	echo     *echo.Echo
-	ingester *inbox.Ingester
+	ingester Claimer
 	sources  map[string]*Source
 	config   Config
 	logger   *zap.Logger
 }
 
 // New returns a Server that claims deliveries through ingester.
-func New(ingester *inbox.Ingester, config *Config) (*Server, error) {
+func New(ingester Claimer, config *Config) (*Server, error) {
 	c := *config
 	c.RetryAfter = cmp.Or(c.RetryAfter, 5*time.Second)
 	if c.Logger == nil {
@@ -174,7 +181,11 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	defer cancel()
 	res, err := s.ingester.Ingest(ctx, newEvents(src, body, delivery))
 	if err != nil {
-		log.Error("delivery not committed; asking the provider to retry", zap.Error(err))
+		if errors.Is(err, inbox.ErrOverloaded) {
+			log.Warn("delivery refused: the ingest queue is full; asking the provider to retry")
+		} else {
+			log.Error("delivery not committed; asking the provider to retry", zap.Error(err))
+		}
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(s.config.RetryAfter.Round(time.Second)/time.Second)))
 		return c.JSON(http.StatusServiceUnavailable, errorBody{"not stored; retry later"})
 	}

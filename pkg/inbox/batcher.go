@@ -1,0 +1,239 @@
+package inbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+)
+
+// ErrOverloaded is returned by Batcher.Ingest when its queue is full: the
+// database is not keeping up, and the delivery should be refused at once
+// (503 with Retry-After) rather than left to time out.
+var ErrOverloaded = errors.New("inbox: ingest queue is full")
+
+// BatcherConfig configures a Batcher.
+type BatcherConfig struct {
+	// MaxEvents caps the events of one group transaction. Defaults to 256.
+	MaxEvents int
+	// MaxWait is how long a flusher waits for more deliveries after the
+	// first one when the queue runs dry. Defaults to 0: a lone delivery never
+	// waits for company, and groups form on their own while the flushers are
+	// busy committing.
+	MaxWait time.Duration
+	// Flushers is the number of group transactions in flight at once.
+	// Defaults to 4.
+	Flushers int
+	// QueueSize bounds the deliveries waiting for a flusher; past it Ingest
+	// returns ErrOverloaded. Defaults to 1024.
+	QueueSize int
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+}
+
+// Batcher coalesces concurrent deliveries into group transactions: one
+// claim statement, one bulk enqueue and one commit for many deliveries. Each
+// caller is answered only after the commit that holds its events, and
+// learns exactly which of its events were new. Memory is bounded by
+// QueueSize deliveries.
+type Batcher struct {
+	ingester *Ingester
+	config   BatcherConfig
+	queue    chan *pendingDelivery
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+type pendingDelivery struct {
+	ctx    context.Context
+	events []NewEvent
+	done   chan ingestOutcome // buffered: the flusher never blocks on it
+}
+
+type ingestOutcome struct {
+	res *IngestResult
+	err error
+}
+
+// NewBatcher returns a started Batcher claiming through ingester. Stop it
+// with Stop.
+func NewBatcher(ingester *Ingester, config *BatcherConfig) *Batcher {
+	c := *config
+	c.MaxEvents = cmp.Or(c.MaxEvents, 256)
+	c.Flushers = cmp.Or(c.Flushers, 4)
+	c.QueueSize = cmp.Or(c.QueueSize, 1024)
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	b := &Batcher{
+		ingester: ingester,
+		config:   c,
+		queue:    make(chan *pendingDelivery, c.QueueSize),
+		stop:     make(chan struct{}),
+	}
+	for range c.Flushers {
+		b.wg.Add(1)
+		go b.flushLoop()
+	}
+	return b
+}
+
+// Ingest queues a delivery's events for the next group transaction and
+// waits for its commit. It returns ErrOverloaded at once when the queue is
+// full, and ctx's error when ctx ends first; in both cases the caller must
+// not acknowledge (the events may or may not be committed later, which a
+// provider's retry then finds as a duplicate).
+func (b *Batcher) Ingest(ctx context.Context, events []NewEvent) (*IngestResult, error) {
+	p := &pendingDelivery{ctx: ctx, events: events, done: make(chan ingestOutcome, 1)}
+	select {
+	case b.queue <- p:
+	default:
+		return nil, ErrOverloaded
+	}
+	select {
+	case out := <-p.done:
+		return out.res, out.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Queued returns the number of deliveries waiting for a flusher.
+func (b *Batcher) Queued() int { return len(b.queue) }
+
+// Stop lets the flushers finish the group in hand and answers every
+// delivery still queued with an error. Deliveries must no longer be
+// submitted (the HTTP server has shut down first).
+func (b *Batcher) Stop() {
+	b.stopOnce.Do(func() {
+		close(b.stop)
+		b.wg.Wait()
+		for {
+			select {
+			case p := <-b.queue:
+				p.done <- ingestOutcome{err: errors.New("inbox: batcher stopped")}
+			default:
+				return
+			}
+		}
+	})
+}
+
+func (b *Batcher) flushLoop() {
+	defer b.wg.Done()
+	for {
+		var first *pendingDelivery
+		select {
+		case <-b.stop:
+			return
+		case first = <-b.queue:
+		}
+		b.flush(b.collect(first))
+	}
+}
+
+// collect takes first and whatever else is queued, up to MaxEvents, waiting
+// at most MaxWait for more once the queue is empty.
+func (b *Batcher) collect(first *pendingDelivery) []*pendingDelivery {
+	group := []*pendingDelivery{first}
+	n := len(first.events)
+	var timeout <-chan time.Time
+	if b.config.MaxWait > 0 {
+		timer := time.NewTimer(b.config.MaxWait)
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	for n < b.config.MaxEvents {
+		select {
+		case p := <-b.queue:
+			group = append(group, p)
+			n += len(p.events)
+			continue
+		default:
+		}
+		if timeout == nil {
+			break
+		}
+		select {
+		case p := <-b.queue:
+			group = append(group, p)
+			n += len(p.events)
+		case <-timeout:
+			return group
+		}
+	}
+	return group
+}
+
+// flush commits a group, answering each delivery. Deliveries whose context
+// already ended are answered with its error and left out. A group that
+// fails because of its data (a constraint, a value jsonb refuses) is
+// retried one delivery at a time, so that one bad event fails only its own
+// delivery; a group that fails for any other reason (the database is down,
+// the deadline passed, COMMIT failed) fails every delivery in it.
+func (b *Batcher) flush(group []*pendingDelivery) {
+	live := group[:0]
+	var deadline time.Time
+	for _, p := range group {
+		if err := p.ctx.Err(); err != nil {
+			p.done <- ingestOutcome{err: err}
+			continue
+		}
+		live = append(live, p)
+		if d, ok := p.ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	if len(live) == 1 {
+		res, err := b.ingester.Ingest(live[0].ctx, live[0].events)
+		live[0].done <- ingestOutcome{res: res, err: err}
+		return
+	}
+
+	// The group's transaction must end before the earliest caller gives up.
+	ctx := context.Background()
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	events := make([][]NewEvent, len(live))
+	for i, p := range live {
+		events[i] = p.events
+	}
+	results, err := b.ingester.IngestGroup(ctx, events)
+	if err == nil {
+		for i, p := range live {
+			p.done <- ingestOutcome{res: results[i]}
+		}
+		return
+	}
+	if !isDataError(err) {
+		b.config.Logger.Warn("group commit failed; every delivery in it is refused", zap.Int("deliveries", len(live)), zap.Error(err))
+		for _, p := range live {
+			p.done <- ingestOutcome{err: err}
+		}
+		return
+	}
+	b.config.Logger.Info("group commit refused by its data; retrying its deliveries one by one", zap.Int("deliveries", len(live)), zap.Error(err))
+	for _, p := range live {
+		res, err := b.ingester.Ingest(p.ctx, p.events)
+		p.done <- ingestOutcome{res: res, err: err}
+	}
+}
+
+// isDataError reports an error caused by the rows themselves (SQLSTATE
+// class 22, data exception, or 23, integrity constraint violation), which
+// another group without the offending rows would not hit.
+func isDataError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && len(pgErr.Code) == 5 && (pgErr.Code[:2] == "22" || pgErr.Code[:2] == "23")
+}

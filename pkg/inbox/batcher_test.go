@@ -1,0 +1,200 @@
+package inbox_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+)
+
+func newBatcher(t *testing.T, db *dbtest.DB, config *inbox.BatcherConfig) *inbox.Batcher {
+	t.Helper()
+	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
+	require.NoError(t, err)
+	config.Logger = zaptest.NewLogger(t)
+	b := inbox.NewBatcher(inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}), config)
+	t.Cleanup(b.Stop)
+	return b
+}
+
+// ingestAll runs one Ingest per delivery, all at once, and returns the
+// results and errors in delivery order.
+func ingestAll(b *inbox.Batcher, deliveries [][]inbox.NewEvent) ([]*inbox.IngestResult, []error) {
+	results := make([]*inbox.IngestResult, len(deliveries))
+	errs := make([]error, len(deliveries))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, d := range deliveries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			results[i], errs[i] = b.Ingest(ctx, d)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return results, errs
+}
+
+func distinctXmin(t *testing.T, db *dbtest.DB) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT xmin::text) FROM webhook_inbox`).Scan(&n))
+	return n
+}
+
+func TestBatcher(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("ConcurrentDeliveriesShareOneTransaction", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		// The group flushes when it holds 8 events, long before MaxWait.
+		b := newBatcher(t, db, &inbox.BatcherConfig{MaxEvents: 8, MaxWait: time.Minute, Flushers: 1})
+		var deliveries [][]inbox.NewEvent
+		for i := range 8 {
+			deliveries = append(deliveries, []inbox.NewEvent{event(fmt.Sprintf("evt_%d", i))})
+		}
+		results, errs := ingestAll(b, deliveries)
+		for i := range deliveries {
+			require.NoError(t, errs[i])
+			require.Equal(t, 1, results[i].New)
+			require.Len(t, results[i].Claimed, 1)
+			require.Equal(t, deliveries[i][0].EventID, results[i].Claimed[0].EventID)
+		}
+		require.Equal(t, 1, distinctXmin(t, db), "one commit for the whole group")
+		require.Equal(t, 8, countJobs(t, db))
+	})
+
+	t.Run("PerDeliveryCountsAreExactUnderContention", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		b := newBatcher(t, db, &inbox.BatcherConfig{})
+		// 64 deliveries over 16 distinct events, two events each.
+		var deliveries [][]inbox.NewEvent
+		for i := range 64 {
+			deliveries = append(deliveries, []inbox.NewEvent{
+				event(fmt.Sprintf("evt_%02d", i%16)), event(fmt.Sprintf("evt_%02d", (i+5)%16)),
+			})
+		}
+		results, errs := ingestAll(b, deliveries)
+		newBy := map[string]int{}
+		total := 0
+		for i := range deliveries {
+			require.NoError(t, errs[i])
+			require.Equal(t, 2, results[i].New+results[i].Duplicates)
+			require.Len(t, results[i].Claimed, results[i].New)
+			for _, row := range results[i].Claimed {
+				newBy[row.EventID]++
+			}
+			total += results[i].New
+		}
+		require.Equal(t, 16, total)
+		for id, n := range newBy {
+			require.Equal(t, 1, n, "%s was new for exactly one delivery", id)
+		}
+		require.Equal(t, 16, countJobs(t, db))
+	})
+
+	t.Run("FailedCommitRefusesEveryDeliveryOfTheGroup", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		// A deferred constraint trigger fails the group at COMMIT.
+		_, err := db.Pool.Exec(ctx, `
+CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.event_id = 'boom' THEN RAISE EXCEPTION 'commit-time failure'; END IF; RETURN NULL; END $$;
+CREATE CONSTRAINT TRIGGER boom AFTER INSERT ON webhook_inbox DEFERRABLE INITIALLY DEFERRED
+FOR EACH ROW EXECUTE FUNCTION boom();`)
+		require.NoError(t, err)
+		b := newBatcher(t, db, &inbox.BatcherConfig{MaxEvents: 4, MaxWait: time.Minute, Flushers: 1})
+		_, errs := ingestAll(b, [][]inbox.NewEvent{{event("a")}, {event("b")}, {event("boom")}, {event("c")}})
+		for i, err := range errs {
+			require.ErrorContains(t, err, "commit-time failure", "delivery %d", i)
+		}
+		rows, _ := countRowsAndJobs(t, db)
+		require.Zero(t, rows)
+	})
+
+	t.Run("BadEventFailsOnlyItsOwnDelivery", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		_, err := db.Pool.Exec(ctx, `ALTER TABLE webhook_inbox ADD CONSTRAINT no_poison CHECK (event_id <> 'poison')`)
+		require.NoError(t, err)
+		b := newBatcher(t, db, &inbox.BatcherConfig{MaxEvents: 4, MaxWait: time.Minute, Flushers: 1})
+		results, errs := ingestAll(b, [][]inbox.NewEvent{{event("a")}, {event("poison")}, {event("b")}, {event("c")}})
+		require.ErrorContains(t, errs[1], "no_poison")
+		for _, i := range []int{0, 2, 3} {
+			require.NoError(t, errs[i])
+			require.Equal(t, 1, results[i].New)
+		}
+		rows, jobs := countRowsAndJobs(t, db)
+		require.Equal(t, 3, rows)
+		require.Equal(t, 3, jobs)
+	})
+
+	t.Run("FullQueueIsRefusedAtOnce", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		b := newBatcher(t, db, &inbox.BatcherConfig{Flushers: 1, QueueSize: 1})
+		// Another transaction holds evt_1: the flusher's claim waits on it.
+		blocker, err := db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = blocker.Exec(ctx, `INSERT INTO webhook_inbox (source, provider, event_id, body) VALUES ('bank', 'x', 'evt_1', '')`)
+		require.NoError(t, err)
+
+		first := make(chan error, 1)
+		go func() { _, err := b.Ingest(ctx, []inbox.NewEvent{event("evt_1")}); first <- err }()
+		// Wait until the flusher's claim is blocked on the lock.
+		require.Eventually(t, func() bool {
+			var waiting int
+			require.NoError(t, db.Pool.QueryRow(ctx,
+				`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+			return waiting == 1
+		}, 30*time.Second, 5*time.Millisecond)
+
+		second := make(chan error, 1)
+		go func() { _, err := b.Ingest(ctx, []inbox.NewEvent{event("evt_2")}); second <- err }()
+		require.Eventually(t, func() bool { return b.Queued() == 1 }, 30*time.Second, time.Millisecond)
+		// The queue is full: a third delivery is refused at once.
+		_, err = b.Ingest(ctx, []inbox.NewEvent{event("evt_3")})
+		require.ErrorIs(t, err, inbox.ErrOverloaded)
+
+		require.NoError(t, blocker.Rollback(ctx))
+		require.NoError(t, <-first)
+		require.NoError(t, <-second)
+	})
+
+	t.Run("ExpiredDeliveryIsNotClaimed", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		b := newBatcher(t, db, &inbox.BatcherConfig{})
+		expired, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err := b.Ingest(expired, []inbox.NewEvent{event("late")})
+		require.ErrorIs(t, err, context.Canceled)
+		// A later delivery flushes whatever was queued; late is not in it.
+		_, err = b.Ingest(ctx, []inbox.NewEvent{event("evt_1")})
+		require.NoError(t, err)
+		rows, _ := countRowsAndJobs(t, db)
+		require.Equal(t, 1, rows)
+	})
+}
+
+func countRowsAndJobs(t *testing.T, db *dbtest.DB) (rows, jobs int) {
+	t.Helper()
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_inbox`).Scan(&rows))
+	return rows, countJobs(t, db)
+}

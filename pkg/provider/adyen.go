@@ -1,0 +1,348 @@
+package provider
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+func init() {
+	register("adyen", adapt(NewAdyen), Preset{})
+	// The signatures live in the body, which SignHeaders cannot change: the
+	// body must come from SignAdyenBody, and the signer adds Basic Auth.
+	registerSigner("adyen", func(p *SignParams) (http.Header, error) {
+		return basicAuthHeader("adyen", p.Config)
+	})
+}
+
+// Adyen verifies Adyen standard (payments) webhook deliveries. Two checks,
+// both of which must pass:
+//
+//   - HTTP Basic Auth against Config.BasicAuth, which is required;
+//   - the hmacSignature of every item: each NotificationRequestItem's
+//     additionalData.hmacSignature must be the standard base64 of
+//     HMAC-SHA256, under any configured key (Config.Secrets, each the hex
+//     HMAC key from Adyen's Customer Area, decoded), of
+//     "pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success",
+//     where an absent or null field is "", value is amount.value, an integer
+//     of minor units, and success is the string as sent ("true"). The
+//     signature is compared as the encoded string, in constant time, so only
+//     the canonical spelling is accepted.
+//
+// If any item fails, the whole delivery is refused and nothing is stored. An
+// item without hmacSignature is ErrSignatureMissing; a body whose items
+// cannot be read (not JSON, no notificationItems, no item, more than 1000
+// items, a signed field of the wrong JSON type) is ErrSignatureInvalid,
+// because nothing in it could be authenticated.
+//
+// The HMAC covers only those eight fields: the rest of an item (eventDate,
+// reason, additionalData) is vouched for by Basic Auth alone, and nothing
+// carries a time, so the inbox's dedup key is what stops a replay.
+//
+// The body is {"live":"…","notificationItems":[{"NotificationRequestItem":{…}},…]}.
+// Each item is one Event in body order, with ID "<eventCode>:<pspReference>",
+// Type the eventCode and Payload the NotificationRequestItem object as sent
+// (the whole body, with "live", is kept with every row). An authentic item
+// that is not a jsonb-safe object, or whose eventCode or pspReference is
+// empty or unusable, gets a ParseError; its ID is then
+// "sha256:<hex of the NotificationRequestItem's bytes>" unless both parts are
+// usable.
+//
+// Adyen implements Acknowledger: Adyen expects the body "[accepted]".
+type Adyen struct {
+	basicAuth []BasicAuth
+	keys      [][]byte
+}
+
+// NewAdyen returns an Adyen verifier. Config.BasicAuth is required, and so
+// is Config.Secrets: hex-encoded HMAC keys (64 hex digits in Adyen's
+// Customer Area), any one of which may match. Config.Tolerance and
+// Config.Now are not used.
+func NewAdyen(config *Config) (*Adyen, error) {
+	if err := config.validate(); err != nil {
+		return nil, fmt.Errorf("adyen: %w", err)
+	}
+	if len(config.Secrets) == 0 {
+		return nil, errors.New("adyen: secrets: at least one hex-encoded HMAC key is required")
+	}
+	if len(config.BasicAuth) == 0 {
+		return nil, errors.New("adyen: basic_auth: Adyen webhooks need Basic Auth; configure at least one username and password")
+	}
+	keys := make([][]byte, len(config.Secrets))
+	for i, secret := range config.Secrets {
+		key, err := decodeAdyenKey(secret)
+		if err != nil {
+			return nil, fmt.Errorf("adyen: secrets[%d]: %w", i, err)
+		}
+		keys[i] = key
+	}
+	return &Adyen{basicAuth: config.BasicAuth, keys: keys}, nil
+}
+
+// decodeAdyenKey decodes a hex HMAC key. Its error never quotes the key.
+func decodeAdyenKey(hexKey string) ([]byte, error) {
+	key, err := hex.DecodeString(hexKey)
+	if err != nil || len(key) == 0 {
+		return nil, errors.New("not a hex-encoded HMAC key")
+	}
+	return key, nil
+}
+
+// Verify implements Verifier.
+func (a *Adyen) Verify(body []byte, header http.Header) (*Delivery, error) {
+	if err := checkBasicAuth(header, a.basicAuth); err != nil {
+		return nil, fmt.Errorf("adyen: %w", err)
+	}
+	items, err := splitAdyen(body)
+	if err != nil {
+		return nil, fmt.Errorf("adyen: %w", err)
+	}
+	for i, item := range items {
+		if err := a.checkItem(item); err != nil {
+			return nil, fmt.Errorf("adyen: item %d: %w", i, err)
+		}
+	}
+	events := make([]Event, len(items))
+	for i, item := range items {
+		events[i] = item.event(i)
+	}
+	return &Delivery{Events: events, Headers: auditHeaders(header)}, nil
+}
+
+// checkItem checks an item's hmacSignature against every key.
+func (a *Adyen) checkItem(item adyenItem) error {
+	if item.signature == "" {
+		return fmt.Errorf("no additionalData.hmacSignature: %w", ErrSignatureMissing)
+	}
+	matched := false
+	for _, key := range a.keys {
+		expected := base64.StdEncoding.EncodeToString(hmacSHA256(key, []byte(item.signed)))
+		matched = hmac.Equal([]byte(item.signature), []byte(expected)) || matched
+	}
+	if !matched {
+		return fmt.Errorf("hmacSignature matches no configured key: %w", ErrSignatureInvalid)
+	}
+	return nil
+}
+
+// Ack implements Acknowledger with the reply Adyen requires.
+func (a *Adyen) Ack(Counts) Reply {
+	return Reply{Status: http.StatusOK, ContentType: "text/plain", Body: []byte("[accepted]")}
+}
+
+// adyenItem is one NotificationRequestItem of a delivery.
+type adyenItem struct {
+	raw       []byte                     // the object as sent
+	members   map[string]json.RawMessage // its members, decoded leniently
+	signed    string                     // the string its hmacSignature covers
+	signature string                     // additionalData.hmacSignature
+}
+
+// splitAdyen reads the items of a body. Its errors wrap ErrSignatureInvalid:
+// an item that cannot be read cannot be authenticated.
+func splitAdyen(body []byte) ([]adyenItem, error) {
+	var envelope map[string]json.RawMessage
+	if err := json.Unmarshal(body, &envelope); err != nil || envelope == nil {
+		return nil, fmt.Errorf("body is not a JSON object: %w", ErrSignatureInvalid)
+	}
+	dec := json.NewDecoder(bytes.NewReader(envelope["notificationItems"]))
+	if token, err := dec.Token(); err != nil || token != json.Delim('[') {
+		return nil, fmt.Errorf("body has no notificationItems array: %w", ErrSignatureInvalid)
+	}
+	var items []adyenItem
+	for dec.More() {
+		if len(items) == maxBatchItems {
+			return nil, fmt.Errorf("body has more than %d notificationItems: %w", maxBatchItems, ErrSignatureInvalid)
+		}
+		var wrapper map[string]json.RawMessage
+		if err := dec.Decode(&wrapper); err != nil || wrapper["NotificationRequestItem"] == nil {
+			return nil, fmt.Errorf("item %d has no NotificationRequestItem object: %w", len(items), ErrSignatureInvalid)
+		}
+		item, err := readAdyenItem(wrapper["NotificationRequestItem"])
+		if err != nil {
+			return nil, fmt.Errorf("item %d: %w", len(items), err)
+		}
+		items = append(items, item)
+	}
+	if len(items) == 0 {
+		return nil, fmt.Errorf("notificationItems is empty: %w", ErrSignatureInvalid)
+	}
+	return items, nil
+}
+
+// readAdyenItem reads a NotificationRequestItem's signed fields.
+func readAdyenItem(raw []byte) (adyenItem, error) {
+	item := adyenItem{raw: raw}
+	if err := json.Unmarshal(raw, &item.members); err != nil || item.members == nil {
+		return item, fmt.Errorf("NotificationRequestItem is not an object: %w", ErrSignatureInvalid)
+	}
+	signed, err := adyenSigningString(item.members)
+	if err != nil {
+		return item, err
+	}
+	item.signed = signed
+	var additional map[string]json.RawMessage
+	if data := item.members["additionalData"]; !isNull(data) && json.Unmarshal(data, &additional) != nil {
+		return item, fmt.Errorf("additionalData is not an object: %w", ErrSignatureInvalid)
+	}
+	if item.signature, err = optionalString(additional, "hmacSignature"); err != nil {
+		return item, err
+	}
+	return item, nil
+}
+
+// adyenSigningString returns what an item's hmacSignature covers.
+func adyenSigningString(members map[string]json.RawMessage) (string, error) {
+	var amount map[string]json.RawMessage
+	if raw := members["amount"]; !isNull(raw) && json.Unmarshal(raw, &amount) != nil {
+		return "", fmt.Errorf("amount is not an object: %w", ErrSignatureInvalid)
+	}
+	value := ""
+	if raw := amount["value"]; !isNull(raw) {
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("amount.value is not an integer of minor units: %w", ErrSignatureInvalid)
+		}
+		value = strconv.FormatInt(n, 10)
+	}
+	var err error
+	field := func(object map[string]json.RawMessage, name string) string {
+		s, fieldErr := optionalString(object, name)
+		if err == nil {
+			err = fieldErr
+		}
+		return s
+	}
+	fields := []string{
+		field(members, "pspReference"), field(members, "originalReference"),
+		field(members, "merchantAccountCode"), field(members, "merchantReference"),
+		value, field(amount, "currency"), field(members, "eventCode"), field(members, "success"),
+	}
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(fields, ":"), nil
+}
+
+// optionalString returns the string member name of object, "" when it is
+// absent or null, and an error for any other JSON type.
+func optionalString(object map[string]json.RawMessage, name string) (string, error) {
+	raw := object[name]
+	if isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("%s is not a string: %w", name, ErrSignatureInvalid)
+	}
+	return s, nil
+}
+
+// isNull reports an absent member or a JSON null.
+func isNull(raw json.RawMessage) bool {
+	return raw == nil || string(raw) == "null"
+}
+
+// event builds the event of an authentic item.
+func (item adyenItem) event(index int) Event {
+	p := parsePayload(item.raw)
+	eventCode := payload{members: item.members}.str("eventCode")
+	pspReference := payload{members: item.members}.str("pspReference")
+	keyed := usableKey(eventCode) && usableKey(pspReference)
+	event := Event{ID: eventCode + ":" + pspReference}
+	if usableKey(eventCode) {
+		event.Type = eventCode
+	}
+	if !keyed {
+		event.ID = hashedID("", item.raw)
+	}
+	switch {
+	case p.err != nil:
+		event.ParseError = fmt.Errorf("item %d: %w", index, p.err)
+	case !keyed:
+		event.ParseError = fmt.Errorf("no event id: item %d has no usable eventCode and pspReference", index)
+	default:
+		event.Payload = item.raw
+	}
+	return event
+}
+
+// SignAdyenItem returns the additionalData.hmacSignature Adyen would put in
+// item, a NotificationRequestItem's JSON object, with hexKey, the HMAC key
+// as Adyen shows it (hex). Any hmacSignature item already has is ignored.
+func SignAdyenItem(hexKey string, item []byte) (string, error) {
+	key, err := decodeAdyenKey(hexKey)
+	if err != nil {
+		return "", fmt.Errorf("adyen: %w", err)
+	}
+	parsed, err := readAdyenItem(item)
+	if err != nil {
+		return "", fmt.Errorf("adyen: %w", err)
+	}
+	return base64.StdEncoding.EncodeToString(hmacSHA256(key, []byte(parsed.signed))), nil
+}
+
+// SignAdyenBody returns body, an Adyen notification
+// ({"live":…,"notificationItems":[{"NotificationRequestItem":{…}},…]}),
+// with every item's additionalData.hmacSignature set as Adyen would set it
+// with hexKey. The JSON is re-encoded (members sorted, compacted), which
+// changes nothing Adyen signs. Adyen also requires Basic Auth, which
+// SignHeaders adds from SignParams.Config; sign the body here first. It is
+// for demos, load generators and tests.
+func SignAdyenBody(hexKey string, body []byte) ([]byte, error) {
+	var envelope map[string]json.RawMessage
+	var wrappers []map[string]json.RawMessage
+	if err := json.Unmarshal(body, &envelope); err != nil {
+		return nil, fmt.Errorf("adyen: body is not a JSON object: %w", err)
+	}
+	if err := json.Unmarshal(envelope["notificationItems"], &wrappers); err != nil {
+		return nil, fmt.Errorf("adyen: notificationItems is not an array of objects: %w", err)
+	}
+	for i, wrapper := range wrappers {
+		signed, err := signAdyenItemJSON(hexKey, wrapper["NotificationRequestItem"])
+		if err != nil {
+			return nil, fmt.Errorf("item %d: %w", i, err)
+		}
+		wrapper["NotificationRequestItem"] = signed
+	}
+	items, err := json.Marshal(wrappers)
+	if err != nil {
+		return nil, fmt.Errorf("adyen: %w", err)
+	}
+	envelope["notificationItems"] = items
+	return json.Marshal(envelope)
+}
+
+// signAdyenItemJSON returns item with its hmacSignature set.
+func signAdyenItemJSON(hexKey string, item json.RawMessage) (json.RawMessage, error) {
+	signature, err := SignAdyenItem(hexKey, item)
+	if err != nil {
+		return nil, err
+	}
+	var members, additional map[string]json.RawMessage
+	if err := json.Unmarshal(item, &members); err != nil {
+		return nil, fmt.Errorf("adyen: %w", err)
+	}
+	if data := members["additionalData"]; !isNull(data) {
+		if err := json.Unmarshal(data, &additional); err != nil {
+			return nil, fmt.Errorf("adyen: %w", err)
+		}
+	}
+	if additional == nil {
+		additional = map[string]json.RawMessage{}
+	}
+	if additional["hmacSignature"], err = json.Marshal(signature); err != nil {
+		return nil, err
+	}
+	if members["additionalData"], err = json.Marshal(additional); err != nil {
+		return nil, err
+	}
+	return json.Marshal(members)
+}

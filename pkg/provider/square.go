@@ -1,0 +1,108 @@
+package provider
+
+import (
+	"crypto/hmac"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// squareSignatureHeader carries Square's HMAC-SHA256 signature.
+const squareSignatureHeader = "X-Square-Hmacsha256-Signature"
+
+// squareAuditHeaders are the headers a Square delivery keeps: the signature
+// and what tells a retry from a first attempt.
+var squareAuditHeaders = []string{
+	squareSignatureHeader,
+	"Square-Environment",
+	"Square-Initial-Delivery-Timestamp",
+	"Square-Retry-Number",
+	"Square-Retry-Reason",
+}
+
+func init() {
+	register("square", adapt(NewSquare), Preset{})
+	registerSigner("square", func(p *SignParams) (http.Header, error) {
+		if p.Config == nil || p.Config.URL == "" {
+			return nil, errors.New("square: cannot sign without the notification url (SignParams.Config.URL)")
+		}
+		return http.Header{squareSignatureHeader: {SignSquare(p.Secret, p.Config.URL, p.Body)}}, nil
+	})
+}
+
+// Square verifies Square webhook deliveries.
+// x-square-hmacsha256-signature is the standard base64 of HMAC-SHA256 over
+// the subscription's notification URL followed by the raw body, keyed with
+// the subscription's signature key as raw bytes. The URL is Config.URL,
+// exactly as registered at Square: it is never rebuilt from the request,
+// which behind a proxy or ingress would differ in scheme, host or path.
+// The legacy SHA-1 x-square-signature is not accepted. Nothing signed
+// carries a time, so there is no timestamp tolerance.
+//
+// An empty body is refused even when its signature matches: Square never
+// sends one, and square-go-sdk's VerifySignature accepts an empty body
+// without checking anything, a hole not to copy. Signatures are compared as
+// encoded strings, in constant time, so that a signature has exactly one
+// accepted spelling (see Shopify).
+//
+// Square sends one event per delivery. Its ID is the body's "event_id",
+// which Square keeps across retries, and its Type is the body's "type".
+type Square struct {
+	keys [][]byte
+	url  []byte
+}
+
+// NewSquare returns a Square verifier for the subscription signature keys
+// in config (Secrets) and the notification URL (URL, required).
+// Config.Tolerance and Config.Now are not used.
+func NewSquare(config *Config) (*Square, error) {
+	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
+		return nil, fmt.Errorf("square: %w", err)
+	}
+	if config.URL == "" {
+		return nil, errors.New("square: url is required: the notification URL exactly as registered at Square")
+	}
+	keys := make([][]byte, len(config.Secrets))
+	for i, secret := range config.Secrets {
+		keys[i] = []byte(secret)
+	}
+	return &Square{keys: keys, url: []byte(config.URL)}, nil
+}
+
+// Verify implements Verifier.
+func (s *Square) Verify(body []byte, header http.Header) (*Delivery, error) {
+	signature := header.Get(squareSignatureHeader)
+	if signature == "" {
+		return nil, fmt.Errorf("square: no %s header: %w", squareSignatureHeader, ErrSignatureMissing)
+	}
+	if len(body) == 0 {
+		return nil, fmt.Errorf("square: body is empty: %w", ErrSignatureInvalid)
+	}
+	if !s.matches(signature, body) {
+		return nil, fmt.Errorf("square: %s matches no configured key for the configured url: %w",
+			squareSignatureHeader, ErrSignatureInvalid)
+	}
+	p := parsePayload(body)
+	event := p.event(body, p.str("event_id"), p.str("type"), `the body's "event_id"`)
+	return newDelivery(event, header, squareAuditHeaders...), nil
+}
+
+// matches reports whether signature is the encoded HMAC of the URL and body
+// under any key.
+func (s *Square) matches(signature string, body []byte) bool {
+	for _, key := range s.keys {
+		expected := base64.StdEncoding.EncodeToString(hmacSHA256(key, s.url, body))
+		if hmac.Equal([]byte(signature), []byte(expected)) {
+			return true
+		}
+	}
+	return false
+}
+
+// SignSquare returns the x-square-hmacsha256-signature header value Square
+// would send for body delivered to url, signed with signatureKey. It is for
+// demos, load generators and tests.
+func SignSquare(signatureKey, url string, body []byte) string {
+	return base64.StdEncoding.EncodeToString(hmacSHA256([]byte(signatureKey), []byte(url), body))
+}
