@@ -207,6 +207,12 @@ type WorkerConfig struct {
 	// HardStopTimeout is how long it then waits for cancelled jobs to
 	// return. Defaults to 5s.
 	HardStopTimeout time.Duration `mapstructure:"hard_stop_timeout"`
+	// SynchronousCommit makes each event's COMMIT wait for the WAL flush.
+	// Defaults to false, on purpose: a worker's commit lost in a crash of
+	// PostgreSQL loses the effect, the done mark and the job's completion
+	// together, so the job simply runs again. The receiver's claim is always
+	// durable, because its 2xx promises it.
+	SynchronousCommit bool `mapstructure:"synchronous_commit"`
 	// Routes map events to handlers; the first match decides.
 	Routes []RouteConfig `mapstructure:"routes"`
 }

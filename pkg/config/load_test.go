@@ -562,7 +562,7 @@ func TestScalarKeys(t *testing.T) {
 		"receiver.batch_max_events", "receiver.batch_max_wait", "receiver.batch_flushers", "receiver.batch_queue",
 		"worker.listen", "worker.concurrency", "worker.max_attempts", "worker.job_timeout", "worker.rescue_after",
 		"worker.fetch_cooldown", "worker.fetch_poll_interval",
-		"worker.reaper_interval", "worker.orphan_after", "worker.unrouted", "worker.soft_stop_timeout", "worker.hard_stop_timeout",
+		"worker.reaper_interval", "worker.orphan_after", "worker.unrouted", "worker.soft_stop_timeout", "worker.hard_stop_timeout", "worker.synchronous_commit",
 	}, keys)
 	require.Equal(t, "HOOKINBOX_DATABASE_URL", EnvVar("database.url"))
 	require.Equal(t, "HOOKINBOX_WORKER_SOFT_STOP_TIMEOUT", EnvVar("worker.soft_stop_timeout"))

@@ -59,6 +59,7 @@ func (c *Config) Redacted() map[string]any {
 			"reaper_interval":     duration(w.ReaperInterval),
 			"orphan_after":        duration(w.OrphanAfter),
 			"unrouted":            w.Unrouted,
+			"synchronous_commit":  w.SynchronousCommit,
 			"soft_stop_timeout":   duration(w.SoftStopTimeout),
 			"hard_stop_timeout":   duration(w.HardStopTimeout),
 			"routes":              routes,

@@ -40,6 +40,7 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		ReaperInterval:    wc.ReaperInterval,
 		OrphanAfter:       wc.OrphanAfter,
 		FailUnrouted:      wc.Unrouted == "failed",
+		SynchronousCommit: wc.SynchronousCommit,
 		Routes:            routes,
 		Registry:          registry,
 		QueueFor:          QueueFor(env.Config),

@@ -156,30 +156,60 @@ func scanEvent(row pgx.Row) (*Event, error) {
 	return &ev, nil
 }
 
-// InboxLock locks the row FOR UPDATE for the caller's transaction and returns
-// it. It returns ErrNotFound for a pruned row.
-func InboxLock(ctx context.Context, tx DBTX, id int64) (*Event, error) {
-	return scanEvent(tx.QueryRow(ctx, `SELECT `+eventColumns+` FROM webhook_inbox WHERE id = $1 FOR UPDATE`, id))
+// InboxTakeForWork locks the row, checks that it is not done, and marks it
+// done, in one statement pipelined with an optional
+// `SET LOCAL synchronous_commit = off`: a worker's whole start of work is one
+// round trip. The caller then runs the handlers in tx; if they fail, tx rolls
+// back and the done mark with it. The returned event carries the row as it
+// was before the mark (status pending or failed, the earlier attempts).
+//
+// It returns ErrNotFound when there is nothing to do: the row is done
+// already (a stray or replayed job), or gone (pruned). A concurrent worker
+// holding the row makes this wait; once that one commits, the row is done
+// and this returns ErrNotFound.
+//
+// asyncCommit makes tx's COMMIT not wait for the WAL flush. That is safe for
+// a worker's transaction and only for it: a commit lost in a crash loses the
+// effect, the done mark and the job's completion together, so the job simply
+// runs again. The receiver's claim never does this, because its 2xx
+// promises durability.
+func InboxTakeForWork(ctx context.Context, tx pgx.Tx, id, jobID int64, now time.Time, asyncCommit bool) (*Event, error) {
+	batch := &pgx.Batch{}
+	if asyncCommit {
+		batch.Queue(`SET LOCAL synchronous_commit = off`)
+	}
+	batch.Queue(`
+WITH taken AS (
+    SELECT id, status, attempts FROM webhook_inbox WHERE id = $1 AND status <> 'done' FOR UPDATE
+)
+UPDATE webhook_inbox AS i
+SET status = 'done', processed_at = coalesce($3::timestamptz, now()), attempts = taken.attempts + 1,
+    river_job_id = $2, note = NULL
+FROM taken
+WHERE i.id = taken.id
+RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, i.payload, i.body, i.headers, taken.status,
+          taken.attempts, coalesce(i.last_error, ''), i.received_at`, id, jobID, nullTime(now))
+	results := tx.SendBatch(ctx, batch)
+	defer results.Close()
+	if asyncCommit {
+		if _, err := results.Exec(); err != nil {
+			return nil, fmt.Errorf("inbox: set synchronous_commit: %w", err)
+		}
+	}
+	return scanEvent(results.QueryRow())
+}
+
+// InboxSetNote records a remark on a row, in the caller's transaction.
+func InboxSetNote(ctx context.Context, tx DBTX, id int64, note string) error {
+	if _, err := tx.Exec(ctx, `UPDATE webhook_inbox SET note = $2 WHERE id = $1`, id, note); err != nil {
+		return fmt.Errorf("inbox: set note: %w", err)
+	}
+	return nil
 }
 
 // InboxGet returns the row without locking it.
 func InboxGet(ctx context.Context, db DBTX, id int64) (*Event, error) {
 	return scanEvent(db.QueryRow(ctx, `SELECT `+eventColumns+` FROM webhook_inbox WHERE id = $1`, id))
-}
-
-// InboxMarkDone marks the row processed. It runs in the handler's
-// transaction, so the effect and the done mark commit together. note may be
-// empty.
-func InboxMarkDone(ctx context.Context, tx DBTX, id, jobID int64, note string, now time.Time) error {
-	_, err := tx.Exec(ctx, `
-UPDATE webhook_inbox
-SET status = 'done', processed_at = coalesce($3::timestamptz, now()), attempts = attempts + 1,
-    river_job_id = $2, note = nullif($4, '')
-WHERE id = $1`, id, jobID, nullTime(now), note)
-	if err != nil {
-		return fmt.Errorf("inbox: mark done: %w", err)
-	}
-	return nil
 }
 
 // InboxRecordFailure counts a failed handler run and keeps its error, in a

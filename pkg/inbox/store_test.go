@@ -215,3 +215,90 @@ func TestInboxCheckConstraint(t *testing.T) {
 		`INSERT INTO webhook_inbox (source, provider, event_id, body, status) VALUES ('s', 'p', 'e', '', 'weird')`)
 	require.ErrorContains(t, err, "webhook_inbox_status_check")
 }
+
+func TestInboxTakeForWork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("MarksDoneAndReturnsTheRowAsItWas", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("evt_1")})
+		require.NoError(t, err)
+		id := res.Claimed[0].ID
+		require.NoError(t, inbox.InboxRecordFailure(ctx, b.db.Pool, id, 7, "first try failed", true, time.Time{}))
+
+		tx, err := b.db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		ev, err := inbox.InboxTakeForWork(ctx, tx, id, 8, time.Time{}, true)
+		require.NoError(t, err)
+		require.Equal(t, inbox.StatusFailed, ev.Status, "as it was before the mark: a replay")
+		require.Equal(t, 1, ev.Attempts)
+		require.Equal(t, "first try failed", ev.LastError)
+		require.Equal(t, "evt_1", ev.EventID)
+		require.NoError(t, tx.Commit(ctx))
+
+		got, err := inbox.InboxGet(ctx, b.db.Pool, id)
+		require.NoError(t, err)
+		require.Equal(t, inbox.StatusDone, got.Status)
+		require.Equal(t, 2, got.Attempts)
+	})
+
+	t.Run("RolledBackTakeLeavesTheRowPending", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("evt_1")})
+		require.NoError(t, err)
+		tx, err := b.db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = inbox.InboxTakeForWork(ctx, tx, res.Claimed[0].ID, 1, time.Time{}, false)
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback(ctx))
+		got, err := inbox.InboxGet(ctx, b.db.Pool, res.Claimed[0].ID)
+		require.NoError(t, err)
+		require.Equal(t, inbox.StatusPending, got.Status)
+		require.Zero(t, got.Attempts)
+	})
+
+	t.Run("SecondTakerWaitsThenFindsNothingToDo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("evt_1")})
+		require.NoError(t, err)
+		id := res.Claimed[0].ID
+		first, err := b.db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = inbox.InboxTakeForWork(ctx, first, id, 1, time.Time{}, true)
+		require.NoError(t, err)
+
+		second := make(chan error, 1)
+		go func() {
+			tx, err := b.db.Pool.Begin(ctx)
+			if err != nil {
+				second <- err
+				return
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck
+			_, err = inbox.InboxTakeForWork(ctx, tx, id, 2, time.Time{}, true)
+			second <- err
+		}()
+		require.Eventually(t, func() bool {
+			var waiting int
+			require.NoError(t, b.db.Pool.QueryRow(ctx,
+				`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+			return waiting == 1
+		}, 30*time.Second, 5*time.Millisecond)
+		require.NoError(t, first.Commit(ctx))
+		require.ErrorIs(t, <-second, inbox.ErrNotFound)
+	})
+
+	t.Run("MissingRowIsNothingToDo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		tx, err := b.db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck
+		_, err = inbox.InboxTakeForWork(ctx, tx, 424242, 1, time.Time{}, true)
+		require.ErrorIs(t, err, inbox.ErrNotFound)
+	})
+}

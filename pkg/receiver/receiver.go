@@ -207,22 +207,44 @@ func reply(c echo.Context, r *provider.Reply) error {
 	return err
 }
 
-// newEvents turns a verified delivery into inbox rows. An event without an
-// id is keyed by the body's SHA-256, so that resends still deduplicate.
+// newEvents turns a verified delivery into inbox rows. An event without a
+// usable id (none, or one PostgreSQL could not index) is recorded as failed
+// and keyed by the body's SHA-256 (and its position in a batch), so that
+// resends still deduplicate. A twin key that could not be indexed is
+// dropped, and the event type is cleaned to fit a text column.
 func newEvents(src *Source, body []byte, d *provider.Delivery) []inbox.NewEvent {
 	events := make([]inbox.NewEvent, len(d.Events))
+	var bodyKey string
 	for i, ev := range d.Events {
 		ne := inbox.NewEvent{
-			Source: src.Name, Provider: src.Provider, EventID: ev.ID, EventType: ev.Type,
+			Source: src.Name, Provider: src.Provider, EventID: ev.ID, EventType: inbox.CleanText(ev.Type),
 			Payload: ev.Payload, Body: body, Headers: d.Headers, TwinKey: ev.TwinKey,
-		}
-		if ne.EventID == "" {
-			sum := sha256.Sum256(body)
-			ne.EventID = "sha256:" + hex.EncodeToString(sum[:])
 		}
 		if ev.ParseError != nil {
 			ne.FailReason = "unparseable delivery: " + ev.ParseError.Error()
 			ne.Payload = nil
+		}
+		if ne.EventID != "" {
+			if err := inbox.CheckKey(ne.EventID); err != nil {
+				ne.EventID = ""
+				if ne.FailReason == "" {
+					ne.FailReason = "unusable event id: it " + err.Error()
+					ne.Payload = nil
+				}
+			}
+		}
+		if ne.EventID == "" {
+			if bodyKey == "" {
+				sum := sha256.Sum256(body)
+				bodyKey = "sha256:" + hex.EncodeToString(sum[:])
+			}
+			ne.EventID = bodyKey
+			if i > 0 {
+				ne.EventID += ":" + strconv.Itoa(i)
+			}
+		}
+		if ne.TwinKey != "" && inbox.CheckKey(ne.TwinKey) != nil {
+			ne.TwinKey = ""
 		}
 		events[i] = ne
 	}

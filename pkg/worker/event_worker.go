@@ -27,6 +27,7 @@ type eventWorker struct {
 	pool         *pgxpool.Pool
 	router       *Router
 	failUnrouted bool
+	asyncCommit  bool
 	logger       *zap.Logger
 }
 
@@ -71,36 +72,32 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 
 func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]) error {
 	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		ev, err := inbox.InboxLock(ctx, tx, job.Args.InboxID)
+		// One round trip locks the row, checks it, and marks it done; the
+		// handlers' failure rolls the mark back with everything else.
+		ev, err := inbox.InboxTakeForWork(ctx, tx, job.Args.InboxID, job.ID, time.Time{}, w.asyncCommit)
 		if errors.Is(err, inbox.ErrNotFound) {
-			w.logger.Warn("inbox row is gone (pruned?); completing its job", zap.Int64("inbox_id", job.Args.InboxID))
+			// Done already (a stray job, or a retry of a job whose commit
+			// landed), or pruned: never run the effect twice.
 			return completeTx(ctx, tx, job)
 		}
 		if err != nil {
 			return err
 		}
-		if ev.Status == inbox.StatusDone {
-			// Already processed (a duplicate job, or a retry of a job whose
-			// commit landed): never run the effect twice.
-			return completeTx(ctx, tx, job)
-		}
 		// A failed row is processed again: retrying its job from River UI
 		// is how an operator replays it.
-		note := ""
 		handlers, ok := w.router.Match(ev.Source, ev.EventType)
 		if !ok {
 			if w.failUnrouted {
 				return inbox.Permanent(fmt.Errorf("no route matches source %q, type %q", ev.Source, ev.EventType))
 			}
-			note = noteUnrouted
+			if err := inbox.InboxSetNote(ctx, tx, ev.ID, noteUnrouted); err != nil {
+				return err
+			}
 		}
 		for _, h := range handlers {
 			if err := callHandler(ctx, h, tx, *ev); err != nil {
 				return err
 			}
-		}
-		if err := inbox.InboxMarkDone(ctx, tx, ev.ID, job.ID, note, time.Time{}); err != nil {
-			return err
 		}
 		return completeTx(ctx, tx, job)
 	})

@@ -52,6 +52,12 @@ type Config struct {
 	// FailUnrouted fails an event no route matches, instead of marking it
 	// done with a note.
 	FailUnrouted bool
+	// SynchronousCommit makes each event's COMMIT wait for the WAL flush.
+	// Off by default, on purpose: a worker's commit lost in a crash loses
+	// the effect, the done mark and the job's completion together, so the
+	// job runs again and nothing is applied twice or lost. (The receiver's
+	// claim is always durable: its 2xx promises it.)
+	SynchronousCommit bool
 	// Routes pick each event's handlers; the first match decides.
 	Routes []Route
 	// Registry resolves the routes' handler names. Defaults to the built-ins.
@@ -124,7 +130,9 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		return nil, err
 	}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &eventWorker{pool: pool, router: router, failUnrouted: c.FailUnrouted, logger: c.Logger})
+	river.AddWorker(workers, &eventWorker{
+		pool: pool, router: router, failUnrouted: c.FailUnrouted, asyncCommit: !c.SynchronousCommit, logger: c.Logger,
+	})
 	river.AddWorker(workers, &reaper{pool: pool, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor, logger: c.Logger.Named("reaper")})
 
 	queues := make(map[string]river.QueueConfig, len(c.Queues))
