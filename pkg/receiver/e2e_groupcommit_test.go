@@ -1,0 +1,88 @@
+package receiver_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/provider"
+)
+
+// TestEndToEndGroupCommit sends a 50 % duplicate mix from 64 concurrent
+// clients through the group-commit receiver and checks every promise per
+// request: each event is new for exactly one delivery, the counts add up,
+// and there is one row and one job per distinct event.
+func TestEndToEndGroupCommit(t *testing.T) {
+	t.Parallel()
+	const (
+		secret      = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+		clients     = 64
+		perClient   = 8
+		distinctIDs = clients * perClient / 2
+	)
+	b := setupE2E(t, config.SourceConfig{Name: "bank", Provider: "standardwebhooks", Secrets: []string{secret}})
+
+	type answer struct {
+		id     string
+		status int
+		counts map[string]int
+	}
+	answers := make(chan answer, clients*perClient)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := range perClient {
+				// Every id is sent by two different clients.
+				id := fmt.Sprintf("msg_%04d", (c*perClient+i)%distinctIDs)
+				body := []byte(fmt.Sprintf(`{"type":"account.deposit","id":%q}`, id))
+				header, err := provider.SignHeaders(&provider.SignParams{
+					Provider: "standardwebhooks", Secret: secret, EventID: id, Time: time.Now(), Body: body,
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				r := b.post(t, "bank", header, body)
+				a := answer{id: id, status: r.Status}
+				if r.Status == http.StatusOK {
+					a.counts = r.counts(t)
+				}
+				answers <- a
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(answers)
+
+	newFor := map[string]int{}
+	dupFor := map[string]int{}
+	for a := range answers {
+		require.Equal(t, http.StatusOK, a.status, a.id)
+		require.Equal(t, 1, a.counts["new"]+a.counts["duplicates"], a.id)
+		newFor[a.id] += a.counts["new"]
+		dupFor[a.id] += a.counts["duplicates"]
+	}
+	require.Len(t, newFor, distinctIDs)
+	for id := range newFor {
+		require.Equal(t, 1, newFor[id], "%s is new for exactly one delivery", id)
+		require.Equal(t, 1, dupFor[id], "%s is a duplicate for the other", id)
+	}
+	var rows, jobs, commits int
+	ctx := context.Background()
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text) FROM webhook_inbox`).Scan(&rows, &commits))
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job`).Scan(&jobs))
+	require.Equal(t, distinctIDs, rows)
+	require.Equal(t, distinctIDs, jobs)
+	t.Logf("%d events committed in %d transactions", rows, commits)
+}
