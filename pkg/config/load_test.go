@@ -374,7 +374,7 @@ sources:
     secrets_file: `+secretsPath+`
 `)
 		_, err := Load(path)
-		require.ErrorContains(t, err, "sources[0]: shopify: at least one secret is required")
+		require.ErrorContains(t, err, "sources[0]: shopify: secrets: at least one is required")
 	})
 
 	t.Run("UnreadableFileNamesTheKey", func(t *testing.T) {

@@ -60,7 +60,7 @@ func TestNewSource(t *testing.T) {
 		sc := setup()
 		sc.Secrets = nil
 		_, err := daemon.NewSource(sc)
-		require.ErrorContains(t, err, "standardwebhooks: at least one secret is required")
+		require.ErrorContains(t, err, "standardwebhooks: secrets: at least one is required")
 	})
 }
 

@@ -2,8 +2,7 @@ package provider
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"encoding/base64"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -32,9 +31,8 @@ func init() {
 //     HMAC key from Adyen's Customer Area, decoded), of
 //     "pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success",
 //     where an absent or null field is "", value is amount.value, an integer
-//     of minor units, and success is the string as sent ("true"). The
-//     signature is compared as the encoded string, in constant time, so only
-//     the canonical spelling is accepted.
+//     of minor units, and success is the string as sent ("true"). Only the
+//     canonical base64 spelling of a signature is accepted (see Shopify).
 //
 // If any item fails, the whole delivery is refused and nothing is stored. An
 // item without hmacSignature is ErrSignatureMissing; a body whose items
@@ -42,9 +40,12 @@ func init() {
 // items, a signed field of the wrong JSON type) is ErrSignatureInvalid,
 // because nothing in it could be authenticated.
 //
-// The HMAC covers only those eight fields: the rest of an item (eventDate,
-// reason, additionalData) is vouched for by Basic Auth alone, and nothing
-// carries a time, so the inbox's dedup key is what stops a replay.
+// The signatures travel inside the body, so the body is parsed to find them
+// before anything in it is trusted. The HMAC covers only those eight fields,
+// as decoded from the JSON: the rest of an item (eventDate, reason,
+// additionalData) and the JSON's spelling are vouched for by Basic Auth
+// alone, and nothing carries a time, so the inbox's dedup key is what stops
+// a replay.
 //
 // The body is {"live":"…","notificationItems":[{"NotificationRequestItem":{…}},…]}.
 // Each item is one Event in body order, with ID "<eventCode>:<pspReference>",
@@ -52,13 +53,14 @@ func init() {
 // (the whole body, with "live", is kept with every row). An authentic item
 // that is not a jsonb-safe object, or whose eventCode or pspReference is
 // empty or unusable, gets a ParseError; its ID is then
-// "sha256:<hex of the NotificationRequestItem's bytes>" unless both parts are
-// usable.
+// "sha256:<hex of the NotificationRequestItem's bytes>" unless
+// "<eventCode>:<pspReference>" is storable text of at most 1024 bytes (and
+// was not read through invalid UTF-8).
 //
 // Adyen implements Acknowledger: Adyen expects the body "[accepted]".
 type Adyen struct {
 	basicAuth []BasicAuth
-	keys      [][]byte
+	keys      keyring
 }
 
 // NewAdyen returns an Adyen verifier. Config.BasicAuth is required, and so
@@ -75,13 +77,13 @@ func NewAdyen(config *Config) (*Adyen, error) {
 	if len(config.BasicAuth) == 0 {
 		return nil, errors.New("adyen: basic_auth: Adyen webhooks need Basic Auth; configure at least one username and password")
 	}
-	keys := make([][]byte, len(config.Secrets))
+	keys := keyring{newHash: sha256.New, keys: make([][]byte, len(config.Secrets))}
 	for i, secret := range config.Secrets {
 		key, err := decodeAdyenKey(secret)
 		if err != nil {
 			return nil, fmt.Errorf("adyen: secrets[%d]: %w", i, err)
 		}
-		keys[i] = key
+		keys.keys[i] = key
 	}
 	return &Adyen{basicAuth: config.BasicAuth, keys: keys}, nil
 }
@@ -121,12 +123,8 @@ func (a *Adyen) checkItem(item adyenItem) error {
 	if item.signature == "" {
 		return fmt.Errorf("no additionalData.hmacSignature: %w", ErrSignatureMissing)
 	}
-	matched := false
-	for _, key := range a.keys {
-		expected := base64.StdEncoding.EncodeToString(hmacSHA256(key, []byte(item.signed)))
-		matched = hmac.Equal([]byte(item.signature), []byte(expected)) || matched
-	}
-	if !matched {
+	mac, ok := decodeBase64MAC(item.signature, sha256.Size)
+	if !ok || !a.keys.matches([][]byte{mac}, []byte(item.signed)) {
 		return fmt.Errorf("hmacSignature matches no configured key: %w", ErrSignatureInvalid)
 	}
 	return nil
@@ -255,14 +253,12 @@ func (item adyenItem) event(index int) Event {
 	p := parsePayload(item.raw)
 	eventCode := payload{members: item.members}.str("eventCode")
 	pspReference := payload{members: item.members}.str("pspReference")
-	keyed := usableKey(eventCode) && usableKey(pspReference)
-	event := Event{ID: eventCode + ":" + pspReference}
-	if usableKey(eventCode) {
-		event.Type = eventCode
+	key := ""
+	if eventCode != "" && pspReference != "" {
+		key = eventCode + ":" + pspReference
 	}
-	if !keyed {
-		event.ID = hashedID("", item.raw)
-	}
+	id, keyed := itemID("", key, item.raw)
+	event := Event{ID: id, Type: storableKey(eventCode)}
 	switch {
 	case p.err != nil:
 		event.ParseError = fmt.Errorf("item %d: %w", index, p.err)
@@ -272,77 +268,4 @@ func (item adyenItem) event(index int) Event {
 		event.Payload = item.raw
 	}
 	return event
-}
-
-// SignAdyenItem returns the additionalData.hmacSignature Adyen would put in
-// item, a NotificationRequestItem's JSON object, with hexKey, the HMAC key
-// as Adyen shows it (hex). Any hmacSignature item already has is ignored.
-func SignAdyenItem(hexKey string, item []byte) (string, error) {
-	key, err := decodeAdyenKey(hexKey)
-	if err != nil {
-		return "", fmt.Errorf("adyen: %w", err)
-	}
-	parsed, err := readAdyenItem(item)
-	if err != nil {
-		return "", fmt.Errorf("adyen: %w", err)
-	}
-	return base64.StdEncoding.EncodeToString(hmacSHA256(key, []byte(parsed.signed))), nil
-}
-
-// SignAdyenBody returns body, an Adyen notification
-// ({"live":…,"notificationItems":[{"NotificationRequestItem":{…}},…]}),
-// with every item's additionalData.hmacSignature set as Adyen would set it
-// with hexKey. The JSON is re-encoded (members sorted, compacted), which
-// changes nothing Adyen signs. Adyen also requires Basic Auth, which
-// SignHeaders adds from SignParams.Config; sign the body here first. It is
-// for demos, load generators and tests.
-func SignAdyenBody(hexKey string, body []byte) ([]byte, error) {
-	var envelope map[string]json.RawMessage
-	var wrappers []map[string]json.RawMessage
-	if err := json.Unmarshal(body, &envelope); err != nil {
-		return nil, fmt.Errorf("adyen: body is not a JSON object: %w", err)
-	}
-	if err := json.Unmarshal(envelope["notificationItems"], &wrappers); err != nil {
-		return nil, fmt.Errorf("adyen: notificationItems is not an array of objects: %w", err)
-	}
-	for i, wrapper := range wrappers {
-		signed, err := signAdyenItemJSON(hexKey, wrapper["NotificationRequestItem"])
-		if err != nil {
-			return nil, fmt.Errorf("item %d: %w", i, err)
-		}
-		wrapper["NotificationRequestItem"] = signed
-	}
-	items, err := json.Marshal(wrappers)
-	if err != nil {
-		return nil, fmt.Errorf("adyen: %w", err)
-	}
-	envelope["notificationItems"] = items
-	return json.Marshal(envelope)
-}
-
-// signAdyenItemJSON returns item with its hmacSignature set.
-func signAdyenItemJSON(hexKey string, item json.RawMessage) (json.RawMessage, error) {
-	signature, err := SignAdyenItem(hexKey, item)
-	if err != nil {
-		return nil, err
-	}
-	var members, additional map[string]json.RawMessage
-	if err := json.Unmarshal(item, &members); err != nil {
-		return nil, fmt.Errorf("adyen: %w", err)
-	}
-	if data := members["additionalData"]; !isNull(data) {
-		if err := json.Unmarshal(data, &additional); err != nil {
-			return nil, fmt.Errorf("adyen: %w", err)
-		}
-	}
-	if additional == nil {
-		additional = map[string]json.RawMessage{}
-	}
-	if additional["hmacSignature"], err = json.Marshal(signature); err != nil {
-		return nil, err
-	}
-	if members["additionalData"], err = json.Marshal(additional); err != nil {
-		return nil, err
-	}
-	return json.Marshal(members)
 }

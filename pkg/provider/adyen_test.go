@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -105,6 +106,148 @@ func adyenReferenceSignature(hexKey, signing string) string {
 
 func authorisation(psp string) adyenTestItem {
 	return adyenTestItem{psp: psp, eventCode: "AUTHORISATION", value: 1999, reason: "058705:1111:03/2030"}
+}
+
+func init() {
+	registerConformance(adyenSigner)
+}
+
+// adyenSigner delivers batches of AUTHORISATION items whose pspReference is
+// the event id, each signed inside the body by the tests' own HMAC; the
+// suite adds the Basic Auth.
+func adyenSigner() signer {
+	return signer{
+		provider:      "adyen",
+		secrets:       [2]string{adyenOldKey, adyenNewKey},
+		unknownSecret: adyenUnknownKey,
+		body: func(ids ...string) []byte {
+			items := make([]string, len(ids))
+			for i, id := range ids {
+				items[i] = adyenConformanceItem(id)
+			}
+			return adyenBody(items...)
+		},
+		sign: func(t *testing.T, secret string, at time.Time, id string, body []byte) request {
+			return request{body: adyenReferenceSignBody(t, secret, body)}
+		},
+		want: func(ids ...string) []Event {
+			events := make([]Event, len(ids))
+			for i, id := range ids {
+				events[i] = Event{ID: "AUTHORISATION:" + id, Type: "AUTHORISATION"}
+			}
+			return events
+		},
+		signature:    func(r request) string { return adyenFirstSignature(r.body) },
+		setSignature: func(r request, encoded string) request { return adyenReplaceFirstSignature(r, encoded) },
+		decode:       base64.StdEncoding.DecodeString,
+		encode:       base64.StdEncoding.EncodeToString,
+		dropSignature: func(r request) []request {
+			member := `"hmacSignature":"` + adyenFirstSignature(r.body) + `"`
+			var out []request
+			for _, change := range [][2]string{
+				{"," + member, ""}, // absent
+				{member, `"hmacSignature":""`},
+				{member, `"hmacSignature":null`},
+				{`"additionalData":{"authCode":"058705",` + member + `}`, `"additionalData":null`},
+			} {
+				dropped := r.clone()
+				dropped.body = bytes.Replace(r.body, []byte(change[0]), []byte(change[1]), 1)
+				out = append(out, dropped)
+			}
+			return out
+		},
+		wrongPrefixes: func(r request) []request {
+			var out []request
+			for _, prefix := range []string{"sha256=", "v1,", "HmacSHA256:", " "} {
+				out = append(out, adyenReplaceFirstSignature(r, prefix+adyenFirstSignature(r.body)))
+			}
+			return out
+		},
+		tamper: func(body []byte) [][]byte {
+			var out [][]byte
+			for _, change := range [][2]string{ // every signed field, and signed fields of another type
+				{`"pspReference":"`, `"pspReference":"x`},
+				{`"merchantAccountCode":"TestMerchant"`, `"merchantAccountCode":"TestMerchant2"`},
+				{`"merchantReference":"order-1"`, `"merchantReference":"order-2"`},
+				{`"merchantReference":`, `"originalReference":"P0","merchantReference":`},
+				{`"value":1999`, `"value":1998`},
+				{`"value":1999`, `"value":"1999"`},
+				{`"value":1999`, `"value":1999.0`},
+				{`"currency":"EUR"`, `"currency":"USD"`},
+				{`"eventCode":"AUTHORISATION"`, `"eventCode":"CAPTURE"`},
+				{`"success":"true"`, `"success":"false"`},
+				{`"success":"true"`, `"success":true`},
+			} {
+				out = append(out, bytes.Replace(body, []byte(change[0]), []byte(change[1]), 1))
+			}
+			return append(out, body[:len(body)-1]) // no longer JSON
+		},
+		basicAuth:  true,
+		batch:      true,
+		idFromBody: true,
+		emptyBody:  ErrSignatureInvalid, // no item, so nothing is signed
+	}
+}
+
+// adyenConformanceItem is an unsigned AUTHORISATION item whose pspReference,
+// the only place its id appears, is id.
+func adyenConformanceItem(id string) string {
+	return `{"additionalData":{"authCode":"058705","hmacSignature":""},"amount":{"currency":"EUR","value":1999},` +
+		`"eventCode":"AUTHORISATION","eventDate":"2026-11-29T10:00:00+01:00","merchantAccountCode":"TestMerchant",` +
+		`"merchantReference":"order-1","paymentMethod":"visa","pspReference":"` + id + `","success":"true"}`
+}
+
+// adyenReferenceSignBody fills in each item's empty hmacSignature with the
+// tests' own signature under hexKey, leaving every other byte as it is. A
+// body without items is returned as it is.
+func adyenReferenceSignBody(t *testing.T, hexKey string, body []byte) []byte {
+	t.Helper()
+	var envelope struct {
+		NotificationItems []struct{ NotificationRequestItem json.RawMessage }
+	}
+	if json.Unmarshal(body, &envelope) != nil {
+		return body
+	}
+	placeholder := []byte(`"hmacSignature":""`)
+	signed, offset := bytes.Clone(body), 0
+	for _, wrapper := range envelope.NotificationItems {
+		dec := json.NewDecoder(bytes.NewReader(wrapper.NotificationRequestItem))
+		dec.UseNumber()
+		var item map[string]any
+		require.NoError(t, dec.Decode(&item))
+		signing, ok := adyenReferenceSigningString(item)
+		require.True(t, ok)
+		at := bytes.Index(signed[offset:], placeholder)
+		require.GreaterOrEqual(t, at, 0, "an item has no empty hmacSignature to fill in")
+		member := []byte(`"hmacSignature":"` + adyenReferenceSignature(hexKey, signing) + `"`)
+		signed = slices.Concat(signed[:offset+at], member, signed[offset+at+len(placeholder):])
+		offset += at + len(member)
+	}
+	return signed
+}
+
+// adyenFirstSignature returns the hmacSignature of a body's first item.
+func adyenFirstSignature(body []byte) string {
+	var envelope struct {
+		NotificationItems []struct {
+			NotificationRequestItem struct {
+				AdditionalData struct{ HmacSignature string }
+			}
+		}
+	}
+	if json.Unmarshal(body, &envelope) != nil || len(envelope.NotificationItems) == 0 {
+		return ""
+	}
+	return envelope.NotificationItems[0].NotificationRequestItem.AdditionalData.HmacSignature
+}
+
+// adyenReplaceFirstSignature returns a copy of r whose first item carries
+// encoded, byte for byte, as its hmacSignature.
+func adyenReplaceFirstSignature(r request, encoded string) request {
+	out := r.clone()
+	old := `"hmacSignature":"` + adyenFirstSignature(r.body) + `"`
+	out.body = bytes.Replace(r.body, []byte(old), []byte(`"hmacSignature":"`+encoded+`"`), 1)
+	return out
 }
 
 func TestAdyen(t *testing.T) {
@@ -472,7 +615,7 @@ func TestAdyen(t *testing.T) {
 	t.Run("HugeBodyDoesNotPanic", func(t *testing.T) {
 		t.Parallel()
 		adyen := newTestAdyen(t, adyenVectorKey)
-		const size = 5 << 20
+		const size = hugeBodyBytes
 		big := adyenTestItem{psp: "P1", eventCode: "AUTHORISATION", value: 1, reason: strings.Repeat("x", size)}.signed(adyenVectorKey)
 		delivery, err := adyen.Verify(adyenBody(big), adyenHeader())
 		require.NoError(t, err)

@@ -5,47 +5,79 @@
 //
 // # Contract every Verifier keeps
 //
-// The signature is checked over the raw request bytes, before anything is
-// parsed, whatever the Content-Type. A Verify error means "not authentic"
+// Every configured credential is checked before anything in the body is
+// used, whatever the Content-Type, which is not signed and never consulted.
+// Where a source has several checks (Marqeta's and Adyen's Basic Auth with a
+// signature, an hmac source's API key), every one of them must pass.
+//
+// Most schemes sign the raw request bytes, and their signature is checked
+// before the body is parsed at all. Two schemes sign something that can only
+// be found by reading the body, which is then parsed first and trusted only
+// once every signature matched:
+//
+//   - Adyen signs fields inside each notification item, so the body is
+//     parsed to find the items and their hmacSignature (after Basic Auth is
+//     checked); one item that does not match refuses the whole delivery.
+//   - Twilio's form scheme signs the decoded POST parameters, not the bytes,
+//     so the body is parsed as a form to rebuild the signed string. Its JSON
+//     scheme signs the body's SHA-256 and is tried first.
+//
+// Such parsing is bounded (1000 items; net/url stops at 10000 form
+// parameters) and must neither panic nor allocate without bound on any
+// input. A Verify error means "not authentic"
 // and wraps exactly one sentinel:
 //
-//   - ErrSignatureMissing: the signature header, or the timestamp header of
-//     a scheme that has one, is absent or empty.
+//   - ErrSignatureMissing: the signature, or the timestamp of a scheme that
+//     has one, or a required credential (Basic Auth, an API key) is absent
+//     or empty.
 //   - ErrSignatureInvalid: the signature or its timestamp is malformed, uses
 //     only a scheme version that is ignored (Stripe v0, Standard Webhooks
-//     v1a or v2), or matches none of the configured secrets.
+//     v1a or v2), or matches none of the configured secrets; a credential
+//     does not match; or a body that carries its signatures cannot be read.
 //   - ErrTimestampOutsideTolerance: the signature is genuine but its signed
 //     timestamp is further than Config.Tolerance from Config.Now, in either
 //     direction. The signature is checked first, so this error never tells an
 //     unauthenticated caller anything about the clock.
 //
 // Error messages never contain a secret. Comparisons run in constant time
-// (hmac.Equal). Every configured secret is tried, so a secret can be rotated
-// by configuring the old and the new one side by side.
+// (hmac.Equal), and a signature is accepted only in its canonical spelling
+// (lowercase hex, padded standard base64), so that one signature has one
+// accepted form. Every configured secret is tried, so a secret can be
+// rotated by configuring the old and the new one side by side.
 //
 // An authentic delivery is never an error, even when its body cannot be
 // stored: a body that is not a JSON object, is not UTF-8, has a string that
 // PostgreSQL's jsonb refuses (\u0000, a lone UTF-16 surrogate) or carries no
 // event id yields an Event whose ParseError says why, whose Payload is nil
-// and whose ID is kept when the id did not come from the body. The receiver
-// records such an event as failed instead of dropping it or answering with
-// an error that makes the provider retry forever.
+// and whose ID is kept when the id did not come from the body. An id or type
+// that PostgreSQL cannot store or index (not UTF-8, a NUL, over 1024 bytes)
+// counts as none. The receiver records such an event as failed instead of
+// dropping it or answering with an error that makes the provider retry
+// forever. A batch (Marqeta, Adyen) yields one Event per item by the same
+// rules; an item without a usable key is keyed by the SHA-256 of its bytes.
 //
 // # Adding a provider
 //
 // Write one file named after the provider (github.go) holding a type with a
 // constructor NewX(*Config) (*X, error) whose errors name the config key at
-// fault ("square: url is required"), and an exported SignX helper that
-// produces what the provider sends. From the file's init, register both:
+// fault ("square: url is required", "secrets: at least one is required"),
+// and an exported SignX helper that produces what the provider sends; a
+// provider that outgrows about 300 lines splits one concern into a second
+// file (hmac_config.go, twilio_params.go, adyen_sign.go). From the file's
+// init, register both:
 //
 //	func init() {
 //		register("github", adapt(NewGitHub), Preset{MaxBodyBytes: GitHubMaxBodyBytes})
 //		registerSigner("github", func(p *SignParams) (http.Header, error) { … })
 //	}
 //
-// Verify checks every configured credential before it trusts anything in
-// the body, builds events with parsePayload (for a batch, one Event per item
-// by the same rules) and answers handshakes with Delivery.Reply.
+// Build Verify from the shared pieces rather than anew: a keyring of the
+// secrets (newKeyring, keyring.matches), decodeHexMAC or decodeBase64MAC for
+// the signature, requiredHeader, signedTimestamp and checkTimestamp for the
+// headers around it, and checkBasicAuth for Basic Auth. Check every
+// credential before trusting anything in the body, build events with
+// parsePayload and payload.event (for a batch, one Event per item, keyed
+// with itemID), and answer handshakes with Delivery.Reply.
 //
 // Then, in the provider's _test.go, describe how the provider delivers and
 // register it with the conformance suite, which runs every case (rotation,
@@ -57,8 +89,11 @@
 //
 //	func githubSigner() signer { return signer{provider: "github", …} }
 //
-// The signer type in signers_test.go documents each field; a provider that
-// is registered without a signer fails TestConformance. Add the official
-// test vectors (with their source named), a Fuzz target, and an end-to-end
-// test in pkg/receiver.
+// The signer type in signers_test.go documents each field; its signatures
+// come from the provider's SDK or the test's own HMAC, never from SignX. A
+// provider that is registered without a signer fails TestConformance. Add
+// the name to TestNew, the official test vectors (with their source named),
+// a Fuzz target for Verify and for any body splitter, an end-to-end test in
+// pkg/receiver, and the provider's config keys to config/hookinbox.yaml and
+// the README.
 package provider

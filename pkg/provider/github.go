@@ -1,7 +1,7 @@
 package provider
 
 import (
-	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -55,7 +55,7 @@ func init() {
 // manual redelivery keeps, and its Type is X-GitHub-Event ("push", "ping":
 // the ping sent when a hook is created is an event like any other).
 type GitHub struct {
-	secrets [][]byte
+	keys keyring
 }
 
 // NewGitHub returns a GitHub verifier for the webhook secrets in config.
@@ -64,43 +64,29 @@ func NewGitHub(config *Config) (*GitHub, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("github: %w", err)
 	}
-	secrets := make([][]byte, len(config.Secrets))
-	for i, secret := range config.Secrets {
-		secrets[i] = []byte(secret)
-	}
-	return &GitHub{secrets: secrets}, nil
+	return &GitHub{keys: newKeyring(sha256.New, config.Secrets)}, nil
 }
 
 // Verify implements Verifier.
 func (g *GitHub) Verify(body []byte, header http.Header) (*Delivery, error) {
-	value := header.Get(githubSignatureHeader)
-	if value == "" {
-		return nil, fmt.Errorf("github: no %s header: %w", githubSignatureHeader, ErrSignatureMissing)
+	value, err := requiredHeader(header, githubSignatureHeader)
+	if err != nil {
+		return nil, fmt.Errorf("github: %w", err)
 	}
 	encoded, ok := strings.CutPrefix(value, githubSignaturePrefix)
 	if !ok {
 		return nil, fmt.Errorf("github: %s does not start with %q: %w", githubSignatureHeader, githubSignaturePrefix, ErrSignatureInvalid)
 	}
-	mac, ok := decodeLowerHexSHA256(encoded)
+	mac, ok := decodeHexMAC(encoded, sha256.Size)
 	if !ok {
 		return nil, fmt.Errorf("github: %s is not 64 lowercase hex digits: %w", githubSignatureHeader, ErrSignatureInvalid)
 	}
-	if !g.matches(mac, body) {
+	if !g.keys.matches([][]byte{mac}, body) {
 		return nil, fmt.Errorf("github: %s matches no configured secret: %w", githubSignatureHeader, ErrSignatureInvalid)
 	}
 	p := parsePayload(body)
 	event := p.event(body, header.Get(githubDeliveryHeader), header.Get(githubEventHeader), "header "+githubDeliveryHeader)
 	return newDelivery(event, header, githubAuditHeaders...), nil
-}
-
-// matches reports whether mac is the HMAC of body under any secret.
-func (g *GitHub) matches(mac, body []byte) bool {
-	for _, secret := range g.secrets {
-		if hmac.Equal(mac, hmacSHA256(secret, body)) {
-			return true
-		}
-	}
-	return false
 }
 
 // SignGitHub returns the X-Hub-Signature-256 header value "sha256=<hex>"

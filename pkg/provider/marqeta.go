@@ -2,17 +2,12 @@ package provider
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha1"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"net/http"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -22,16 +17,11 @@ const marqetaSignatureHeader = "X-Marqeta-Signature"
 // marqetaPings is the category of Marqeta's health checks.
 const marqetaPings = "pings"
 
-// Limits of batched deliveries (Marqeta, Adyen).
-const (
-	// maxBatchItems bounds the notifications of one delivery; Marqeta sends
-	// up to 10 and Adyen one. A larger batch is not split at all, so that a
-	// hostile body cannot make the receiver build a million rows.
-	maxBatchItems = 1000
-	// maxKeyBytes bounds each part of an event id (a category, a token, an
-	// eventCode, a pspReference), far below what a btree index entry holds.
-	maxKeyBytes = 200
-)
+// marqetaMaxCategoryBytes bounds a category name. Marqeta's are short words
+// ("transactions", "digitalwallettokentransitions"); the bound keeps the id
+// of a notification without a usable token, "<category>:sha256:<hex>",
+// within maxKeyBytes.
+const marqetaMaxCategoryBytes = 128
 
 func init() {
 	register("marqeta", adapt(NewMarqeta), Preset{})
@@ -40,11 +30,7 @@ func init() {
 		if err != nil || p.Secret == "" {
 			return header, err
 		}
-		algorithm := ""
-		if p.Config != nil {
-			algorithm = p.Config.Algorithm
-		}
-		signature, err := SignMarqeta(algorithm, p.Secret, p.Body)
+		signature, err := SignMarqeta(p.Config.Algorithm, p.Secret, p.Body)
 		if err != nil {
 			return nil, err
 		}
@@ -60,7 +46,8 @@ func init() {
 //     source without Config.BasicAuth is a configuration error.
 //   - X-Marqeta-Signature, when Config.Secrets is set: the lowercase hex
 //     HMAC of the raw body (HMAC-SHA256, or HMAC-SHA1 with Config.Algorithm
-//     "sha1") under any configured secret. Without secrets the header is not
+//     "sha1") under any configured secret; upper case is refused, so that a
+//     signature has one accepted spelling. Without secrets the header is not
 //     checked: Marqeta's HMAC is optional.
 //
 // Nothing signed carries a time, so there is no tolerance; the inbox's dedup
@@ -80,19 +67,20 @@ func init() {
 // Authentic deliveries that cannot be stored are never errors:
 //   - a notification that is not a jsonb-safe JSON object, or has no usable
 //     token, is an Event with a ParseError; its ID is "<category>:<token>"
-//     when the token is usable, else "<category>:sha256:<hex of its bytes>",
-//     so that a resend still deduplicates;
+//     when that is storable text of at most 1024 bytes (and the token was
+//     not read through invalid UTF-8), else
+//     "<category>:sha256:<hex of its bytes>", so that a resend still
+//     deduplicates;
 //   - a body that is not a batch (not JSON, not an object of arrays, no
-//     notification, a category name that is not a short UTF-8 string without
-//     NUL, more than 1000 notifications) is one Event with a ParseError and no
-//     ID, which the receiver keys by the body's SHA-256.
+//     notification, a category name that is not UTF-8 text without NUL of at
+//     most 128 bytes, more than 1000 notifications) is one Event with a
+//     ParseError and no ID, which the receiver keys by the body's SHA-256.
 //
 // Marqeta treats any status other than exactly 200 as a failure, so Marqeta
 // implements Acknowledger with 200.
 type Marqeta struct {
 	basicAuth []BasicAuth
-	secrets   [][]byte
-	newHash   func() hash.Hash
+	keys      keyring // no keys: the HMAC is not checked
 }
 
 // NewMarqeta returns a Marqeta verifier. Config.BasicAuth is required;
@@ -105,26 +93,11 @@ func NewMarqeta(config *Config) (*Marqeta, error) {
 	if len(config.BasicAuth) == 0 {
 		return nil, errors.New("marqeta: basic_auth: Marqeta requires Basic Auth; configure at least one username and password")
 	}
-	newHash, err := marqetaHash(config.Algorithm)
+	newHash, err := hashNamed(config.Algorithm, "sha1", "sha256")
 	if err != nil {
 		return nil, fmt.Errorf("marqeta: %w", err)
 	}
-	secrets := make([][]byte, len(config.Secrets))
-	for i, secret := range config.Secrets {
-		secrets[i] = []byte(secret)
-	}
-	return &Marqeta{basicAuth: config.BasicAuth, secrets: secrets, newHash: newHash}, nil
-}
-
-// marqetaHash returns the hash of a Config.Algorithm value.
-func marqetaHash(algorithm string) (func() hash.Hash, error) {
-	switch algorithm {
-	case "", "sha256":
-		return sha256.New, nil
-	case "sha1":
-		return sha1.New, nil
-	}
-	return nil, fmt.Errorf("algorithm: %q is not sha1 or sha256", algorithm)
+	return &Marqeta{basicAuth: config.BasicAuth, keys: newKeyring(newHash, config.Secrets)}, nil
 }
 
 // Verify implements Verifier.
@@ -132,7 +105,7 @@ func (m *Marqeta) Verify(body []byte, header http.Header) (*Delivery, error) {
 	if err := checkBasicAuth(header, m.basicAuth); err != nil {
 		return nil, fmt.Errorf("marqeta: %w", err)
 	}
-	if err := m.checkSignature(body, header.Get(marqetaSignatureHeader)); err != nil {
+	if err := m.checkSignature(body, header); err != nil {
 		return nil, fmt.Errorf("marqeta: %w", err)
 	}
 	events, ping := splitMarqeta(body)
@@ -143,24 +116,17 @@ func (m *Marqeta) Verify(body []byte, header http.Header) (*Delivery, error) {
 	return delivery, nil
 }
 
-// checkSignature checks X-Marqeta-Signature when secrets are configured. The
-// header is compared as the encoded string, so only the lowercase hex that
-// Marqeta sends is accepted.
-func (m *Marqeta) checkSignature(body []byte, signature string) error {
-	if len(m.secrets) == 0 {
+// checkSignature checks X-Marqeta-Signature when secrets are configured.
+func (m *Marqeta) checkSignature(body []byte, header http.Header) error {
+	if len(m.keys.keys) == 0 {
 		return nil
 	}
-	if signature == "" {
-		return fmt.Errorf("no %s header: %w", marqetaSignatureHeader, ErrSignatureMissing)
+	signature, err := requiredHeader(header, marqetaSignatureHeader)
+	if err != nil {
+		return err
 	}
-	matched := false
-	for _, secret := range m.secrets {
-		mac := hmac.New(m.newHash, secret)
-		mac.Write(body)
-		expected := hex.EncodeToString(mac.Sum(nil))
-		matched = hmac.Equal([]byte(signature), []byte(expected)) || matched
-	}
-	if !matched {
+	mac, ok := decodeHexMAC(signature, m.keys.newHash().Size())
+	if !ok || !m.keys.matches([][]byte{mac}, body) {
 		return fmt.Errorf("%s matches no configured secret: %w", marqetaSignatureHeader, ErrSignatureInvalid)
 	}
 	return nil
@@ -180,13 +146,11 @@ func (m *Marqeta) Ack(counts Counts) Reply {
 // requires Basic Auth, which SignHeaders adds from SignParams.Config. It is
 // for demos, load generators and tests.
 func SignMarqeta(algorithm, secret string, body []byte) (string, error) {
-	newHash, err := marqetaHash(algorithm)
+	newHash, err := hashNamed(algorithm, "sha1", "sha256")
 	if err != nil {
 		return "", fmt.Errorf("marqeta: %w", err)
 	}
-	mac := hmac.New(newHash, []byte(secret))
-	mac.Write(body)
-	return hex.EncodeToString(mac.Sum(nil)), nil
+	return hex.EncodeToString(hmacSum(newHash, []byte(secret), body)), nil
 }
 
 // marqetaNotification is one notification of a batch, as sent.
@@ -235,7 +199,8 @@ func readMarqetaBatch(body []byte) (notifications []marqetaNotification, sawPing
 		}
 		category, _ := token.(string)
 		// The decoder replaces invalid UTF-8 with U+FFFD; the bytes tell.
-		if !usableKey(category) || !utf8.Valid(body[start:dec.InputOffset()]) {
+		if storableKey(category) == "" || len(category) > marqetaMaxCategoryBytes ||
+			!utf8.Valid(body[start:dec.InputOffset()]) {
 			return nil, false, fmt.Errorf("category %q is not a usable name", category)
 		}
 		if token, err := dec.Token(); err != nil || token != json.Delim('[') {
@@ -269,15 +234,12 @@ func marqetaEvent(n marqetaNotification) Event {
 	if members == nil {
 		_ = json.Unmarshal(n.raw, &members) // lenient: only to find the token
 	}
-	token := payload{members: members}.str("token")
-	event := Event{ID: n.category + ":" + token, Type: n.category}
-	if !usableKey(token) {
-		event.ID = hashedID(n.category+":", n.raw)
-	}
+	id, keyed := itemID(n.category+":", payload{members: members}.str("token"), n.raw)
+	event := Event{ID: id, Type: n.category}
 	switch {
 	case p.err != nil:
 		event.ParseError = fmt.Errorf("notification %d of %q: %w", n.index, n.category, p.err)
-	case !usableKey(token):
+	case !keyed:
 		event.ParseError = fmt.Errorf(`no event id: notification %d of %q has no usable "token"`, n.index, n.category)
 	default:
 		event.Payload = n.raw
@@ -309,29 +271,4 @@ func checkJSONObject(body []byte) error {
 		return errors.New("body is JSON null, not an object")
 	}
 	return errors.New("body is a JSON number, not an object")
-}
-
-// usableKey reports whether s can be (part of) an event id or type: not
-// empty, short, UTF-8 and free of NUL, which PostgreSQL's text refuses.
-func usableKey(s string) bool {
-	return s != "" && len(s) <= maxKeyBytes && utf8.ValidString(s) && !strings.ContainsRune(s, 0)
-}
-
-// hashedID is the id of a batch item without a usable key of its own:
-// prefix, then "sha256:" and the hex SHA-256 of the item's bytes, which a
-// resend of the item repeats.
-func hashedID(prefix string, raw []byte) string {
-	sum := sha256.Sum256(raw)
-	return prefix + "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// basicAuthHeader returns a header carrying the first Basic Auth pair of
-// config, for the signers of providers that require Basic Auth.
-func basicAuthHeader(provider string, config *Config) (http.Header, error) {
-	if config == nil || len(config.BasicAuth) == 0 {
-		return nil, fmt.Errorf("%s: signing needs SignParams.Config.BasicAuth", provider)
-	}
-	req := &http.Request{Header: http.Header{}}
-	req.SetBasicAuth(config.BasicAuth[0].Username, config.BasicAuth[0].Password)
-	return req.Header, nil
 }

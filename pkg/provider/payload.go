@@ -2,16 +2,59 @@ package provider
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 )
 
 // This file holds what every provider does once a signature matched: decide
 // whether the authentic body can be stored in a jsonb column, and build the
-// Event that says so.
+// Event that says so, with an id and a type PostgreSQL can store.
+
+// Limits of what an authentic delivery makes the receiver store.
+const (
+	// maxKeyBytes bounds an event id or type. The unique index on the event
+	// id holds btree entries of at most about 2.7 KB: a longer id would make
+	// every claim of its delivery fail, and the provider retry it forever.
+	maxKeyBytes = 1024
+	// maxBatchItems bounds the items of one batched delivery; Marqeta sends
+	// up to 10 and Adyen one. A larger batch is not split at all, so that a
+	// hostile body cannot make the receiver build a million rows.
+	maxBatchItems = 1000
+)
+
+// unstorableKey says why storableKey refuses a key.
+var unstorableKey = fmt.Sprintf("is not valid UTF-8, has a NUL or is longer than %d bytes", maxKeyBytes)
+
+// storableKey returns s when it can be stored as an event id or type, and ""
+// otherwise: PostgreSQL's text refuses a NUL and invalid UTF-8, and an id
+// must stay under maxKeyBytes.
+func storableKey(s string) string {
+	if len(s) > maxKeyBytes || !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+		return ""
+	}
+	return s
+}
+
+// itemID returns the event id of one item of a batch. It is prefix+key, and
+// keyed is true, when key is set and the whole is a storable key. Otherwise
+// it is prefix+"sha256:"+<hex SHA-256 of raw>, which a resend of the item
+// repeats, so that it still deduplicates. So it is too when raw is not valid
+// UTF-8 and key has a U+FFFD, which encoding/json puts in place of invalid
+// bytes: two different keys could then meet in one id.
+func itemID(prefix, key string, raw []byte) (id string, keyed bool) {
+	replaced := strings.ContainsRune(key, utf8.RuneError) && !utf8.Valid(raw)
+	if key != "" && storableKey(prefix+key) != "" && !replaced {
+		return prefix + key, true
+	}
+	sum := sha256.Sum256(raw)
+	return prefix + "sha256:" + hex.EncodeToString(sum[:]), false
+}
 
 // payload is an authentic body parsed as a JSON object.
 type payload struct {
@@ -51,43 +94,65 @@ func parsePayload(body []byte) payload {
 
 // str returns the top-level member name when it is a JSON string, else "".
 func (p payload) str(name string) string {
-	var value string
-	if err := json.Unmarshal(p.members[name], &value); err != nil {
-		return ""
-	}
-	return value
+	return p.path(name)
 }
 
 // path returns the string at a path of nested object members ("data",
 // "object", "id"), or "" when any step is missing or not of that kind.
 func (p payload) path(names ...string) string {
-	if p.members == nil || len(names) == 0 {
-		return ""
-	}
-	raw, ok := p.members[names[0]]
-	for _, name := range names[1:] {
-		var obj map[string]json.RawMessage
-		if !ok || json.Unmarshal(raw, &obj) != nil {
-			return ""
-		}
-		raw, ok = obj[name]
-	}
 	var value string
-	if !ok || json.Unmarshal(raw, &value) != nil {
+	if json.Unmarshal(p.lookup(names...), &value) != nil {
 		return ""
 	}
 	return value
 }
 
+// scalar returns the string, or the number as its JSON text, at a path of
+// nested object members; "" when a step is missing or the value is of
+// another kind.
+func (p payload) scalar(names ...string) string {
+	raw := p.lookup(names...)
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+// lookup returns the value at a path of nested object members, or nil when
+// any step is missing or not an object.
+func (p payload) lookup(names ...string) json.RawMessage {
+	if p.members == nil || len(names) == 0 {
+		return nil
+	}
+	raw := p.members[names[0]]
+	for _, name := range names[1:] {
+		var object map[string]json.RawMessage
+		if raw == nil || json.Unmarshal(raw, &object) != nil {
+			return nil
+		}
+		raw = object[name]
+	}
+	return raw
+}
+
 // event builds the single event of an authentic delivery from its id and
 // type, wherever the scheme carries them. idSource says where the id was
-// looked for, for the ParseError of a delivery without one.
+// looked for, for the ParseError of a delivery without one. An id or type
+// that cannot be stored (see storableKey) counts as none.
 func (p payload) event(body []byte, id, typ, idSource string) Event {
+	storableID, typ := storableKey(id), storableKey(typ)
 	switch {
 	case p.err != nil:
-		return Event{ID: id, Type: typ, ParseError: p.err}
+		return Event{ID: storableID, Type: typ, ParseError: p.err}
 	case id == "":
 		return Event{Type: typ, ParseError: fmt.Errorf("no event id: %s is missing or empty", idSource)}
+	case storableID == "":
+		return Event{Type: typ, ParseError: fmt.Errorf("no event id: %s %s", idSource, unstorableKey)}
 	}
 	return Event{ID: id, Type: typ, Payload: body}
 }
@@ -148,4 +213,16 @@ func hex4(digits []byte) rune {
 		}
 	}
 	return r
+}
+
+// auditHeaders returns the named headers that are present, keyed by their
+// canonical names.
+func auditHeaders(header http.Header, names ...string) map[string]string {
+	kept := make(map[string]string, len(names))
+	for _, name := range names {
+		if value := header.Get(name); value != "" {
+			kept[http.CanonicalHeaderKey(name)] = value
+		}
+	}
+	return kept
 }

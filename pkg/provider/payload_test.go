@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -65,6 +67,58 @@ func TestParsePayload(t *testing.T) {
 // FuzzParsePayload checks parsePayload against encoding/json: whatever it
 // accepts is a UTF-8 JSON object with no NUL in any key or value, and
 // whatever has a NUL is refused.
+func TestStorableKey(t *testing.T) {
+	t.Parallel()
+
+	t.Run("TextUpToTheLimitIsKept", func(t *testing.T) {
+		t.Parallel()
+		for _, s := range []string{"", "evt_1", "caf\u00e9", "é\U0001F600", strings.Repeat("k", maxKeyBytes)} {
+			require.Equal(t, s, storableKey(s))
+		}
+	})
+
+	t.Run("WhatPostgreSQLRefusesOrIndexesBadlyIsNone", func(t *testing.T) {
+		t.Parallel()
+		for _, s := range []string{"evt\xff", "\xed\xa0\x80", "evt\x00", strings.Repeat("k", maxKeyBytes+1), strings.Repeat("é", maxKeyBytes/2+1)} {
+			require.Empty(t, storableKey(s), "%q", s)
+		}
+	})
+}
+
+func TestItemID(t *testing.T) {
+	t.Parallel()
+	raw := []byte(`{"token":"t1"}`)
+
+	t.Run("AUsableKeyIsTheID", func(t *testing.T) {
+		t.Parallel()
+		id, keyed := itemID("transactions:", "t1", raw)
+		require.True(t, keyed)
+		require.Equal(t, "transactions:t1", id)
+	})
+
+	t.Run("OtherwiseTheItemsHashIsTheID", func(t *testing.T) {
+		t.Parallel()
+		for key, raw := range map[string][]byte{
+			"":                               []byte(`{"amount":1}`),
+			"t\x00":                          raw,
+			strings.Repeat("t", maxKeyBytes): raw,                              // the prefix makes it too long
+			"t\ufffd1":                       []byte("{\"token\":\"t\xff1\"}"), // decoded through U+FFFD
+		} {
+			id, keyed := itemID("transactions:", key, raw)
+			require.False(t, keyed, "%q", key)
+			require.Equal(t, hashedID("transactions:", raw), id)
+			require.Equal(t, id, storableKey(id))
+		}
+	})
+}
+
+// hashedID is the id itemID gives an item without a usable key, computed
+// by the tests' own means.
+func hashedID(prefix string, raw []byte) string {
+	sum := sha256.Sum256(raw)
+	return prefix + "sha256:" + hex.EncodeToString(sum[:])
+}
+
 func FuzzParsePayload(f *testing.F) {
 	for _, seed := range []string{
 		`{"a":"\u0000"}`, `{"a":"\\u0000"}`, `{"\ud83d\ude00":"\ud800"}`, `[]`, `{"a":[{"b":"\u0000"}]}`, "",

@@ -1,13 +1,10 @@
 package provider
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 	"time"
 )
 
@@ -187,11 +184,11 @@ func (c *Config) validate() error {
 	}
 	for i, s := range c.Secrets {
 		if s == "" {
-			return fmt.Errorf("secret %d is empty", i)
+			return fmt.Errorf("secrets[%d]: must not be empty", i)
 		}
 	}
 	if c.Tolerance < 0 {
-		return errors.New("tolerance must not be negative")
+		return errors.New("tolerance: must not be negative")
 	}
 	return nil
 }
@@ -199,7 +196,7 @@ func (c *Config) validate() error {
 // requireSecrets is the check of every provider that signs with Secrets.
 func (c *Config) requireSecrets() error {
 	if len(c.Secrets) == 0 {
-		return errors.New("at least one secret is required")
+		return errors.New("secrets: at least one is required")
 	}
 	return nil
 }
@@ -233,8 +230,8 @@ func Names() []string {
 	return names
 }
 
-// New returns the Verifier for the named provider ("stripe", "shopify",
-// "standardwebhooks").
+// New returns the Verifier for the named provider, one of Names(). Its
+// errors name the config key at fault.
 func New(name string, config *Config) (Verifier, error) {
 	newFn, ok := constructors[name]
 	if !ok {
@@ -256,58 +253,4 @@ func adapt[V Verifier](newFn func(*Config) (V, error)) func(*Config) (Verifier, 
 		}
 		return verifier, nil
 	}
-}
-
-// hmacSHA256 returns the HMAC-SHA256 of the concatenated parts.
-func hmacSHA256(key []byte, parts ...[]byte) []byte {
-	mac := hmac.New(sha256.New, key)
-	for _, part := range parts {
-		mac.Write(part)
-	}
-	return mac.Sum(nil)
-}
-
-// errTimestampMalformed is returned for a timestamp parseUnix refuses.
-var errTimestampMalformed = fmt.Errorf("timestamp is not canonical unix seconds: %w", ErrSignatureInvalid)
-
-// parseUnix parses a signed timestamp in unix seconds. Only the canonical
-// decimal form is accepted (no sign, no leading zero, no spaces), so the
-// string that was signed and the instant that is checked cannot disagree.
-func parseUnix(s string) (time.Time, error) {
-	if s == "" || (s[0] == '0' && len(s) > 1) {
-		return time.Time{}, errTimestampMalformed
-	}
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '9' {
-			return time.Time{}, errTimestampMalformed
-		}
-	}
-	secs, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return time.Time{}, errTimestampMalformed
-	}
-	return time.Unix(secs, 0), nil
-}
-
-// checkTimestamp returns an error wrapping ErrTimestampOutsideTolerance when
-// signedAt is more than tolerance before or after now.
-func checkTimestamp(now, signedAt time.Time, tolerance time.Duration) error {
-	age := now.Sub(signedAt)
-	if age > tolerance || age < -tolerance {
-		return fmt.Errorf("timestamp %d differs from now by %s, tolerance %s: %w",
-			signedAt.Unix(), age.Abs(), tolerance, ErrTimestampOutsideTolerance)
-	}
-	return nil
-}
-
-// auditHeaders returns the named headers that are present, keyed by their
-// canonical names.
-func auditHeaders(header http.Header, names ...string) map[string]string {
-	kept := make(map[string]string, len(names))
-	for _, name := range names {
-		if value := header.Get(name); value != "" {
-			kept[http.CanonicalHeaderKey(name)] = value
-		}
-	}
-	return kept
 }

@@ -56,7 +56,10 @@ func TestNew(t *testing.T) {
 
 	t.Run("RegistersEveryProvider", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, []string{"shopify", "standardwebhooks", "stripe"}, Names())
+		require.Equal(t, []string{
+			"adyen", "github", "hmac", "marqeta", "paddle", "shopify", "slack", "square",
+			"standardwebhooks", "stripe", "svix", "twilio",
+		}, Names())
 	})
 
 	t.Run("UnknownProviderIsAnError", func(t *testing.T) {

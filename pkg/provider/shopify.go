@@ -1,7 +1,7 @@
 package provider
 
 import (
-	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -43,16 +43,16 @@ func init() {
 // signed carries a time, so there is no timestamp tolerance and a captured
 // delivery can be replayed: the inbox's dedup key is what stops a replay.
 //
-// The signature is compared as the encoded string, in constant time, rather
-// than decoded: Go's base64 decoder ignores the unused low bits of the last
-// character and skips newlines, so decoding would accept several spellings
-// of one signature.
+// Only the canonical base64 spelling of the signature is accepted: Go's
+// base64 decoder ignores the unused low bits of the last character and skips
+// newlines, so a lenient decoding would accept several spellings of one
+// signature.
 //
 // Shopify sends one event per delivery. Its ID is X-Shopify-Webhook-Id (the
 // delivery; the same event sent to two subscriptions has two) and its Type
 // is X-Shopify-Topic ("orders/create").
 type Shopify struct {
-	secrets [][]byte
+	keys keyring
 }
 
 // NewShopify returns a Shopify verifier for the app client secrets in
@@ -61,20 +61,16 @@ func NewShopify(config *Config) (*Shopify, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("shopify: %w", err)
 	}
-	secrets := make([][]byte, len(config.Secrets))
-	for i, secret := range config.Secrets {
-		secrets[i] = []byte(secret)
-	}
-	return &Shopify{secrets: secrets}, nil
+	return &Shopify{keys: newKeyring(sha256.New, config.Secrets)}, nil
 }
 
 // Verify implements Verifier.
 func (s *Shopify) Verify(body []byte, header http.Header) (*Delivery, error) {
-	signature := header.Get(shopifyHmacHeader)
-	if signature == "" {
-		return nil, fmt.Errorf("shopify: no %s header: %w", shopifyHmacHeader, ErrSignatureMissing)
+	signature, err := requiredHeader(header, shopifyHmacHeader)
+	if err != nil {
+		return nil, fmt.Errorf("shopify: %w", err)
 	}
-	if !s.matches(signature, body) {
+	if mac, ok := decodeBase64MAC(signature, sha256.Size); !ok || !s.keys.matches([][]byte{mac}, body) {
 		return nil, fmt.Errorf("shopify: %s matches no configured secret: %w", shopifyHmacHeader, ErrSignatureInvalid)
 	}
 	p := parsePayload(body)
@@ -88,25 +84,13 @@ func (s *Shopify) Verify(body []byte, header http.Header) (*Delivery, error) {
 // sends one webhook, with its own X-Shopify-Webhook-Id, per subscription to
 // a topic, all with the same X-Shopify-Event-Id. The shop domain is part of
 // the key because one app endpoint serves many shops. Empty when a header is
-// missing.
+// missing or the key cannot be stored.
 func shopifyTwinKey(header http.Header) string {
 	domain, eventID, topic := header.Get("X-Shopify-Shop-Domain"), header.Get("X-Shopify-Event-Id"), header.Get(shopifyTopicHeader)
 	if domain == "" || eventID == "" || topic == "" {
 		return ""
 	}
-	return domain + "|" + eventID + "|" + topic
-}
-
-// matches reports whether signature is the encoded HMAC of body under any
-// secret.
-func (s *Shopify) matches(signature string, body []byte) bool {
-	for _, secret := range s.secrets {
-		expected := base64.StdEncoding.EncodeToString(hmacSHA256(secret, body))
-		if hmac.Equal([]byte(signature), []byte(expected)) {
-			return true
-		}
-	}
-	return false
+	return storableKey(domain + "|" + eventID + "|" + topic)
 }
 
 // SignShopify returns the X-Shopify-Hmac-Sha256 header value Shopify would

@@ -56,3 +56,12 @@ func SignHeaders(params *SignParams) (http.Header, error) {
 	}
 	return h, nil
 }
+
+// signingURL returns the URL a provider signs with the body (Square,
+// Twilio), which signing takes from the receiving source's config.
+func signingURL(provider string, p *SignParams) (string, error) {
+	if p.Config == nil || p.Config.URL == "" {
+		return "", fmt.Errorf("%s: signing needs the source's url (SignParams.Config.URL)", provider)
+	}
+	return p.Config.URL, nil
+}

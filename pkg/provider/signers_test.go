@@ -211,12 +211,6 @@ func (s signer) secretsNotToQuote() []string {
 	return out
 }
 
-// setBasicAuth sets header's Authorization to cred.
-func setBasicAuth(header http.Header, cred BasicAuth) {
-	req := http.Request{Header: header}
-	req.SetBasicAuth(cred.Username, cred.Password)
-}
-
 // conformanceJSON is the body of the conformance event of a JSON provider
 // whose event id and type are the body's "id" and "type"; id is also there
 // for header-keyed providers, so that every id appears in the body.

@@ -1,7 +1,7 @@
 package provider
 
 import (
-	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -59,7 +59,7 @@ func init() {
 // no inner event. A form-encoded request (a slash command) is authentic but
 // not JSON: its event carries a ParseError.
 type Slack struct {
-	secrets   [][]byte
+	keys      keyring
 	tolerance time.Duration
 	now       func() time.Time
 }
@@ -71,36 +71,28 @@ func NewSlack(config *Config) (*Slack, error) {
 		return nil, fmt.Errorf("slack: %w", err)
 	}
 	config = config.withDefaults()
-	secrets := make([][]byte, len(config.Secrets))
-	for i, secret := range config.Secrets {
-		secrets[i] = []byte(secret)
-	}
-	return &Slack{secrets: secrets, tolerance: config.Tolerance, now: config.Now}, nil
+	return &Slack{keys: newKeyring(sha256.New, config.Secrets), tolerance: config.Tolerance, now: config.Now}, nil
 }
 
 // Verify implements Verifier.
 func (s *Slack) Verify(body []byte, header http.Header) (*Delivery, error) {
-	value := header.Get(slackSignatureHeader)
-	if value == "" {
-		return nil, fmt.Errorf("slack: no %s header: %w", slackSignatureHeader, ErrSignatureMissing)
-	}
-	timestamp := header.Get(slackTimestampHeader)
-	if timestamp == "" {
-		return nil, fmt.Errorf("slack: no %s header: %w", slackTimestampHeader, ErrSignatureMissing)
-	}
-	signedAt, err := parseUnix(timestamp)
+	value, err := requiredHeader(header, slackSignatureHeader)
 	if err != nil {
-		return nil, fmt.Errorf("slack: %s: %w", slackTimestampHeader, err)
+		return nil, fmt.Errorf("slack: %w", err)
+	}
+	timestamp, signedAt, err := signedTimestamp(header, slackTimestampHeader)
+	if err != nil {
+		return nil, fmt.Errorf("slack: %w", err)
 	}
 	encoded, ok := strings.CutPrefix(value, slackVersion+"=")
 	if !ok {
 		return nil, fmt.Errorf("slack: %s is not a %s signature: %w", slackSignatureHeader, slackVersion, ErrSignatureInvalid)
 	}
-	mac, ok := decodeLowerHexSHA256(encoded)
+	mac, ok := decodeHexMAC(encoded, sha256.Size)
 	if !ok {
 		return nil, fmt.Errorf("slack: %s is not 64 lowercase hex digits: %w", slackSignatureHeader, ErrSignatureInvalid)
 	}
-	if !s.matches(mac, timestamp, body) {
+	if !s.keys.matches([][]byte{mac}, []byte(slackVersion+":"), []byte(timestamp), []byte(":"), body) {
 		return nil, fmt.Errorf("slack: %s matches no configured secret: %w", slackSignatureHeader, ErrSignatureInvalid)
 	}
 	if err := checkTimestamp(s.now(), signedAt, s.tolerance); err != nil {
@@ -119,17 +111,6 @@ func (s *Slack) Verify(body []byte, header http.Header) (*Delivery, error) {
 	}
 	event := p.event(body, p.str("event_id"), eventType, `the body's "event_id"`)
 	return newDelivery(event, header, slackAuditHeaders...), nil
-}
-
-// matches reports whether mac is the HMAC of the request under any secret.
-func (s *Slack) matches(mac []byte, timestamp string, body []byte) bool {
-	for _, secret := range s.secrets {
-		expected := hmacSHA256(secret, []byte(slackVersion+":"), []byte(timestamp), []byte(":"), body)
-		if hmac.Equal(mac, expected) {
-			return true
-		}
-	}
-	return false
 }
 
 // SignSlack returns the X-Slack-Signature header value "v0=<hex>" Slack

@@ -1,7 +1,7 @@
 package provider
 
 import (
-	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -24,10 +24,11 @@ var squareAuditHeaders = []string{
 func init() {
 	register("square", adapt(NewSquare), Preset{})
 	registerSigner("square", func(p *SignParams) (http.Header, error) {
-		if p.Config == nil || p.Config.URL == "" {
-			return nil, errors.New("square: cannot sign without the notification url (SignParams.Config.URL)")
+		notificationURL, err := signingURL("square", p)
+		if err != nil {
+			return nil, err
 		}
-		return http.Header{squareSignatureHeader: {SignSquare(p.Secret, p.Config.URL, p.Body)}}, nil
+		return http.Header{squareSignatureHeader: {SignSquare(p.Secret, notificationURL, p.Body)}}, nil
 	})
 }
 
@@ -42,14 +43,13 @@ func init() {
 //
 // An empty body is refused even when its signature matches: Square never
 // sends one, and square-go-sdk's VerifySignature accepts an empty body
-// without checking anything, a hole not to copy. Signatures are compared as
-// encoded strings, in constant time, so that a signature has exactly one
-// accepted spelling (see Shopify).
+// without checking anything, a hole not to copy. Only the canonical base64
+// spelling of a signature is accepted (see Shopify).
 //
 // Square sends one event per delivery. Its ID is the body's "event_id",
 // which Square keeps across retries, and its Type is the body's "type".
 type Square struct {
-	keys [][]byte
+	keys keyring
 	url  []byte
 }
 
@@ -63,41 +63,25 @@ func NewSquare(config *Config) (*Square, error) {
 	if config.URL == "" {
 		return nil, errors.New("square: url is required: the notification URL exactly as registered at Square")
 	}
-	keys := make([][]byte, len(config.Secrets))
-	for i, secret := range config.Secrets {
-		keys[i] = []byte(secret)
-	}
-	return &Square{keys: keys, url: []byte(config.URL)}, nil
+	return &Square{keys: newKeyring(sha256.New, config.Secrets), url: []byte(config.URL)}, nil
 }
 
 // Verify implements Verifier.
 func (s *Square) Verify(body []byte, header http.Header) (*Delivery, error) {
-	signature := header.Get(squareSignatureHeader)
-	if signature == "" {
-		return nil, fmt.Errorf("square: no %s header: %w", squareSignatureHeader, ErrSignatureMissing)
+	signature, err := requiredHeader(header, squareSignatureHeader)
+	if err != nil {
+		return nil, fmt.Errorf("square: %w", err)
 	}
 	if len(body) == 0 {
 		return nil, fmt.Errorf("square: body is empty: %w", ErrSignatureInvalid)
 	}
-	if !s.matches(signature, body) {
+	if mac, ok := decodeBase64MAC(signature, sha256.Size); !ok || !s.keys.matches([][]byte{mac}, s.url, body) {
 		return nil, fmt.Errorf("square: %s matches no configured key for the configured url: %w",
 			squareSignatureHeader, ErrSignatureInvalid)
 	}
 	p := parsePayload(body)
 	event := p.event(body, p.str("event_id"), p.str("type"), `the body's "event_id"`)
 	return newDelivery(event, header, squareAuditHeaders...), nil
-}
-
-// matches reports whether signature is the encoded HMAC of the URL and body
-// under any key.
-func (s *Square) matches(signature string, body []byte) bool {
-	for _, key := range s.keys {
-		expected := base64.StdEncoding.EncodeToString(hmacSHA256(key, s.url, body))
-		if hmac.Equal([]byte(signature), []byte(expected)) {
-			return true
-		}
-	}
-	return false
 }
 
 // SignSquare returns the x-square-hmacsha256-signature header value Square

@@ -1,7 +1,7 @@
 package provider
 
 import (
-	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -71,8 +71,8 @@ func signStandardWebhooksHeaders(params *SignParams, names standardWebhooksHeade
 // new key while rotating); v1a (ed25519) and unknown versions are skipped.
 // Like the official libraries, it refuses timestamps too old or too new.
 //
-// Signatures are compared as encoded strings, in constant time, so that a
-// signature has exactly one accepted spelling (see Shopify).
+// Only the canonical base64 spelling of a signature is accepted (see
+// Shopify).
 //
 // There is one event per delivery. Its ID is webhook-id, which stays the
 // same across retries, and its Type is the body's "type".
@@ -81,7 +81,7 @@ func signStandardWebhooksHeaders(params *SignParams, names standardWebhooksHeade
 type StandardWebhooks struct {
 	name      string // the provider name errors start with
 	svix      bool   // svix-* headers first, webhook-* as a fallback
-	keys      [][]byte
+	keys      keyring
 	tolerance time.Duration
 	now       func() time.Time
 }
@@ -108,13 +108,13 @@ func newStandardWebhooks(name string, svix bool, config *Config) (*StandardWebho
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	config = config.withDefaults()
-	keys := make([][]byte, len(config.Secrets))
+	keys := keyring{newHash: sha256.New, keys: make([][]byte, len(config.Secrets))}
 	for i, secret := range config.Secrets {
 		key, err := standardWebhooksKey(secret)
 		if err != nil {
-			return nil, fmt.Errorf("%s: secret %d: %w", name, i, err)
+			return nil, fmt.Errorf("%s: secrets[%d]: %w", name, i, err)
 		}
-		keys[i] = key
+		keys.keys[i] = key
 	}
 	return &StandardWebhooks{name: name, svix: svix, keys: keys, tolerance: config.Tolerance, now: config.Now}, nil
 }
@@ -132,20 +132,16 @@ func (s *StandardWebhooks) headerNames(header http.Header) standardWebhooksHeade
 // over an empty id; if it is authentic its event has a ParseError.
 func (s *StandardWebhooks) Verify(body []byte, header http.Header) (*Delivery, error) {
 	names := s.headerNames(header)
-	signatures := header.Get(names.signature)
-	if signatures == "" {
-		return nil, fmt.Errorf("%s: no %s header: %w", s.name, names.signature, ErrSignatureMissing)
-	}
-	timestamp := header.Get(names.timestamp)
-	if timestamp == "" {
-		return nil, fmt.Errorf("%s: no %s header: %w", s.name, names.timestamp, ErrSignatureMissing)
-	}
-	signedAt, err := parseUnix(timestamp)
+	signatures, err := requiredHeader(header, names.signature)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", s.name, names.timestamp, err)
+		return nil, fmt.Errorf("%s: %w", s.name, err)
+	}
+	timestamp, signedAt, err := signedTimestamp(header, names.timestamp)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.name, err)
 	}
 	id := header.Get(names.id)
-	if !s.matches(signatures, id, timestamp, body) {
+	if !s.keys.matches(v1MACs(signatures), []byte(id), []byte("."), []byte(timestamp), []byte("."), body) {
 		return nil, fmt.Errorf("%s: no v1 signature matches a configured secret: %w", s.name, ErrSignatureInvalid)
 	}
 	if err := checkTimestamp(s.now(), signedAt, s.tolerance); err != nil {
@@ -156,19 +152,18 @@ func (s *StandardWebhooks) Verify(body []byte, header http.Header) (*Delivery, e
 	return newDelivery(event, header, names.id, names.timestamp, names.signature), nil
 }
 
-// matches reports whether any v1 entry of signatures is the encoded HMAC of
-// the delivery under any key.
-func (s *StandardWebhooks) matches(signatures, id, timestamp string, body []byte) bool {
-	for _, key := range s.keys {
-		expected := []byte(signStandardWebhooks(key, id, timestamp, body))
-		for entry := range strings.SplitSeq(signatures, " ") {
-			version, signature, _ := strings.Cut(entry, ",")
-			if version == "v1" && hmac.Equal([]byte(signature), expected) {
-				return true
-			}
+// v1MACs returns the decoded MACs of the v1 entries of a webhook-signature
+// header, skipping other versions and entries that are not the canonical
+// base64 of a SHA-256 MAC.
+func v1MACs(signatures string) [][]byte {
+	var macs [][]byte
+	for entry := range strings.SplitSeq(signatures, " ") {
+		version, encoded, _ := strings.Cut(entry, ",")
+		if mac, ok := decodeBase64MAC(encoded, sha256.Size); ok && version == "v1" {
+			macs = append(macs, mac)
 		}
 	}
-	return false
+	return macs
 }
 
 // standardWebhooksKey decodes a "whsec_<base64>" (or bare base64) secret.
@@ -184,12 +179,6 @@ func standardWebhooksKey(secret string) ([]byte, error) {
 	return key, nil
 }
 
-// signStandardWebhooks returns the base64 v1 signature of a delivery.
-func signStandardWebhooks(key []byte, id, timestamp string, body []byte) string {
-	mac := hmacSHA256(key, []byte(id), []byte("."), []byte(timestamp), []byte("."), body)
-	return base64.StdEncoding.EncodeToString(mac)
-}
-
 // SignStandardWebhooks returns the webhook-signature header value
 // "v1,<base64>" for a delivery of body with webhook-id msgID and
 // webhook-timestamp t, signed with secret ("whsec_<base64>"). It is for
@@ -199,5 +188,7 @@ func SignStandardWebhooks(secret, msgID string, t time.Time, body []byte) (strin
 	if err != nil {
 		return "", fmt.Errorf("standardwebhooks: %w", err)
 	}
-	return "v1," + signStandardWebhooks(key, msgID, strconv.FormatInt(t.Unix(), 10), body), nil
+	timestamp := strconv.FormatInt(t.Unix(), 10)
+	mac := hmacSHA256(key, []byte(msgID), []byte("."), []byte(timestamp), []byte("."), body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac), nil
 }

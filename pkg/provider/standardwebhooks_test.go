@@ -203,7 +203,7 @@ func TestStandardWebhooks(t *testing.T) {
 		t.Parallel()
 		for _, secret := range []string{"whsec_", "whsec_not base64!", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS", "whsec_abc-_"} {
 			_, err := NewStandardWebhooks(pinnedConfig(testNow, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", secret))
-			require.ErrorContains(t, err, "secret 1")
+			require.ErrorContains(t, err, "secrets[1]")
 			require.NotContains(t, err.Error(), secret)
 			require.NotContains(t, err.Error(), "MfKQ9r8")
 			_, err = SignStandardWebhooks(secret, "msg_1", testNow, nil)
@@ -324,7 +324,7 @@ func TestSvix(t *testing.T) {
 	t.Run("ErrorsNameSvix", func(t *testing.T) {
 		t.Parallel()
 		_, err := NewSvix(pinnedConfig(testNow, "whsec_%%%"))
-		require.ErrorContains(t, err, "svix: secret 0")
+		require.ErrorContains(t, err, "svix: secrets[0]")
 		v := standardWebhooksVectors[0]
 		_, err = newTestSvix(t, testNow, v.secret).Verify([]byte(v.body), http.Header{})
 		require.ErrorContains(t, err, "svix: no webhook-signature header")

@@ -1,7 +1,7 @@
 package provider
 
 import (
-	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,7 +17,7 @@ const stripeSignatureHeader = "Stripe-Signature"
 func init() {
 	register("stripe", adapt(NewStripe), Preset{})
 	registerSigner("stripe", func(p *SignParams) (http.Header, error) {
-		return http.Header{"Stripe-Signature": {SignStripe(p.Secret, p.Time, p.Body)}}, nil
+		return http.Header{stripeSignatureHeader: {SignStripe(p.Secret, p.Time, p.Body)}}, nil
 	})
 }
 
@@ -38,7 +38,7 @@ func init() {
 // v1 values must be 64 lowercase hex digits (others are skipped), so that one
 // signature has exactly one accepted spelling.
 type Stripe struct {
-	secrets   [][]byte
+	keys      keyring
 	tolerance time.Duration
 	now       func() time.Time
 	twinTypes map[string]bool
@@ -69,15 +69,14 @@ func NewStripe(config *Config) (*Stripe, error) {
 		return nil, fmt.Errorf("stripe: %w", err)
 	}
 	config = config.withDefaults()
-	secrets := make([][]byte, len(config.Secrets))
-	for i, secret := range config.Secrets {
-		secrets[i] = []byte(secret)
-	}
 	twinTypes := config.TwinTypes
 	if twinTypes == nil {
 		twinTypes = DefaultStripeTwinTypes
 	}
-	s := &Stripe{secrets: secrets, tolerance: config.Tolerance, now: config.Now, twinTypes: map[string]bool{}}
+	s := &Stripe{
+		keys: newKeyring(sha256.New, config.Secrets), tolerance: config.Tolerance, now: config.Now,
+		twinTypes: map[string]bool{},
+	}
 	for _, t := range twinTypes {
 		s.twinTypes[t] = true
 	}
@@ -86,15 +85,15 @@ func NewStripe(config *Config) (*Stripe, error) {
 
 // Verify implements Verifier.
 func (s *Stripe) Verify(body []byte, header http.Header) (*Delivery, error) {
-	value := header.Get(stripeSignatureHeader)
-	if value == "" {
-		return nil, fmt.Errorf("stripe: no %s header: %w", stripeSignatureHeader, ErrSignatureMissing)
-	}
-	signature, err := parseStripeSignature(value)
+	value, err := requiredHeader(header, stripeSignatureHeader)
 	if err != nil {
 		return nil, fmt.Errorf("stripe: %w", err)
 	}
-	if !s.matches(signature, body) {
+	signature, err := stripeFields.parse(value)
+	if err != nil {
+		return nil, fmt.Errorf("stripe: %w", err)
+	}
+	if !s.keys.matches(signature.macs, []byte(signature.timestamp), []byte("."), body) {
 		return nil, fmt.Errorf("stripe: no v1 signature matches a configured secret: %w", ErrSignatureInvalid)
 	}
 	if err := checkTimestamp(s.now(), signature.signedAt, s.tolerance); err != nil {
@@ -104,78 +103,70 @@ func (s *Stripe) Verify(body []byte, header http.Header) (*Delivery, error) {
 	event := p.event(body, p.str("id"), p.str("type"), `the body's "id"`)
 	if event.ParseError == nil && s.twinTypes[event.Type] {
 		if objectID := p.path("data", "object", "id"); objectID != "" {
-			event.TwinKey = event.Type + ":" + objectID
+			event.TwinKey = storableKey(event.Type + ":" + objectID)
 		}
 	}
 	return newDelivery(event, header, stripeSignatureHeader), nil
 }
 
-// matches reports whether any v1 signature is the HMAC of the delivery under
-// any secret.
-func (s *Stripe) matches(signature *stripeSignature, body []byte) bool {
-	for _, secret := range s.secrets {
-		expected := hmacSHA256(secret, []byte(signature.timestamp), []byte("."), body)
-		for _, v1 := range signature.v1 {
-			if hmac.Equal(expected, v1) {
-				return true
-			}
-		}
-	}
-	return false
+// stripeScheme names the fields of a Stripe-style signature header, a
+// signed timestamp and one or more hex HMAC-SHA256 signatures, which Paddle
+// copies under other names.
+type stripeScheme struct {
+	separator    string // between fields
+	timestampKey string // the signed unix timestamp
+	macKey       string // each signature of the accepted scheme version
 }
 
-// stripeSignature is a parsed Stripe-Signature header.
+var (
+	// stripeFields is "t=<unix>,v1=<hex>[,v1=<hex>…][,v0=<hex>]".
+	stripeFields = stripeScheme{separator: ",", timestampKey: "t", macKey: "v1"}
+	// paddleFields is "ts=<unix>;h1=<hex>[;h1=<hex>…]".
+	paddleFields = stripeScheme{separator: ";", timestampKey: "ts", macKey: "h1"}
+)
+
+// stripeSignature is a parsed Stripe-style signature header.
 type stripeSignature struct {
-	timestamp string    // t as sent, which is what was signed
-	signedAt  time.Time // t as an instant
-	v1        [][]byte  // the decoded v1 signatures
+	timestamp string    // as sent, which is what was signed
+	signedAt  time.Time // as an instant
+	macs      [][]byte  // the decoded signatures
 }
 
-// parseStripeSignature parses "t=…,v1=…,…". Like stripe-go, it refuses a
-// field that is not one key=value pair and ignores schemes other than v1.
-func parseStripeSignature(value string) (*stripeSignature, error) {
+// parse parses a signature header. Like stripe-go, it refuses a field that
+// is not one key=value pair and ignores other keys (other scheme versions).
+// It also refuses a second timestamp, and skips signatures that are not 64
+// lowercase hex digits, the only form either provider sends.
+func (scheme stripeScheme) parse(value string) (*stripeSignature, error) {
 	signature := &stripeSignature{}
-	for field := range strings.SplitSeq(value, ",") {
+	for field := range strings.SplitSeq(value, scheme.separator) {
 		key, val, ok := strings.Cut(field, "=")
 		if !ok || strings.Contains(val, "=") {
 			return nil, fmt.Errorf("header field is not key=value: %w", ErrSignatureInvalid)
 		}
 		switch key {
-		case "t":
+		case scheme.timestampKey:
 			if signature.timestamp != "" {
-				return nil, fmt.Errorf("header has more than one t: %w", ErrSignatureInvalid)
+				return nil, fmt.Errorf("header has more than one %s: %w", scheme.timestampKey, ErrSignatureInvalid)
 			}
 			signedAt, err := parseUnix(val)
 			if err != nil {
 				return nil, err
 			}
 			signature.timestamp, signature.signedAt = val, signedAt
-		case "v1":
-			if mac, ok := decodeLowerHexSHA256(val); ok {
-				signature.v1 = append(signature.v1, mac)
+		case scheme.macKey:
+			if mac, ok := decodeHexMAC(val, sha256.Size); ok {
+				signature.macs = append(signature.macs, mac)
 			}
 		}
 	}
 	if signature.timestamp == "" {
-		return nil, fmt.Errorf("header has no t: %w", ErrSignatureInvalid)
+		return nil, fmt.Errorf("header has no %s: %w", scheme.timestampKey, ErrSignatureInvalid)
 	}
-	if len(signature.v1) == 0 {
-		return nil, fmt.Errorf("header has no well-formed v1 signature (v0 and other schemes are ignored): %w",
-			ErrSignatureInvalid)
+	if len(signature.macs) == 0 {
+		return nil, fmt.Errorf("header has no well-formed %s signature (other versions are ignored): %w",
+			scheme.macKey, ErrSignatureInvalid)
 	}
 	return signature, nil
-}
-
-// decodeLowerHexSHA256 decodes a SHA-256 MAC written as 64 lowercase hex
-// digits, the only form Stripe sends.
-func decodeLowerHexSHA256(s string) ([]byte, bool) {
-	if len(s) != 64 || strings.ContainsFunc(s, func(r rune) bool {
-		return (r < '0' || r > '9') && (r < 'a' || r > 'f')
-	}) {
-		return nil, false
-	}
-	mac, err := hex.DecodeString(s)
-	return mac, err == nil
 }
 
 // SignStripe returns the Stripe-Signature header value "t=<unix>,v1=<hex>"

@@ -26,7 +26,9 @@ func TestEndToEndGroupCommit(t *testing.T) {
 		perClient   = 8
 		distinctIDs = clients * perClient / 2
 	)
-	b := setupE2E(t, config.SourceConfig{Name: "bank", Provider: "standardwebhooks", Secrets: []string{secret}})
+	// A generous ack timeout: this test is about exact counts, not speed,
+	// and -race on a busy 2-core machine is slow.
+	b := setupE2E(t, config.SourceConfig{Name: "bank", Provider: "standardwebhooks", Secrets: []string{secret}, AckTimeout: time.Minute})
 
 	type answer struct {
 		id     string

@@ -1,0 +1,254 @@
+package provider
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func init() {
+	register("hmac", adapt(NewHMAC), Preset{})
+	registerSigner("hmac", func(p *SignParams) (http.Header, error) {
+		header, err := SignHMAC(p.Config, p.Secret, p.Time, p.EventID, p.Body)
+		if err != nil {
+			return nil, err
+		}
+		if typeHeader := p.Config.HMAC.TypeHeader; typeHeader != "" && p.EventType != "" {
+			header.Set(typeHeader, p.EventType)
+		}
+		return header, nil
+	})
+}
+
+// HMAC verifies deliveries of any sender that signs with an HMAC, as
+// configured by Config.HMAC (HMACConfig's fields, with their defaults):
+//
+//   - Header (required) carries the signature, after Prefix ("sha256=";
+//     default none), which must be there exactly.
+//   - Config.Algorithm is sha1, sha256 (the default) or sha512.
+//   - Encoding is hex (the default: lower case, or all upper case for a
+//     sender that writes it so, never mixed) or base64 (standard, padded,
+//     canonical). The signature must decode to exactly one MAC of the
+//     algorithm's size; it is compared as bytes, in constant time.
+//   - The signed content is the raw body, or Template with {body} (required
+//     in a template, so the body is always signed), {timestamp} (the value
+//     of TimestampHeader, which then must be canonical unix seconds within
+//     Config.Tolerance of now, in both directions) and {id} (the value of
+//     IDHeader) replaced. TimestampHeader is an error without {timestamp}:
+//     an unsigned timestamp proves nothing.
+//   - The event id comes from IDHeader or IDPath, a dotted path of object
+//     members into the JSON body ("data.id"), whose value is a string or a
+//     number; one of the two is required. An id that PostgreSQL cannot store
+//     (not UTF-8, a NUL, over 1024 bytes) counts as none. The type comes from TypeHeader or
+//     TypePath, or is empty. An id header that the template does not sign
+//     can be changed by whoever replays a captured delivery: sign it with
+//     {id} when the sender does.
+//   - Config.BasicAuth, when non-empty, and APIKeyHeader with APIKeys, when
+//     set, are required as well as the signature: every check must pass.
+//   - ChallengePath, when set, makes a verified JSON delivery with a
+//     non-empty string at that path a handshake: the string is answered as
+//     text/plain with 200 and nothing is stored.
+//
+// Any secret of Config.Secrets may match. There is one event per delivery.
+type HMAC struct {
+	keys            keyring
+	size            int // of a MAC
+	header, prefix  string
+	base64          bool
+	template        []hmacPart // nil: the raw body is signed
+	timestampHeader string
+	idHeader        string
+	idPath          []string
+	typeHeader      string
+	typePath        []string
+	apiKeyHeader    string
+	apiKeys         [][sha256.Size]byte
+	basicAuth       []BasicAuth
+	challengePath   []string
+	tolerance       time.Duration
+	now             func() time.Time
+}
+
+// NewHMAC returns a generic HMAC verifier configured by config.HMAC; see
+// HMAC for the fields. Config.Secrets are required; Config.Tolerance and
+// Config.Now apply to a templated {timestamp}.
+func NewHMAC(config *Config) (*HMAC, error) {
+	v, err := newHMAC(config)
+	if err != nil {
+		return nil, fmt.Errorf("hmac: %w", err)
+	}
+	return v, nil
+}
+
+// Verify implements Verifier.
+func (v *HMAC) Verify(body []byte, header http.Header) (*Delivery, error) {
+	if err := v.checkCredentials(header); err != nil {
+		return nil, fmt.Errorf("hmac: %w", err)
+	}
+	mac, err := v.signature(header)
+	if err != nil {
+		return nil, fmt.Errorf("hmac: %w", err)
+	}
+	var timestamp, signedID string
+	var signedAt time.Time
+	if v.uses("timestamp") {
+		if timestamp, signedAt, err = signedTimestamp(header, v.timestampHeader); err != nil {
+			return nil, fmt.Errorf("hmac: %w", err)
+		}
+	}
+	if v.uses("id") {
+		if signedID = header.Get(v.idHeader); signedID == "" {
+			return nil, fmt.Errorf("hmac: no %s header, which is signed: %w", v.idHeader, ErrSignatureMissing)
+		}
+	}
+	if !v.keys.matches([][]byte{mac}, v.signed(body, timestamp, signedID)...) {
+		return nil, fmt.Errorf("hmac: %s matches no configured secret: %w", v.header, ErrSignatureInvalid)
+	}
+	if v.uses("timestamp") {
+		if err := checkTimestamp(v.now(), signedAt, v.tolerance); err != nil {
+			return nil, fmt.Errorf("hmac: %w", err)
+		}
+	}
+	return v.delivery(body, header), nil
+}
+
+// delivery builds the answer to an authentic delivery: a handshake reply,
+// or its event.
+func (v *HMAC) delivery(body []byte, header http.Header) *Delivery {
+	p := parsePayload(body)
+	if v.challengePath != nil && p.err == nil {
+		if challenge := p.path(v.challengePath...); challenge != "" {
+			return &Delivery{Reply: &Reply{Status: http.StatusOK, ContentType: "text/plain", Body: []byte(challenge)}}
+		}
+	}
+	id, idSource := header.Get(v.idHeader), "header "+v.idHeader
+	if v.idPath != nil {
+		id, idSource = p.scalar(v.idPath...), fmt.Sprintf("the body's %q", strings.Join(v.idPath, "."))
+	}
+	typ := header.Get(v.typeHeader)
+	if v.typePath != nil {
+		typ = p.scalar(v.typePath...)
+	}
+	event := p.event(body, id, typ, idSource)
+	return newDelivery(event, header, v.header, v.timestampHeader, v.idHeader, v.typeHeader)
+}
+
+// checkCredentials checks the API key and Basic Auth, when configured.
+func (v *HMAC) checkCredentials(header http.Header) error {
+	if v.apiKeyHeader != "" {
+		key := header.Get(v.apiKeyHeader)
+		if key == "" {
+			return fmt.Errorf("no %s header: %w", v.apiKeyHeader, ErrSignatureMissing)
+		}
+		// Hashing first makes the comparison independent of the key's length.
+		sum := sha256.Sum256([]byte(key))
+		matched := false
+		for _, accepted := range v.apiKeys {
+			matched = hmac.Equal(sum[:], accepted[:]) || matched
+		}
+		if !matched {
+			return fmt.Errorf("%s matches no configured API key: %w", v.apiKeyHeader, ErrSignatureInvalid)
+		}
+	}
+	if len(v.basicAuth) > 0 {
+		return checkBasicAuth(header, v.basicAuth)
+	}
+	return nil
+}
+
+// signature returns the decoded MAC of the signature header.
+func (v *HMAC) signature(header http.Header) ([]byte, error) {
+	value, err := requiredHeader(header, v.header)
+	if err != nil {
+		return nil, err
+	}
+	encoded, ok := strings.CutPrefix(value, v.prefix)
+	if !ok {
+		return nil, fmt.Errorf("%s does not start with the configured prefix: %w", v.header, ErrSignatureInvalid)
+	}
+	var mac []byte
+	switch {
+	case v.base64:
+		if mac, ok = decodeBase64MAC(encoded, v.size); !ok {
+			return nil, fmt.Errorf("%s is not the padded standard base64 of a %d-byte MAC: %w", v.header, v.size, ErrSignatureInvalid)
+		}
+	default:
+		if strings.ToUpper(encoded) == encoded { // a sender that writes upper case throughout
+			encoded = strings.ToLower(encoded)
+		}
+		if mac, ok = decodeHexMAC(encoded, v.size); !ok {
+			return nil, fmt.Errorf("%s is not %d hex digits of one case: %w", v.header, 2*v.size, ErrSignatureInvalid)
+		}
+	}
+	return mac, nil
+}
+
+// signed returns the signed content in parts: the raw body, or the template
+// with its placeholders filled in.
+func (v *HMAC) signed(body []byte, timestamp, id string) [][]byte {
+	if v.template == nil {
+		return [][]byte{body}
+	}
+	parts := make([][]byte, len(v.template))
+	for i, part := range v.template {
+		switch part.placeholder {
+		case "body":
+			parts[i] = body
+		case "timestamp":
+			parts[i] = []byte(timestamp)
+		case "id":
+			parts[i] = []byte(id)
+		default:
+			parts[i] = []byte(part.literal)
+		}
+	}
+	return parts
+}
+
+// SignHMAC returns the headers a sender configured like config's hmac
+// provider sends with body, signed with secret at t: the signature (with its
+// prefix), the timestamp and id headers when configured, and the first
+// configured Basic Auth credentials and API key. id is required when the
+// template signs {id}. It is for demos, load generators and tests.
+func SignHMAC(config *Config, secret string, t time.Time, id string, body []byte) (http.Header, error) {
+	if config == nil {
+		return nil, errors.New("hmac: signing needs the source's config")
+	}
+	c := *config
+	c.Secrets = []string{secret}
+	v, err := NewHMAC(&c)
+	if err != nil {
+		return nil, err
+	}
+	if v.uses("id") && id == "" {
+		return nil, errors.New("hmac: the template signs {id}, so an id is required")
+	}
+	timestamp := strconv.FormatInt(t.Unix(), 10)
+	mac := hmacSum(v.keys.newHash, []byte(secret), v.signed(body, timestamp, id)...)
+	encoded := hex.EncodeToString(mac)
+	if v.base64 {
+		encoded = base64.StdEncoding.EncodeToString(mac)
+	}
+	header := http.Header{}
+	header.Set(v.header, v.prefix+encoded)
+	if v.timestampHeader != "" {
+		header.Set(v.timestampHeader, timestamp)
+	}
+	if v.idHeader != "" && id != "" {
+		header.Set(v.idHeader, id)
+	}
+	if len(v.basicAuth) > 0 {
+		setBasicAuth(header, v.basicAuth[0])
+	}
+	if v.apiKeyHeader != "" {
+		header.Set(v.apiKeyHeader, c.HMAC.APIKeys[0])
+	}
+	return header, nil
+}
