@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ackTimeout is the receiver's ack_timeout: the benchmark keeps the default.
+const ackTimeout = 4 * time.Second
+
+// bench is one benchmark run: its database, its subprocesses, its report.
+type bench struct {
+	opts     *options
+	adminURL string
+	dbName   string
+	dbURL    string
+	// pool is hookbench's own small pool on the benchmark database, for
+	// counting, preloading and resetting between phases.
+	pool *pgxpool.Pool
+	// dir holds the processes' configs and logs.
+	dir string
+	// postmaster is the local server's pid, 0 when not local; its CPU time
+	// is reported per phase.
+	postmaster int
+	// self is hookbench's own executable, for the profiled twins.
+	self   string
+	live   map[*Proc]bool
+	report *Report
+	failed bool
+}
+
+// newBench creates and migrates the benchmark database.
+func newBench(ctx context.Context, opts *options, adminURL string) (*bench, error) {
+	b := &bench{opts: opts, adminURL: adminURL, live: map[*Proc]bool{}}
+	b.report = newReport(opts)
+	var err error
+	if b.self, err = os.Executable(); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"receiver", "worker", "ledger"} {
+		if _, err := os.Stat(filepath.Join(opts.Bin, name)); err != nil {
+			return nil, fmt.Errorf("%s/%s is missing (build it first, or run `make bench`): %w", opts.Bin, name, err)
+		}
+	}
+	if b.dir, err = os.MkdirTemp("", "hookbench-"); err != nil {
+		return nil, err
+	}
+	b.dbName = "hookbench_" + strconv.FormatInt(time.Now().Unix(), 10)
+	if b.dbURL, err = createDatabase(ctx, adminURL, b.dbName); err != nil {
+		b.close()
+		return nil, err
+	}
+	progress("database %s created; logs and configs in %s", b.dbName, b.dir)
+	if b.pool, err = newPool(ctx, b.dbURL, 8); err != nil {
+		b.close()
+		return nil, err
+	}
+	if err := b.migrate(ctx); err != nil {
+		b.close()
+		return nil, err
+	}
+	b.report.Machine = machineInfo(ctx, b.pool)
+	b.postmaster = b.report.Machine.postmaster
+	return b, nil
+}
+
+// migrate applies River's, the core's and the ledger's migrations, with
+// the ledger binary's own migrate command.
+func (b *bench) migrate(ctx context.Context) error {
+	cfg, err := writeConfig(b.dir, "migrate", procConfig{ReceiverAddr: "127.0.0.1:0", WorkerAddr: "127.0.0.1:0"})
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(b.opts.Bin, "ledger"), "migrate", "--config", cfg)
+	cmd.Env = append(os.Environ(), "HOOKINBOX_DATABASE_URL="+b.dbURL)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("ledger migrate: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// close stops what is still running and drops the database.
+func (b *bench) close() {
+	for p := range b.live {
+		_ = p.Stop(10 * time.Second)
+	}
+	if b.pool != nil {
+		b.pool.Close()
+	}
+	if b.dbURL != "" && !b.opts.KeepDB {
+		if err := dropDatabase(b.adminURL, b.dbName); err != nil {
+			progress("could not drop database %s: %v", b.dbName, err)
+		}
+	}
+	if b.dir != "" {
+		if b.failed {
+			progress("process logs kept in %s", b.dir)
+		} else {
+			os.RemoveAll(b.dir)
+		}
+	}
+}
+
+// startReceiver starts a receiver with pc (addresses filled in) and waits
+// until it is ready. With profile set, it runs hookbench's profiled twin of
+// cmd/receiver, writing a CPU profile there.
+func (b *bench) startReceiver(ctx context.Context, name string, pc procConfig, profile string) (*Proc, string, error) {
+	var err error
+	if pc.ReceiverAddr, err = freeAddr(); err != nil {
+		return nil, "", err
+	}
+	if pc.WorkerAddr, err = freeAddr(); err != nil {
+		return nil, "", err
+	}
+	cfg, err := writeConfig(b.dir, name, pc)
+	if err != nil {
+		return nil, "", err
+	}
+	path, args := filepath.Join(b.opts.Bin, "receiver"), []string{"--config", cfg}
+	if profile != "" {
+		path, args = b.self, []string{"receiver", "--cpuprofile", profile, "--config", cfg}
+	}
+	p, err := b.start(name, path, args)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := p.waitReady(ctx, "http://"+pc.ReceiverAddr+"/readyz", 30*time.Second); err != nil {
+		b.stop(p)
+		return nil, "", err
+	}
+	return p, "http://" + pc.ReceiverAddr + "/webhooks/" + benchSource, nil
+}
+
+// startWorker starts a worker binary ("worker" or "ledger") routing every
+// event to handler, without waiting for it: a drain's clock includes the
+// start-up. With profile set, it runs hookbench's profiled twin of
+// cmd/worker instead of binary.
+func (b *bench) startWorker(name, binary, handler, profile string) (*Proc, error) {
+	pc := procConfig{Handler: handler, Concurrency: b.opts.WorkerConcurrency}
+	var err error
+	if pc.ReceiverAddr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	if pc.WorkerAddr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	cfg, err := writeConfig(b.dir, name, pc)
+	if err != nil {
+		return nil, err
+	}
+	path, args := filepath.Join(b.opts.Bin, binary), []string{"--config", cfg}
+	if profile != "" {
+		path, args = b.self, []string{"worker", "--cpuprofile", profile, "--config", cfg}
+	}
+	return b.start(name, path, args)
+}
+
+func (b *bench) start(name, path string, args []string) (*Proc, error) {
+	p, err := startProc(name, path, args, []string{"HOOKINBOX_DATABASE_URL=" + b.dbURL}, b.dir)
+	if err != nil {
+		return nil, err
+	}
+	b.live[p] = true
+	return p, nil
+}
+
+// stop stops p, records its peak RSS in the report, and returns its error.
+func (b *bench) stop(p *Proc) error {
+	delete(b.live, p)
+	err := p.Stop(40 * time.Second)
+	if p.peakRSS > 0 {
+		b.report.PeakRSS[p.Name] = mb(p.peakRSS)
+	}
+	return err
+}
+
+// profilePath names a CPU profile in the --cpuprofile folder.
+func (b *bench) profilePath(name string) string { return filepath.Join(b.opts.CPUProfile, name) }
+
+func mb(bytes int64) float64 { return float64(bytes) / (1 << 20) }
+
+// progress prints a line of progress to standard error.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "hookbench %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+)
+
+// createDatabase creates database name on the server adminURL points at and
+// returns a URL of the same server naming it.
+func createDatabase(ctx context.Context, adminURL, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", fmt.Errorf("connect to DATABASE_URL: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	return withDatabase(adminURL, name)
+}
+
+// dropDatabase drops database name, disconnecting whoever is left on it.
+func dropDatabase(adminURL, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	return err
+}
+
+// withDatabase returns dsn (a URL or a key=value string) naming database
+// name instead of its own.
+func withDatabase(dsn, name string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", fmt.Errorf("DATABASE_URL is not a valid URL")
+		}
+		u.Path = "/" + name
+		return u.String(), nil
+	}
+	// A key=value string: a later key wins.
+	return dsn + " dbname=" + name, nil
+}
+
+// newPool opens a pool of at most conns connections.
+func newPool(ctx context.Context, dbURL string, conns int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = int32(conns)
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// newIngester returns an Ingester on pool with an insert-only River client,
+// configured as the receiver configures its own.
+func newIngester(pool *pgxpool.Pool) (*inbox.Ingester, error) {
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Logger:      slog.New(slog.DiscardHandler),
+		MaxAttempts: 10,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return inbox.NewIngester(pool, client, &inbox.IngesterConfig{}), nil
+}
+
+// resetTables empties the inbox, River's jobs and the ledger, so that the
+// next phase starts from a known state, and checkpoints, so that writing
+// out the last phase's pages does not land in the next measurement. No
+// process may be using the tables.
+func resetTables(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := pool.Exec(ctx, `TRUNCATE webhook_inbox, river_job, ledger_entries, ledger_accounts`)
+	if err != nil {
+		return fmt.Errorf("reset tables: %w", err)
+	}
+	return settle(ctx, pool)
+}
+
+// settle runs VACUUM ANALYZE on the tables a preload filled and a
+// CHECKPOINT, so that neither autovacuum nor a checkpoint of the preload
+// lands in the next measurement.
+func settle(ctx context.Context, pool *pgxpool.Pool, tables ...string) error {
+	for _, t := range tables {
+		if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) "+t); err != nil {
+			return fmt.Errorf("vacuum %s: %w", t, err)
+		}
+	}
+	// CHECKPOINT needs superuser or pg_checkpoint; without it, a checkpoint
+	// may land in the next measurement, which is noise rather than an error.
+	_, _ = pool.Exec(ctx, "CHECKPOINT")
+	return nil
+}
+
+// Tally counts inbox rows by status and River jobs.
+type Tally struct {
+	Rows, Pending, Done, Failed, Jobs int64
+}
+
+func tally(ctx context.Context, pool *pgxpool.Pool) (Tally, error) {
+	var t Tally
+	err := pool.QueryRow(ctx, `
+SELECT count(*), count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'done'),
+       count(*) FILTER (WHERE status = 'failed'), (SELECT count(*) FROM river_job)
+FROM webhook_inbox`).Scan(&t.Rows, &t.Pending, &t.Done, &t.Failed, &t.Jobs)
+	if err != nil {
+		return t, fmt.Errorf("count rows: %w", err)
+	}
+	return t, nil
+}
+
+// pendingCount counts pending rows through their partial index.
+func pendingCount(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	var n int64
+	err := pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox WHERE status = 'pending'`).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// runPhases runs the selected phases in order. A phase that fails is
+// recorded and the run goes on, so one broken measurement does not hide the
+// others.
+func (b *bench) runPhases(ctx context.Context) {
+	phases := []struct {
+		name, title string
+		run         func(context.Context) error
+	}{
+		{"abc", "(a) ceiling, (b) receiver with a transaction per delivery, (c) with group commit; interleaved", b.phaseABC},
+		{"d", "(d) duplicate storm and 50 % duplicate mix", b.phaseDuplicates},
+		{"f", "(f) steady open-loop load with a worker", b.phaseSteady},
+		{"e", "(e) River's no-op ceiling and worker drains", b.phaseDrain},
+		{"scale", "scale: (c) again with processed rows in the inbox", b.phaseScale},
+	}
+	for _, p := range phases {
+		selected := b.opts.Phases[p.name]
+		if p.name == "abc" {
+			selected = countPhases(b.opts.Phases, "a", "b", "c") > 0
+		}
+		if !selected || ctx.Err() != nil {
+			continue
+		}
+		progress("== %s", p.title)
+		start := time.Now()
+		err := p.run(ctx)
+		b.report.PhaseSeconds[p.name] = time.Since(start).Seconds()
+		if err != nil {
+			b.failed = true
+			b.report.Errors = append(b.report.Errors, fmt.Sprintf("(%s): %v", p.name, err))
+			progress("phase %s failed: %v", p.name, err)
+		}
+	}
+}
+
+// unique returns deliveries of new events, ids prefixed by prefix.
+func unique(prefix string) func(int, int64) Delivery {
+	return func(_ int, seq int64) Delivery {
+		return Delivery{EventID: fmt.Sprintf("msg_%s_%09d", prefix, seq), Seq: seq}
+	}
+}
+
+// closedLoop returns a closed-loop load of clients clients delivering next.
+func (b *bench) closedLoop(url string, clients int, next func(int, int64) Delivery) *LoadSpec {
+	return &LoadSpec{
+		URL: url, Clients: clients, Warmup: b.opts.Warmup, Duration: b.opts.Window,
+		MaxRequests: b.opts.MaxRequests, Next: next, AckTimeout: ackTimeout,
+	}
+}
+
+// load runs spec, measuring the CPU of procs and the server over its
+// measured window, and adds its failures to the run's totals.
+func (b *bench) load(ctx context.Context, spec *LoadSpec, procs ...*Proc) (*HTTPFigures, *LoadResult) {
+	cpu0 := make(chan CPUSnapshot, 1)
+	measureFrom := time.Now().Add(spec.Warmup)
+	go func() { cpu0 <- takeCPUAt(ctx, measureFrom, b.postmaster, procs...) }()
+	res := runLoad(ctx, spec)
+	cpu := cpuSince(<-cpu0, takeCPU(b.postmaster, procs...), res.New)
+	f := figures(spec.Clients, spec.Rate, res, cpu)
+	b.report.HTTPTotals.add(res)
+	progress("   %d clients%s: %.0f new/s, %.0f ok/s, p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms (%d requests, %d non-2xx, %d errors)",
+		spec.Clients, rateText(spec.Rate), f.NewPerSec, f.OKPerSec, f.Latency.P50Ms, f.Latency.P99Ms, f.Latency.P999Ms,
+		f.Requests, f.Non2xx, f.Errors)
+	return f, res
+}
+
+func rateText(rate float64) string {
+	if rate <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (open loop at %.0f/s)", rate)
+}
+
+// receiverRun measures a receiver at one client and at many, one after
+// the other.
+func (b *bench) receiverRun(ctx context.Context, label string, pc procConfig, profile string) (*ReceiverRun, error) {
+	p, url, err := b.startReceiver(ctx, "receiver-"+label, pc, profile)
+	if err != nil {
+		return nil, err
+	}
+	run := &ReceiverRun{Config: pc.describe()}
+	run.One, _ = b.load(ctx, b.closedLoop(url, 1, unique(label+"1")), p)
+	run.Many, _ = b.load(ctx, b.closedLoop(url, b.opts.Clients, unique(label+"n")), p)
+	rss, _ := p.Sample()
+	run.PeakRSSMB = mb(rss)
+	return run, b.stop(p)
+}
+
+// phaseDuplicates measures (d) on a group-commit receiver of its own: a
+// storm of one event from every client, then a half-duplicate mix, and
+// checks that neither added a row or a job beyond the new events.
+func (b *bench) phaseDuplicates(ctx context.Context) error {
+	p, url, err := b.startReceiver(ctx, "receiver-d", procConfig{}, "")
+	if err != nil {
+		return err
+	}
+	defer b.stop(p)
+	const seeds = 1000
+	seed := func(_ int, seq int64) Delivery {
+		if seq == seeds {
+			return Delivery{EventID: "msg_storm", Seq: seq}
+		}
+		return Delivery{EventID: fmt.Sprintf("msg_dseed_%06d", seq), Seq: seq}
+	}
+	seeded := runLoad(ctx, &LoadSpec{URL: url, Clients: 8, Duration: time.Minute, MaxRequests: seeds + 1, Next: seed, AckTimeout: ackTimeout})
+	if seeded.New != seeds+1 {
+		return fmt.Errorf("seeding: %d of %d events were new (%v, first error %q)", seeded.New, seeds+1, seeded.Status, seeded.FirstError)
+	}
+	before, err := tally(ctx, b.pool)
+	if err != nil {
+		return err
+	}
+	d := &DupResult{}
+	b.report.Duplicates = d
+	progress("   storm: one event from %d clients", b.opts.Clients)
+	var stormRes, mixRes *LoadResult
+	d.Storm, stormRes = b.load(ctx, b.closedLoop(url, b.opts.Clients, func(int, int64) Delivery {
+		return Delivery{EventID: "msg_storm", Seq: seeds, Dup: true}
+	}), p)
+	progress("   mix: half the clients send new events, half resend delivered ones")
+	mix := func(client int, seq int64) Delivery {
+		if client%2 == 0 {
+			return Delivery{EventID: fmt.Sprintf("msg_dmix_%09d", seq), Seq: seq}
+		}
+		i := seq % seeds
+		return Delivery{EventID: fmt.Sprintf("msg_dseed_%06d", i), Seq: i, Dup: true}
+	}
+	d.Mix, mixRes = b.load(ctx, b.closedLoop(url, b.opts.Clients, mix), p)
+	after, err := tally(ctx, b.pool)
+	if err != nil {
+		return err
+	}
+	w := mixRes.Window
+	d.StormDupPerSec = perSec(d.Storm.Duplicates, time.Duration(d.Storm.WindowSeconds*float64(time.Second)))
+	d.MixNewPerSec, d.MixDupPerSec = perSec(mixRes.ByClass[0].OK, w), perSec(mixRes.ByClass[1].OK, w)
+	d.MixNewLatency, d.MixDupLatency = mixRes.ByClass[0].Latency.Summary(), mixRes.ByClass[1].Latency.Summary()
+	// Warm-up requests count here: they committed rows too.
+	newEvents := stormRes.SentNew + mixRes.SentNew
+	d.ExtraRows = after.Rows - before.Rows - newEvents
+	d.ExtraJobs = after.Jobs - before.Jobs - newEvents
+	// Exact per-request counts: each new-class 2xx reported one new event,
+	// each duplicate-class 2xx one duplicate.
+	d.CountsExact = d.Storm.New == 0 && d.Storm.Duplicates == d.Storm.OK &&
+		d.Mix.New == mixRes.ByClass[0].OK && d.Mix.Duplicates == mixRes.ByClass[1].OK
+	return nil
+}
+
+// phaseSteady measures (f): ack latency under an open-loop load at a
+// fraction of (c)'s maximum with a noop worker running, then each event's
+// age at done.
+func (b *bench) phaseSteady(ctx context.Context) error {
+	c := b.report.GroupCommit
+	if c == nil || c.Many == nil || c.Many.NewPerSec <= 0 {
+		return errors.New("needs (c)'s maximum; run phase c too")
+	}
+	if err := resetTables(ctx, b.pool); err != nil {
+		return err
+	}
+	rate := b.opts.SteadyFraction * c.Many.NewPerSec
+	s := &SteadyResult{Fraction: b.opts.SteadyFraction, Rate: rate}
+	b.report.Steady = s
+	recv, url, err := b.startReceiver(ctx, "receiver-f", procConfig{}, "")
+	if err != nil {
+		return err
+	}
+	defer b.stop(recv)
+	w, err := b.startWorker("worker-f", "worker", "noop", "")
+	if err != nil {
+		return err
+	}
+	defer b.stop(w)
+	spec := &LoadSpec{
+		URL: url, Clients: 4 * b.opts.Clients, Rate: rate, Warmup: b.opts.Warmup, Duration: b.opts.SteadyWindow,
+		MaxRequests: b.opts.MaxRequests, Next: unique("f"), AckTimeout: ackTimeout,
+	}
+	var res *LoadResult
+	s.Ack, res = b.load(ctx, spec, recv, w)
+	// The worker may trail the load: wait for it, bounded.
+	loadEnd := time.Now()
+	drained, err := waitDrained(ctx, b.pool, w, b.opts.DrainDeadline)
+	if err != nil {
+		return err
+	}
+	s.DrainAfterLoadSecs = time.Since(loadEnd).Seconds()
+	s.Drained = drained
+	err = b.pool.QueryRow(ctx, `
+SELECT count(*),
+       coalesce(1000 * extract(epoch FROM percentile_disc(0.5) WITHIN GROUP (ORDER BY processed_at - received_at)), 0),
+       coalesce(1000 * extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY processed_at - received_at)), 0),
+       coalesce(1000 * extract(epoch FROM max(processed_at - received_at)), 0)
+FROM webhook_inbox WHERE status = 'done'`).Scan(&s.Done, &s.AgeP50Ms, &s.AgeP99Ms, &s.AgeMaxMs)
+	if err != nil {
+		return fmt.Errorf("event age: %w", err)
+	}
+	s.Accepted = res.SentNew
+	progress("   event age at done: p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d of %d events done %.1f s after the load ended)",
+		s.AgeP50Ms, s.AgeP99Ms, s.AgeMaxMs, s.Done, s.Accepted, s.DrainAfterLoadSecs)
+	return nil
+}
+
+// phaseScale measures (c) on the emptied inbox, preloads processed rows
+// with COPY, and measures (c) again.
+func (b *bench) phaseScale(ctx context.Context) error {
+	if err := resetTables(ctx, b.pool); err != nil {
+		return err
+	}
+	s := &ScaleResult{Rows: b.opts.ScaleRows}
+	b.report.Scale = s
+	// The reference: (c) on the empty inbox, measured minutes closer to the
+	// full-inbox figure than (c) itself, so that a noisy neighbour moves
+	// both alike.
+	progress("   reference: (c) on the empty inbox")
+	empty, err := b.receiverRun(ctx, "scale0", procConfig{}, "")
+	s.Empty = empty
+	if err != nil {
+		return err
+	}
+	if err := resetTables(ctx, b.pool); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := copyDoneRows(ctx, b.pool, b.opts.ScaleRows); err != nil {
+		return err
+	}
+	s.CopySecs = time.Since(t0).Seconds()
+	t1 := time.Now()
+	if err := settle(ctx, b.pool, "webhook_inbox"); err != nil {
+		return err
+	}
+	s.SettleSecs = time.Since(t1).Seconds()
+	if err := b.pool.QueryRow(ctx, "SELECT pg_total_relation_size('webhook_inbox')").Scan(&s.TableBytes); err != nil {
+		return err
+	}
+	progress("   %d processed rows copied in %.1f s, vacuumed in %.1f s; webhook_inbox is %.0f MB with indexes",
+		s.Rows, s.CopySecs, s.SettleSecs, mb(s.TableBytes))
+	run, err := b.receiverRun(ctx, "scale", procConfig{}, "")
+	s.Full = run
+	return err
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// procConfig is what differs between the configs of the benchmarked
+// processes. A zero field leaves the key out, so the product's default
+// applies.
+type procConfig struct {
+	// ReceiverAddr and WorkerAddr are the listen addresses.
+	ReceiverAddr, WorkerAddr string
+	// MaxConns is database.max_conns.
+	MaxConns int
+	// BatchMaxEvents and BatchFlushers are the receiver's group-commit keys.
+	BatchMaxEvents, BatchFlushers int
+	// Handler is the handler every event is routed to: noop or ledger.
+	Handler string
+	// Concurrency is worker.concurrency.
+	Concurrency int
+}
+
+// writeConfig writes c as a hookinbox YAML config into dir and returns its
+// path. The database URL comes from HOOKINBOX_DATABASE_URL, set on each
+// process, so that it is never written to disk.
+func writeConfig(dir, name string, c procConfig) (string, error) {
+	var b strings.Builder
+	b.WriteString("log: {level: info, format: json}\n")
+	if c.MaxConns > 0 {
+		fmt.Fprintf(&b, "database: {max_conns: %d}\n", c.MaxConns)
+	}
+	fmt.Fprintf(&b, "receiver:\n  listen: %q\n", c.ReceiverAddr)
+	if c.BatchMaxEvents > 0 {
+		fmt.Fprintf(&b, "  batch_max_events: %d\n", c.BatchMaxEvents)
+	}
+	if c.BatchFlushers > 0 {
+		fmt.Fprintf(&b, "  batch_flushers: %d\n", c.BatchFlushers)
+	}
+	fmt.Fprintf(&b, "sources:\n  - {name: %s, provider: %s, secrets: [%q]}\n", benchSource, benchProvider, benchSecret)
+	fmt.Fprintf(&b, "worker:\n  listen: %q\n", c.WorkerAddr)
+	if c.Concurrency > 0 {
+		fmt.Fprintf(&b, "  concurrency: %d\n", c.Concurrency)
+	}
+	handler := c.Handler
+	if handler == "" {
+		handler = "noop"
+	}
+	fmt.Fprintf(&b, "  routes:\n    - {source: %q, types: [%q], handlers: [%s]}\n", "*", "*", handler)
+
+	path := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
+}

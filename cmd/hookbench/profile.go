@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
+
+	"github.com/hookinbox/hookinbox/pkg/daemon"
+	"github.com/hookinbox/hookinbox/pkg/schema"
+)
+
+// runProfiled runs the receiver or the worker exactly as cmd/receiver and
+// cmd/worker wire them (daemon.Boot, then daemon.RunReceiver or
+// daemon.RunWorker with the built-in handlers), writing a CPU profile of
+// the whole run to --cpuprofile. It is how hookbench profiles them without
+// a pprof endpoint in the product binaries.
+func runProfiled(ctx context.Context, mode string, args []string) error {
+	fs := flag.NewFlagSet("hookbench "+mode, flag.ContinueOnError)
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	config := fs.String("config", "", "config file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	bootArgs := []string{"--config", *config}
+	switch mode {
+	case "receiver":
+		env, _, err := daemon.Boot(ctx, "receiver", bootArgs, nil, []*schema.Set{schema.Core()})
+		if err != nil {
+			return err
+		}
+		defer env.Close()
+		return daemon.RunReceiver(ctx, env)
+	case "worker":
+		env, _, err := daemon.Boot(ctx, "worker", bootArgs, daemon.WorkerPoolConns, []*schema.Set{schema.Core()})
+		if err != nil {
+			return err
+		}
+		defer env.Close()
+		return daemon.RunWorker(ctx, env, nil, schema.Core())
+	}
+	return fmt.Errorf("unknown mode %q", mode)
+}

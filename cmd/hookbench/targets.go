@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Target is one goal of the issue, judged on this run.
+type Target struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Goal   string `json:"goal"`
+	Result string `json:"result"` // PASS, FAIL, n/a when not measured, info for context
+}
+
+// judge computes the ratios and the targets.
+func (r *Report) judge() {
+	add := func(name, value, goal string, measured, pass bool) {
+		res := "n/a"
+		if measured {
+			res = "FAIL"
+			if pass {
+				res = "PASS"
+			}
+		} else {
+			value = "—"
+		}
+		r.Targets = append(r.Targets, Target{Name: name, Value: value, Goal: goal, Result: res})
+	}
+	ratio := func(key string, num, den float64) (float64, bool) {
+		if num <= 0 || den <= 0 {
+			return 0, false
+		}
+		r.Ratios[key] = num / den
+		return num / den, true
+	}
+	best := r.bestCeiling()
+	b, c := r.PerRequest, r.GroupCommit
+	cMany, cOne, bMany, bOne := many(c), one(c), many(b), one(b)
+
+	v, ok := ratio("c_over_a", cMany.NewPerSec, best)
+	add("(c)/(a): group commit vs the 1-event/tx ceiling", f2(v)+"×", "≥ 1.5×", ok, v >= 1.5)
+	v, ok = ratio("c_over_b_many", cMany.NewPerSec, bMany.NewPerSec)
+	add(fmt.Sprintf("(c)/(b) at %d clients", cMany.Clients), f2(v)+"×", "≥ 3×", ok, v >= 3)
+	v, ok = ratio("b_over_c_p50_one", bOne.Latency.P50Ms, cOne.Latency.P50Ms)
+	add("(b)/(c) ack p50 at 1 client", f2(v), "≥ 0.83 (c within 20 %)", ok, v >= 1/1.2)
+
+	if s := r.Steady; s != nil && s.Ack != nil {
+		add(fmt.Sprintf("(f) ack p99 at %.0f/s", s.Rate), f1(s.Ack.Latency.P99Ms)+" ms", "≤ 25 ms", true, s.Ack.Latency.P99Ms <= 25)
+		add(fmt.Sprintf("(f) ack p99.9 at %.0f/s", s.Rate), f1(s.Ack.Latency.P999Ms)+" ms", "≤ 100 ms", true, s.Ack.Latency.P999Ms <= 100)
+	} else {
+		add("(f) ack p99 / p99.9 at 50 % load", "", "≤ 25 / 100 ms", false, false)
+	}
+
+	if d := r.Duplicates; d != nil && d.Storm != nil && d.Mix != nil {
+		v, ok = ratio("storm_dup_over_c_new", d.StormDupPerSec, cMany.NewPerSec)
+		add("(d) storm duplicates/s ÷ (c) new/s", f2(v)+"×", "≥ 1×", ok, v >= 1)
+		v, ok = ratio("mix_dup_over_new", d.MixDupPerSec, d.MixNewPerSec)
+		add("(d) mix duplicates/s ÷ new/s", f2(v)+"×", "≥ 1×", ok, v >= 1)
+		add("(d) extra rows / extra jobs; exact counts", fmt.Sprintf("%d / %d; %v", d.ExtraRows, d.ExtraJobs, d.CountsExact),
+			"0 / 0; true", true, d.ExtraRows == 0 && d.ExtraJobs == 0 && d.CountsExact)
+	} else {
+		add("(d) duplicates/s ≥ new/s, zero extra rows/jobs", "", "≥ 1×; 0 / 0", false, false)
+	}
+
+	river := 0.0
+	if r.River != nil {
+		river = r.River.JobsPerSec
+	}
+	for _, goal := range []struct {
+		handler string
+		min     float64
+	}{{"noop", 0.5}, {"ledger", 0.3}} {
+		for _, workers := range []int{1, 2} {
+			d := r.drain(goal.handler, workers)
+			rate := 0.0
+			if d != nil {
+				rate = d.EventsPerSec
+			}
+			v, ok := ratio(fmt.Sprintf("e_%s%d_over_river", goal.handler, workers), rate, river)
+			name := fmt.Sprintf("(e) %s drain, %d worker%s ÷ River", goal.handler, workers, plural(workers))
+			add(name, pct(v), fmt.Sprintf("≥ %.0f %%", 100*goal.min), ok, v >= goal.min)
+		}
+	}
+
+	// Context for (e): a worker's transaction per event against (a)'s
+	// transaction per event.
+	if d := r.drain("noop", 1); d != nil {
+		if v, ok := ratio("e_noop1_over_a", d.EventsPerSec, best); ok {
+			r.Targets = append(r.Targets, Target{Name: "(e) noop drain, 1 worker ÷ (a) best (both a transaction per event)",
+				Value: f2(v) + "×", Goal: "—", Result: "info"})
+		}
+	}
+
+	recv, work := r.peakRSS("receiver-c", "receiver-d", "receiver-f"), r.peakRSS("worker-", "ledger-")
+	add("(g) receiver peak RSS (group commit)", f1(recv)+" MB", "≤ 80 MB", recv > 0, recv <= 80)
+	add("(g) worker peak RSS (noop and ledger)", f1(work)+" MB", "≤ 150 MB", work > 0, work <= 150)
+
+	if s := r.Scale; s != nil {
+		v, ok = ratio("scale_over_empty", many(s.Full).NewPerSec, many(s.Empty).NewPerSec)
+		add(fmt.Sprintf("scale: (c) with %s rows ÷ (c) on the empty inbox", thousands(float64(s.Rows))), f2(v)+"×", "≥ 0.85×", ok, v >= 0.85)
+	} else {
+		add("scale: (c) with 2,000,000 rows ÷ empty inbox", "", "≥ 0.85×", false, false)
+	}
+
+	t := r.HTTPTotals
+	add("requests past ack_timeout, all loads", strconv.FormatInt(t.OverAck, 10), "0", t.Requests > 0, t.OverAck == 0)
+	add("non-2xx answers and transport errors, all loads", fmt.Sprintf("%d + %d", t.Non2xx, t.Errors), "0", t.Requests > 0, t.Non2xx+t.Errors == 0)
+}
+
+func (r *Report) bestCeiling() float64 {
+	best := 0.0
+	for _, c := range r.Ceiling {
+		best = max(best, c.EventsPerSec)
+	}
+	return best
+}
+
+func (r *Report) drain(handler string, workers int) *DrainResult {
+	for _, d := range r.Drains {
+		if d.Handler == handler && d.Workers == workers {
+			return d
+		}
+	}
+	return nil
+}
+
+// peakRSS returns the largest peak RSS of the processes whose names start
+// with one of prefixes.
+func (r *Report) peakRSS(prefixes ...string) float64 {
+	m := 0.0
+	for name, v := range r.PeakRSS {
+		for _, p := range prefixes {
+			if strings.HasPrefix(name, p) {
+				m = max(m, v)
+			}
+		}
+	}
+	return m
+}
+
+var noFigures = &HTTPFigures{}
+
+func many(r *ReceiverRun) *HTTPFigures {
+	if r == nil || r.Many == nil {
+		return noFigures
+	}
+	return r.Many
+}
+
+func one(r *ReceiverRun) *HTTPFigures {
+	if r == nil || r.One == nil {
+		return noFigures
+	}
+	return r.One
+}
+
+// NewPerSecOrZero is NewPerSec, or 0 for a nil f.
+func (f *HTTPFigures) NewPerSecOrZero() float64 {
+	if f == nil {
+		return 0
+	}
+	return f.NewPerSec
+}
