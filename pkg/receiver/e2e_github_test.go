@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -59,8 +60,9 @@ func TestEndToEndGitHubAcceptsPayloadsOverTheDefaultLimit(t *testing.T) {
 	const secret = "e2e github secret"
 	// MaxBodyBytes is left unset: the github preset (25 MiB) applies, not
 	// the receiver's 1 MiB default. GitHub never retries, so a 413 would
-	// lose the event.
-	b := setupE2E(t, config.SourceConfig{Name: "gh", Provider: "github", Secrets: []string{secret}})
+	// lose the event. The ack timeout is generous: this test is about the
+	// size limit, and a 2 MB claim under -race on a busy machine is slow.
+	b := setupE2E(t, config.SourceConfig{Name: "gh", Provider: "github", Secrets: []string{secret}, AckTimeout: time.Minute})
 	var body bytes.Buffer
 	body.WriteString(`{"ref":"refs/heads/main","commits":[`)
 	for i := range 20_000 {
