@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
@@ -25,9 +26,17 @@ type e2eBundle struct {
 }
 
 // setupE2E starts a receiver for sources. Unset fields take the defaults
-// (and provider presets) that config.Load would apply.
+// (and provider presets) that config.Load would apply, except the ack
+// timeout: these tests check what is stored and answered, not speed, and a
+// busy CI machine under -race must not turn them into 503s. (Ack timeouts
+// are tested in receiver_test.go, presets in pkg/config.)
 func setupE2E(t *testing.T, sources ...config.SourceConfig) *e2eBundle {
 	t.Helper()
+	for i := range sources {
+		if sources[i].AckTimeout == 0 {
+			sources[i].AckTimeout = time.Minute
+		}
+	}
 	db := dbtest.New(t)
 	cfg := &config.Config{Database: config.DatabaseConfig{URL: db.URL}, Sources: sources}
 	cfg.ApplyDefaults()
