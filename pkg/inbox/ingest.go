@@ -88,6 +88,18 @@ func (in *Ingester) ingestOnce(ctx context.Context, events []NewEvent) (*IngestR
 // the group was committed, or, for an error during COMMIT, it is unknown
 // whether it was: the caller must not acknowledge any of them.
 func (in *Ingester) IngestGroup(ctx context.Context, group [][]NewEvent) ([]*IngestResult, error) {
+	// A deadlock or serialization failure rolled everything back: the
+	// transaction can simply run again. Claims insert in key order, so only
+	// twin keys can still deadlock, and rarely.
+	for attempt := 1; ; attempt++ {
+		results, err := in.ingestGroupOnce(ctx, group)
+		if err == nil || !isTransient(err) || attempt == 3 {
+			return results, err
+		}
+	}
+}
+
+func (in *Ingester) ingestGroupOnce(ctx context.Context, group [][]NewEvent) ([]*IngestResult, error) {
 	var all []NewEvent
 	if len(group) == 1 {
 		all = group[0]
@@ -236,6 +248,13 @@ func (in *Ingester) quarantine(ctx context.Context, events []NewEvent) bool {
 		}
 	}
 	return found
+}
+
+// isTransient reports a SQLSTATE class 40 error (deadlock, serialization
+// failure): the transaction was rolled back and may be retried as is.
+func isTransient(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && len(pgErr.Code) == 5 && pgErr.Code[:2] == "40"
 }
 
 // isDataException reports a SQLSTATE class 22 error: bad data, not a

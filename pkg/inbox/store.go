@@ -51,6 +51,11 @@ type ClaimedRow struct {
 // with any of them (including an earlier row of the same batch) is skipped.
 // It returns only the rows it inserted. now may be zero for the database's
 // clock.
+//
+// Rows are inserted in (source, event_id) order, whatever the input order,
+// so that concurrent claims of overlapping events take their unique-index
+// entries in the same order and cannot deadlock on them. Of several events
+// with one key, the first in input order is the one inserted.
 func InboxClaim(ctx context.Context, db DBTX, events []NewEvent, now time.Time) ([]ClaimedRow, error) {
 	n := len(events)
 	var (
@@ -88,7 +93,7 @@ SELECT u.source, u.provider, u.event_id, u.event_type, u.payload::jsonb, u.body,
        u.twin_key, coalesce($11::timestamptz, now())
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::text[], $10::text[])
      WITH ORDINALITY AS u(source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, ord)
-ORDER BY u.ord
+ORDER BY u.source, u.event_id, u.ord
 ON CONFLICT DO NOTHING
 RETURNING id, source, event_id, status`,
 		sources, providers, eventIDs, types, payloads, bodies, headers, statuses, failReasons, twinKeys, nullTime(now))

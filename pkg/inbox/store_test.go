@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -115,6 +116,33 @@ func TestIngest(t *testing.T) {
 		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{first, second})
 		require.NoError(t, err)
 		require.Equal(t, 2, res.New)
+	})
+
+	t.Run("OverlappingClaimsInOppositeOrdersDoNotDeadlock", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for round := range 10 {
+			var forward, backward []inbox.NewEvent
+			for i := range 30 {
+				forward = append(forward, event(fmt.Sprintf("r%d_%02d", round, i)))
+				backward = append(backward, event(fmt.Sprintf("r%d_%02d", round, 29-i)))
+			}
+			results := make(chan *inbox.IngestResult, 2)
+			errs := make(chan error, 2)
+			for _, events := range [][]inbox.NewEvent{forward, backward} {
+				go func() {
+					res, err := b.ingester.Ingest(ctx, events)
+					results <- res
+					errs <- err
+				}()
+			}
+			total := 0
+			for range 2 {
+				require.NoError(t, <-errs)
+				total += (<-results).New
+			}
+			require.Equal(t, 30, total, "round %d", round)
+		}
 	})
 
 	t.Run("SameEventIDOnAnotherSourceIsNew", func(t *testing.T) {
