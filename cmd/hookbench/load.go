@@ -69,8 +69,14 @@ type LoadResult struct {
 	Requests int64
 	Status   map[int]int64
 	Errors   int64
-	// OverAck counts requests answered (or abandoned) after AckTimeout.
+	// OverAck counts requests answered (or abandoned) more than AckTimeout
+	// after they were sent. In an open loop, Latency also counts the wait
+	// for a free client before sending; OverAck does not.
 	OverAck int64
+	// Late counts open-loop requests sent more than 10 ms after their
+	// scheduled start because every client was waiting for an answer: the
+	// system did not keep up with the rate.
+	Late int64
 	// New and Duplicates sum the receiver's per-delivery counts in 200
 	// answers.
 	New, Duplicates int64
@@ -234,6 +240,7 @@ schedule:
 
 // send delivers d and records the answer, unless warm is set.
 func (c *loadClient) send(ctx context.Context, scheduled time.Time, d Delivery, warm bool, lastDone *atomic.Int64) {
+	sentAt := time.Now()
 	code, counts, err := c.post(ctx, d)
 	done := time.Now()
 	if err == nil && code == http.StatusOK {
@@ -252,7 +259,12 @@ func (c *loadClient) send(ctx context.Context, scheduled time.Time, d Delivery, 
 	class.Requests++
 	r.Latency.Record(latency)
 	class.Latency.Record(latency)
-	if latency > c.spec.AckTimeout {
+	if sentAt.Sub(scheduled) > 10*time.Millisecond {
+		r.Late++
+	}
+	// The receiver's budget runs from the request's arrival, not from its
+	// place in an open loop's schedule.
+	if done.Sub(sentAt) > c.spec.AckTimeout {
 		r.OverAck++
 	}
 	storeMax(lastDone, done.UnixNano())
@@ -323,6 +335,7 @@ func (r *LoadResult) add(o *LoadResult) {
 	r.SentNew += o.SentNew
 	r.Errors += o.Errors
 	r.OverAck += o.OverAck
+	r.Late += o.Late
 	r.New += o.New
 	r.Duplicates += o.Duplicates
 	r.Latency.Merge(&o.Latency)

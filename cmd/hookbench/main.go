@@ -51,6 +51,7 @@ type options struct {
 	DrainDeadline            time.Duration
 	SteadyWindow             time.Duration
 	SteadyFraction           float64
+	SteadyInflight           int
 	ScaleRows                int
 	WorkerConcurrency        int
 }
@@ -79,6 +80,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.DurationVar(&o.DrainDeadline, "drain-deadline", 45*time.Second, "(e), (f): stop waiting for a drain after this long and report the rate so far")
 	fs.DurationVar(&o.SteadyWindow, "steady-window", 15*time.Second, "(f): measured window of the steady load")
 	fs.Float64Var(&o.SteadyFraction, "steady-fraction", 0.5, "(f): the steady rate as a fraction of (c)'s maximum")
+	fs.IntVar(&o.SteadyInflight, "steady-inflight", 2048, "(f): most requests in flight at once; above the receiver's batch_queue (1024), so that an overload meets its back-pressure (503) rather than waiting in hookbench")
 	fs.IntVar(&o.ScaleRows, "scale-rows", 2_000_000, "scale: processed rows preloaded before (c) is measured again")
 	fs.IntVar(&o.WorkerConcurrency, "worker-concurrency", 0, "(e), (f): worker.concurrency (0: the product's default)")
 	if err := fs.Parse(args); err != nil {
@@ -106,8 +108,8 @@ func parseOptions(args []string) (*options, error) {
 	if o.Quick {
 		o.quick(set)
 	}
-	if o.Clients <= 0 || o.Window <= 0 || o.SteadyFraction <= 0 || o.DrainEvents <= 0 || o.RiverJobs <= 0 {
-		return nil, errors.New("--clients, --window, --steady-fraction, --drain-events and --river-jobs must be positive")
+	if o.Clients <= 0 || o.Window <= 0 || o.SteadyFraction <= 0 || o.SteadyInflight <= 0 || o.DrainEvents <= 0 || o.RiverJobs <= 0 {
+		return nil, errors.New("--clients, --window, --steady-fraction, --steady-inflight, --drain-events and --river-jobs must be positive")
 	}
 	return o, nil
 }

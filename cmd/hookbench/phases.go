@@ -178,7 +178,7 @@ func (b *bench) phaseSteady(ctx context.Context) error {
 	}
 	defer b.stop(w)
 	spec := &LoadSpec{
-		URL: url, Clients: 4 * b.opts.Clients, Rate: rate, Warmup: b.opts.Warmup, Duration: b.opts.SteadyWindow,
+		URL: url, Clients: b.opts.SteadyInflight, Rate: rate, Warmup: b.opts.Warmup, Duration: b.opts.SteadyWindow,
 		MaxRequests: b.opts.MaxRequests, Next: unique("f"), AckTimeout: ackTimeout,
 	}
 	var res *LoadResult

@@ -54,7 +54,7 @@ func (r *Report) print(w io.Writer) {
 	}
 	if s := r.Steady; s != nil && s.Ack != nil {
 		t.row(fmt.Sprintf("(f) ack at %.0f %% of (c): %s/s open loop", 100*s.Fraction, thousands(s.Rate)), thousands(s.Ack.OKPerSec),
-			f2(s.Ack.Latency.P50Ms), f2(s.Ack.Latency.P99Ms), f2(s.Ack.Latency.P999Ms), failNote(s.Ack)+cpuNote(s.Ack.CPU, 0))
+			f2(s.Ack.Latency.P50Ms), f2(s.Ack.Latency.P99Ms), f2(s.Ack.Latency.P999Ms), lateNote(s.Ack)+failNote(s.Ack)+cpuNote(s.Ack.CPU, 0))
 		t.row("(f) event age at done (received → processed)", "", f1(s.AgeP50Ms), f1(s.AgeP99Ms), "",
 			ageNote(s))
 	}
@@ -185,4 +185,12 @@ func (r *Report) noisyWindows(limit float64) []string {
 		add("(f)", s.Ack.CPU)
 	}
 	return out
+}
+
+// lateNote says how many open-loop requests left late, all clients busy.
+func lateNote(f *HTTPFigures) string {
+	if f.Late == 0 || f.Requests == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.0f %% sent late (rate not kept up); ", 100*float64(f.Late)/float64(f.Requests))
 }

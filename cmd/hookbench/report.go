@@ -51,7 +51,7 @@ func newReport(o *options) *Report {
 		Options: map[string]any{
 			"warmup": o.Warmup.String(), "window": o.Window.String(), "clients": o.Clients,
 			"ceiling_conc": o.CeilingConc, "per_request_conns": o.PerRequestConns, "drain_events": o.DrainEvents,
-			"river_jobs": o.RiverJobs, "steady_window": o.SteadyWindow.String(), "steady_fraction": o.SteadyFraction,
+			"river_jobs": o.RiverJobs, "steady_window": o.SteadyWindow.String(), "steady_fraction": o.SteadyFraction, "steady_inflight": o.SteadyInflight,
 			"scale_rows": o.ScaleRows, "worker_concurrency": o.WorkerConcurrency, "ack_timeout": ackTimeout.String(),
 			"rounds": o.Rounds, "drain_deadline": o.DrainDeadline.String(), "max_requests": o.MaxRequests,
 		},
@@ -74,6 +74,7 @@ type HTTPFigures struct {
 	Non2xx        int64            `json:"non_2xx"`
 	Errors        int64            `json:"errors"`
 	OverAck       int64            `json:"over_ack_timeout"`
+	Late          int64            `json:"sent_late,omitempty"`
 	FirstError    string           `json:"first_error,omitempty"`
 	CPU           *CPUUse          `json:"cpu,omitempty"`
 }
@@ -83,7 +84,7 @@ func figures(clients int, rate float64, r *LoadResult, cpu *CPUUse) *HTTPFigures
 		Clients: clients, Rate: rate, WindowSeconds: r.Window.Seconds(), Requests: r.Requests,
 		NewPerSec: r.NewPerSec(), OKPerSec: r.OKPerSec(), New: r.New, Duplicates: r.Duplicates,
 		Latency: r.Latency.Summary(), Status: map[string]int64{}, Non2xx: r.Non2xx(), Errors: r.Errors,
-		OverAck: r.OverAck, FirstError: r.FirstError, CPU: cpu,
+		OverAck: r.OverAck, Late: r.Late, FirstError: r.FirstError, CPU: cpu,
 	}
 	for code, n := range r.Status {
 		f.Status[strconv.Itoa(code)] = n
