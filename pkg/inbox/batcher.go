@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 )
 
@@ -234,6 +233,6 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 // class 22, data exception, or 23, integrity constraint violation), which
 // another group without the offending rows would not hit.
 func isDataError(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && len(pgErr.Code) == 5 && (pgErr.Code[:2] == "22" || pgErr.Code[:2] == "23")
+	class := sqlStateClass(err)
+	return class == "22" || class == "23"
 }
