@@ -111,6 +111,11 @@ func parseOptions(args []string) (*options, error) {
 	if o.Clients <= 0 || o.Window <= 0 || o.SteadyFraction <= 0 || o.SteadyInflight <= 0 || o.DrainEvents <= 0 || o.RiverJobs <= 0 {
 		return nil, errors.New("--clients, --window, --steady-fraction, --steady-inflight, --drain-events and --river-jobs must be positive")
 	}
+	if o.CPUProfile != "" {
+		if err := os.MkdirAll(o.CPUProfile, 0o755); err != nil {
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+	}
 	return o, nil
 }
 

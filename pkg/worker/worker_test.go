@@ -253,6 +253,29 @@ func TestWorker(t *testing.T) {
 		require.Equal(t, 1, b.effects(t, "evt_1"))
 	})
 
+	t.Run("HandlersRunWithTheServersPlanningAndAsyncCommit", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		seen := make(chan [2]string, 1)
+		b.start(t, func(c *worker.Config) {
+			c.Registry.Register("settings", func(ctx context.Context, tx pgx.Tx, _ inbox.Event) error {
+				var s [2]string
+				err := tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), current_setting('synchronous_commit')`).Scan(&s[0], &s[1])
+				seen <- s
+				return err
+			})
+			c.Routes = []worker.Route{{Source: "*", Handlers: []string{"settings"}}}
+		})
+		id := b.ingest(t, "evt_settings", "account.deposit")
+		b.waitStatus(t, id, inbox.StatusDone)
+		// The completion's forced generic plan is set after the handlers,
+		// and only for the transaction.
+		require.Equal(t, [2]string{"auto", "off"}, <-seen)
+		var mode string
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT current_setting('plan_cache_mode')`).Scan(&mode))
+		require.Equal(t, "auto", mode)
+	})
+
 	t.Run("RetryingAFailedRowsJobReplaysIt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
