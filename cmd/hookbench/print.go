@@ -16,7 +16,8 @@ func (r *Report) print(w io.Writer) {
 	fmt.Fprintf(w, "machine: %d × %s, %s GiB, %s, load average %s at start; %s; PostgreSQL %s (fsync=%s, synchronous_commit=%s, full_page_writes=%s, shared_buffers=%s%s)\n",
 		m.CPUs, m.CPUModel, m.MemoryGB, m.Kernel, m.LoadAvg, m.Go, m.Postgres, m.Settings["fsync"], m.Settings["synchronous_commit"],
 		m.Settings["full_page_writes"], m.Settings["shared_buffers"], map[bool]string{true: ", same machine", false: ", remote"}[m.LocalServer])
-	fmt.Fprintf(w, "cores: CPU cores kept busy during each window, by hookbench (load generator), pg (the server), the receiver/worker, and other processes\n\n")
+	fmt.Fprintf(w, "cores: CPU cores kept busy during each window, by hookbench (load generator), pg (the server), the receiver/worker, and other processes\n")
+	fmt.Fprintf(w, "(c)⊕(e): the pipeline's maximum, 1/(1/(c) + 1/(e) noop drain of 1 worker), since the receiver and the worker share the cores\n\n")
 
 	t := &table{w: w}
 	t.header("measurement", "events/s", "p50 ms", "p99 ms", "p99.9 ms", "notes")
@@ -53,7 +54,11 @@ func (r *Report) print(w io.Writer) {
 			thousands(d.EventsPerSec), "", "", "", note)
 	}
 	if s := r.Steady; s != nil && s.Ack != nil {
-		t.row(fmt.Sprintf("(f) ack at %.0f %% of (c): %s/s open loop", 100*s.Fraction, thousands(s.Rate)), thousands(s.Ack.OKPerSec),
+		of := "(c)"
+		if s.Basis != "(c)" {
+			of = "(c)⊕(e)"
+		}
+		t.row(fmt.Sprintf("(f) ack at %.0f %% of %s: %s/s open loop", 100*s.Fraction, of, thousands(s.Rate)), thousands(s.Ack.OKPerSec),
 			f2(s.Ack.Latency.P50Ms), f2(s.Ack.Latency.P99Ms), f2(s.Ack.Latency.P999Ms), lateNote(s.Ack)+failNote(s.Ack)+cpuNote(s.Ack.CPU, 0))
 		t.row("(f) event age at done (received → processed)", "", f1(s.AgeP50Ms), f1(s.AgeP99Ms), "",
 			ageNote(s))

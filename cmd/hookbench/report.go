@@ -158,7 +158,11 @@ type DrainResult struct {
 
 // SteadyResult is measurement (f).
 type SteadyResult struct {
-	Fraction           float64      `json:"fraction"`
+	Fraction float64 `json:"fraction"`
+	// Max is the maximum the load is a fraction of, and Basis how it was
+	// found (see phaseSteady).
+	Max                float64      `json:"max"`
+	Basis              string       `json:"basis"`
 	Rate               float64      `json:"rate"`
 	Ack                *HTTPFigures `json:"ack"`
 	Accepted           int64        `json:"accepted"`

@@ -58,6 +58,11 @@ type ReceiverConfig struct {
 	// BatchQueue bounds the deliveries waiting for a transaction; past it a
 	// delivery gets 503 with Retry-After at once. Defaults to 1024.
 	BatchQueue int `mapstructure:"batch_queue"`
+	// MaxInFlight bounds the deliveries handled at once, from reading the
+	// body to the answer; one more gets 503 with Retry-After at once,
+	// before its body is read. It bounds the memory that bodies and
+	// waiting requests hold. Defaults to 1024.
+	MaxInFlight int `mapstructure:"max_in_flight"`
 	// TrustedProxies are the networks of reverse proxies (an ingress, a load
 	// balancer) whose X-Forwarded-For header is believed when a source's
 	// allow_ips is checked; entries are written like allow_ips entries.

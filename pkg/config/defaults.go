@@ -21,6 +21,7 @@ const (
 	defaultReceiverBatchMaxEvents                = 256
 	defaultReceiverBatchFlushers                 = 4
 	defaultReceiverBatchQueue                    = 1024
+	defaultReceiverMaxInFlight                   = 1024
 	defaultSourceTolerance         time.Duration = 5 * time.Minute
 	defaultQueue                                 = "default"
 	defaultWorkerListen                          = "127.0.0.1:8081"
@@ -65,6 +66,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	r.BatchMaxEvents = cmp.Or(r.BatchMaxEvents, defaultReceiverBatchMaxEvents)
 	r.BatchFlushers = cmp.Or(r.BatchFlushers, defaultReceiverBatchFlushers)
 	r.BatchQueue = cmp.Or(r.BatchQueue, defaultReceiverBatchQueue)
+	r.MaxInFlight = cmp.Or(r.MaxInFlight, defaultReceiverMaxInFlight)
 
 	for i := range c.Sources {
 		s := &c.Sources[i]

@@ -44,6 +44,7 @@ func (c *Config) Redacted() map[string]any {
 			"batch_max_wait":   duration(r.BatchMaxWait),
 			"batch_flushers":   r.BatchFlushers,
 			"batch_queue":      r.BatchQueue,
+			"max_in_flight":    r.MaxInFlight,
 			"trusted_proxies":  r.TrustedProxies,
 		},
 		"sources": sources,

@@ -78,6 +78,7 @@ func (c *Config) validateReceiver(p *problems) {
 	positive(p, "receiver.batch_max_events", r.BatchMaxEvents)
 	positive(p, "receiver.batch_flushers", r.BatchFlushers)
 	positive(p, "receiver.batch_queue", r.BatchQueue)
+	positive(p, "receiver.max_in_flight", r.MaxInFlight)
 	if r.BatchMaxWait < 0 {
 		p.addf("receiver.batch_max_wait", "must not be negative")
 	}

@@ -53,6 +53,7 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	srv, err = receiver.New(batcher, &receiver.Config{
 		Sources:        sources,
 		RetryAfter:     cfg.Receiver.RetryAfter,
+		MaxInFlight:    cfg.Receiver.MaxInFlight,
 		TrustedProxies: trustedProxies,
 		Ready:          Ready(env, schema.Core()),
 		Logger:         env.Logger,

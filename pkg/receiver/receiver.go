@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"time"
 
@@ -48,6 +49,11 @@ type Config struct {
 	Sources []Source
 	// RetryAfter is sent with every 503. Defaults to 5s.
 	RetryAfter time.Duration
+	// MaxInFlight bounds the deliveries handled at once, from reading the
+	// body to the answer; one more gets 503 with Retry-After at once,
+	// without its body being read. It bounds the memory that bodies and
+	// waiting requests hold. Defaults to 1024.
+	MaxInFlight int
 	// TrustedProxies are the networks of reverse proxies (an ingress) whose
 	// X-Forwarded-For header is believed when checking a source's AllowIPs.
 	// Empty means the TCP peer is the client.
@@ -69,19 +75,22 @@ type Claimer interface {
 type Server struct {
 	echo     *echo.Echo
 	ingester Claimer
-	sources  map[string]*Source
-	config   Config
-	logger   *zap.Logger
+	// slots holds a token per delivery being handled (MaxInFlight).
+	slots   chan struct{}
+	sources map[string]*Source
+	config  Config
+	logger  *zap.Logger
 }
 
 // New returns a Server that claims deliveries through ingester.
 func New(ingester Claimer, config *Config) (*Server, error) {
 	c := *config
 	c.RetryAfter = cmp.Or(c.RetryAfter, 5*time.Second)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, 1024)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
-	s := &Server{ingester: ingester, sources: map[string]*Source{}, config: c, logger: c.Logger}
+	s := &Server{ingester: ingester, slots: make(chan struct{}, c.MaxInFlight), sources: map[string]*Source{}, config: c, logger: c.Logger}
 	for i := range c.Sources {
 		src := &c.Sources[i]
 		switch {
@@ -157,11 +166,26 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		}
 	}
 
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		log.Warn("delivery refused: receiver.max_in_flight deliveries are being handled; asking the provider to retry",
+			zap.Int("max_in_flight", s.config.MaxInFlight))
+		return s.retryLater(c)
+	}
+
+	// A body that trickles in must not hold its slot past the ack timeout.
+	_ = http.NewResponseController(c.Response().Writer).SetReadDeadline(start.Add(src.AckTimeout))
 	body, err := readBody(c.Request(), src.MaxBodyBytes)
 	if err != nil {
-		if errors.Is(err, errTooLarge) {
+		switch {
+		case errors.Is(err, errTooLarge):
 			log.Warn("delivery rejected", zap.Int("status", http.StatusRequestEntityTooLarge), zap.Int64("limit", src.MaxBodyBytes))
 			return c.JSON(http.StatusRequestEntityTooLarge, errorBody{"body exceeds " + strconv.FormatInt(src.MaxBodyBytes, 10) + " bytes"})
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			log.Warn("delivery rejected: the body did not arrive within the ack timeout", zap.Int("status", http.StatusRequestTimeout))
+			return c.JSON(http.StatusRequestTimeout, errorBody{"body not received within the ack timeout"})
 		}
 		return c.JSON(http.StatusBadRequest, errorBody{"could not read body"})
 	}
@@ -186,8 +210,7 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		} else {
 			log.Error("delivery not committed; asking the provider to retry", zap.Error(err))
 		}
-		c.Response().Header().Set("Retry-After", strconv.Itoa(int(s.config.RetryAfter.Round(time.Second)/time.Second)))
-		return c.JSON(http.StatusServiceUnavailable, errorBody{"not stored; retry later"})
+		return s.retryLater(c)
 	}
 	log.Debug("delivery committed", zap.Int("new", res.New), zap.Int("duplicates", res.Duplicates),
 		zap.Int("twins", res.Twins), zap.Duration("elapsed", time.Since(start)))
@@ -196,6 +219,13 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		return reply(c, &r)
 	}
 	return c.JSON(http.StatusOK, deliveryResult{New: res.New, Duplicates: res.Duplicates, Twins: res.Twins})
+}
+
+// retryLater answers 503 with Retry-After: nothing of the delivery was
+// stored, and the provider should send it again.
+func (s *Server) retryLater(c echo.Context) error {
+	c.Response().Header().Set("Retry-After", strconv.Itoa(int(s.config.RetryAfter.Round(time.Second)/time.Second)))
+	return c.JSON(http.StatusServiceUnavailable, errorBody{"not stored; retry later"})
 }
 
 func reply(c echo.Context, r *provider.Reply) error {

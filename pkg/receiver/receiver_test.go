@@ -38,6 +38,12 @@ type testBundle struct {
 // setup serves a receiver over real HTTP on loopback, backed by pool.
 func setup(t *testing.T, pool *pgxpool.Pool, ackTimeout time.Duration) string {
 	t.Helper()
+	return setupWith(t, pool, ackTimeout, nil)
+}
+
+// setupWith is setup with the receiver's config changed by mutate.
+func setupWith(t *testing.T, pool *pgxpool.Pool, ackTimeout time.Duration, mutate func(*receiver.Config)) string {
+	t.Helper()
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
 	require.NoError(t, err)
 	ingester := inbox.NewIngester(pool, client, &inbox.IngesterConfig{})
@@ -46,13 +52,17 @@ func setup(t *testing.T, pool *pgxpool.Pool, ackTimeout time.Duration) string {
 		require.NoError(t, err)
 		return receiver.Source{Name: name, Provider: prov, Verifier: v, MaxBodyBytes: limit, AckTimeout: ackTimeout}
 	}
-	srv, err := receiver.New(ingester, &receiver.Config{
+	cfg := &receiver.Config{
 		Sources: []receiver.Source{
 			source("bank", "standardwebhooks", bankSecret, 1024),
 			source("stripe", "stripe", stripeSecret, 1024),
 		},
 		RetryAfter: 7 * time.Second,
-	})
+	}
+	if mutate != nil {
+		mutate(cfg)
+	}
+	srv, err := receiver.New(ingester, cfg)
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
@@ -299,6 +309,68 @@ func TestReceiver(t *testing.T) {
 		r = post(t, url, "bank", signBank(t, "msg_1", deposit, time.Now()), deposit)
 		require.Equal(t, http.StatusOK, r.status)
 		require.Equal(t, 1.0, r.body["new"])
+	})
+}
+
+func TestReceiverLimits(t *testing.T) {
+	t.Parallel()
+
+	t.Run("BeyondMaxInFlightGives503AtOnceAndTheRetryLands", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		url := setupWith(t, db.Pool, time.Minute, func(c *receiver.Config) { c.MaxInFlight = 1 })
+		ctx := context.Background()
+		// Another transaction holds msg_1's key, so the first delivery
+		// waits in its claim, holding the only slot.
+		blocker, err := db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = blocker.Exec(ctx, `INSERT INTO webhook_inbox (source, provider, event_id, body) VALUES ('bank', 'x', 'msg_1', '')`)
+		require.NoError(t, err)
+		first := make(chan reply, 1)
+		go func() { first <- post(t, url, "bank", signBank(t, "msg_1", deposit, time.Now()), deposit) }()
+		require.Eventually(t, func() bool {
+			var waiting int
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+			return waiting == 1
+		}, 30*time.Second, 10*time.Millisecond, "the first delivery never waited on the held key")
+
+		r := post(t, url, "bank", signBank(t, "msg_2", deposit, time.Now()), deposit)
+		require.Equal(t, http.StatusServiceUnavailable, r.status)
+		require.Equal(t, "7", r.retryAfter)
+		require.Equal(t, "not stored; retry later", r.body["error"])
+
+		require.NoError(t, blocker.Rollback(ctx))
+		r = <-first
+		require.Equal(t, http.StatusOK, r.status)
+		require.Equal(t, 1.0, r.body["new"])
+		// The slot is free again: the provider's retry lands.
+		r = post(t, url, "bank", signBank(t, "msg_2", deposit, time.Now()), deposit)
+		require.Equal(t, http.StatusOK, r.status)
+		require.Equal(t, 1.0, r.body["new"])
+		rows, jobs := rowCounts(t, db)
+		require.Equal(t, 2, rows)
+		require.Equal(t, 2, jobs)
+	})
+
+	t.Run("BodyThatTricklesPastTheAckTimeoutGives408", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		url := setup(t, db.Pool, 300*time.Millisecond)
+		// A client that sends half of its body and then stalls.
+		pr, pw := io.Pipe()
+		t.Cleanup(func() { _ = pw.Close() })
+		req, err := http.NewRequest(http.MethodPost, url+"/webhooks/bank", pr)
+		require.NoError(t, err)
+		req.Header = signBank(t, "msg_slow", deposit, time.Now())
+		req.ContentLength = int64(len(deposit))
+		go func() { _, _ = pw.Write([]byte(deposit[:10])) }()
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
+		rows, _ := rowCounts(t, db)
+		require.Zero(t, rows)
 	})
 }
 

@@ -103,20 +103,7 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]
 	})
 }
 
-// completeTx completes the job in tx, with River's JobCompleteTx.
-//
-// JobCompleteTx runs River's JobSetStateIfRunningMany, whose parameters are
-// arrays. PostgreSQL's plan cache keeps choosing a custom plan for it, since
-// a generic plan's estimate for an array of unknown length looks costlier,
-// so it plans the statement again on every call: about a third of its time
-// in the drain benchmark. Its generic plan is the same index scan on
-// river_job's primary key, so the transaction forces it from here on. It is
-// set only now, after the handlers ran, so that their statements are planned
-// as usual; SET LOCAL ends with the transaction.
 func completeTx(ctx context.Context, tx pgx.Tx, job *river.Job[inbox.JobArgs]) error {
-	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
-		return fmt.Errorf("complete job: %w", err)
-	}
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 		return fmt.Errorf("complete job: %w", err)
 	}

@@ -253,7 +253,7 @@ func TestWorker(t *testing.T) {
 		require.Equal(t, 1, b.effects(t, "evt_1"))
 	})
 
-	t.Run("HandlersRunWithTheServersPlanningAndAsyncCommit", func(t *testing.T) {
+	t.Run("HandlersRunWithAsyncCommitAndDefaultPlanning", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		seen := make(chan [2]string, 1)
@@ -268,9 +268,12 @@ func TestWorker(t *testing.T) {
 		})
 		id := b.ingest(t, "evt_settings", "account.deposit")
 		b.waitStatus(t, id, inbox.StatusDone)
-		// The completion's forced generic plan is set after the handlers,
-		// and only for the transaction.
+		// synchronous_commit is off for the worker's transaction only, and
+		// the handlers are planned as the server would plan them.
 		require.Equal(t, [2]string{"auto", "off"}, <-seen)
+		var commit string
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT current_setting('synchronous_commit')`).Scan(&commit))
+		require.Equal(t, "on", commit)
 		var mode string
 		require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT current_setting('plan_cache_mode')`).Scan(&mode))
 		require.Equal(t, "auto", mode)
