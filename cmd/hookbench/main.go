@@ -80,7 +80,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.DurationVar(&o.DrainDeadline, "drain-deadline", 45*time.Second, "(e), (f): stop waiting for a drain after this long and report the rate so far")
 	fs.DurationVar(&o.SteadyWindow, "steady-window", 15*time.Second, "(f): measured window of the steady load")
 	fs.Float64Var(&o.SteadyFraction, "steady-fraction", 0.5, "(f): the steady rate as a fraction of the pipeline's maximum, 1/(1/(c) + 1/(e) noop drain), or of (c) without (e)")
-	fs.IntVar(&o.SteadyInflight, "steady-inflight", 2048, "(f): most requests in flight at once; above the receiver's batch_queue (1024), so that an overload meets its back-pressure (503) rather than waiting in hookbench")
+	fs.IntVar(&o.SteadyInflight, "steady-inflight", 2048, "(f): most requests in flight at once; above the receiver's max_in_flight and batch_queue (1024 each), so that an overload meets its back-pressure (503) rather than waiting in hookbench")
 	fs.IntVar(&o.ScaleRows, "scale-rows", 2_000_000, "scale: processed rows preloaded before (c) is measured again")
 	fs.IntVar(&o.WorkerConcurrency, "worker-concurrency", 0, "(e), (f): worker.concurrency (0: the product's default)")
 	if err := fs.Parse(args); err != nil {
