@@ -45,7 +45,8 @@ type ReceiverConfig struct {
 	RetryAfter time.Duration `mapstructure:"retry_after"`
 	// ShutdownTimeout bounds the graceful HTTP shutdown. Defaults to 10s.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
-	// BatchMaxEvents caps the events one group-commit transaction claims.
+	// BatchMaxEvents caps the events one group-commit transaction claims; a
+	// delivery is never split, so the one that reaches the cap joins whole.
 	// 1 turns group commit off (a transaction per delivery). Defaults to 256.
 	BatchMaxEvents int `mapstructure:"batch_max_events"`
 	// BatchMaxWait is how long a group waits for company once the queue is

@@ -17,7 +17,9 @@ var ErrOverloaded = errors.New("inbox: ingest queue is full")
 
 // BatcherConfig configures a Batcher.
 type BatcherConfig struct {
-	// MaxEvents caps the events of one group transaction. Defaults to 256.
+	// MaxEvents caps the events of one group transaction. A delivery is
+	// never split: the one that reaches the cap joins whole, so a group may
+	// pass it by that delivery's events. Defaults to 256.
 	MaxEvents int
 	// MaxWait is how long a flusher waits for more deliveries after the
 	// first one when the queue runs dry. Defaults to 0: a lone delivery never

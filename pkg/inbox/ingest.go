@@ -158,8 +158,8 @@ const (
 
 // classify tells, for each event, whether the claim inserted it, skipped it
 // as a duplicate (its source and event id were taken), or skipped it as a
-// twin (only its twin key was taken). The first occurrence of a key in
-// events is the inserted one: the claim inserts in input order. It costs a
+// twin (only its twin key was taken). Of events with one (source, event id),
+// the first in input order is the inserted one, as InboxClaim inserts. It costs a
 // query only when something was skipped. A skipped event's conflicting row
 // was committed, or inserted by this very statement, before the claim
 // returned, so it is visible here.

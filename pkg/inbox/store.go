@@ -47,7 +47,7 @@ type ClaimedRow struct {
 
 // InboxClaim inserts the events in one statement. It names no conflict
 // target, so every unique key of webhook_inbox is enforced at once (the
-// (source, event_id) key today, twin keys later), and a row that conflicts
+// (source, event_id) key and the (source, twin_key) key), and a row that conflicts
 // with any of them (including an earlier row of the same batch) is skipped.
 // It returns only the rows it inserted. now may be zero for the database's
 // clock.
@@ -55,7 +55,8 @@ type ClaimedRow struct {
 // Rows are inserted in (source, event_id) order, whatever the input order,
 // so that concurrent claims of overlapping events take their unique-index
 // entries in the same order and cannot deadlock on them. Of several events
-// with one key, the first in input order is the one inserted.
+// with one (source, event_id), the first in input order is the one inserted;
+// of twins in one claim (different ids, one twin key), the smaller event id.
 func InboxClaim(ctx context.Context, db DBTX, events []NewEvent, now time.Time) ([]ClaimedRow, error) {
 	n := len(events)
 	var (
