@@ -258,7 +258,7 @@ func TestInboxTakeForWork(t *testing.T) {
 
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		ev, err := inbox.InboxTakeForWork(ctx, tx, id, 8, time.Time{}, true)
+		ev, err := inbox.InboxTakeForWork(ctx, tx, id, 8, time.Time{})
 		require.NoError(t, err)
 		require.Equal(t, inbox.StatusFailed, ev.Status, "as it was before the mark: a replay")
 		require.Equal(t, 1, ev.Attempts)
@@ -279,7 +279,7 @@ func TestInboxTakeForWork(t *testing.T) {
 		require.NoError(t, err)
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		_, err = inbox.InboxTakeForWork(ctx, tx, res.Claimed[0].ID, 1, time.Time{}, false)
+		_, err = inbox.InboxTakeForWork(ctx, tx, res.Claimed[0].ID, 1, time.Time{})
 		require.NoError(t, err)
 		require.NoError(t, tx.Rollback(ctx))
 		got, err := inbox.InboxGet(ctx, b.db.Pool, res.Claimed[0].ID)
@@ -296,7 +296,7 @@ func TestInboxTakeForWork(t *testing.T) {
 		id := res.Claimed[0].ID
 		first, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		_, err = inbox.InboxTakeForWork(ctx, first, id, 1, time.Time{}, true)
+		_, err = inbox.InboxTakeForWork(ctx, first, id, 1, time.Time{})
 		require.NoError(t, err)
 
 		second := make(chan error, 1)
@@ -307,7 +307,7 @@ func TestInboxTakeForWork(t *testing.T) {
 				return
 			}
 			defer tx.Rollback(ctx) //nolint:errcheck
-			_, err = inbox.InboxTakeForWork(ctx, tx, id, 2, time.Time{}, true)
+			_, err = inbox.InboxTakeForWork(ctx, tx, id, 2, time.Time{})
 			second <- err
 		}()
 		require.Eventually(t, func() bool {
@@ -326,7 +326,71 @@ func TestInboxTakeForWork(t *testing.T) {
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer tx.Rollback(ctx) //nolint:errcheck
-		_, err = inbox.InboxTakeForWork(ctx, tx, 424242, 1, time.Time{}, true)
+		_, err = inbox.InboxTakeForWork(ctx, tx, 424242, 1, time.Time{})
 		require.ErrorIs(t, err, inbox.ErrNotFound)
 	})
+}
+
+func TestWorkTxOptions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	for _, tc := range []struct {
+		async bool
+		want  string
+	}{{true, "off"}, {false, "on"}} {
+		tx, err := db.Pool.BeginTx(ctx, inbox.WorkTxOptions(tc.async))
+		require.NoError(t, err)
+		var got string
+		require.NoError(t, tx.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&got))
+		require.Equal(t, tc.want, got, "async %v", tc.async)
+		require.NoError(t, tx.Commit(ctx))
+	}
+	// SET LOCAL ends with the transaction.
+	var after string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&after))
+	require.Equal(t, "on", after)
+}
+
+// TestKeyLookupsAreNotCachedAsGenericPlans guards against a plan that
+// PostgreSQL would make while the inbox is empty and keep: a sequential scan
+// for every later lookup by id or key (see store.go). None of the
+// statements that read rows by id or key may be left prepared on the
+// connection after many runs.
+func TestKeyLookupsAreNotCachedAsGenericPlans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	conn, err := b.db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	for i := range 8 {
+		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event(fmt.Sprintf("msg_%d", i))})
+		require.NoError(t, err)
+		id := res.Claimed[0].ID
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		_, err = inbox.InboxExistingEventIDs(ctx, tx, []string{"bank"}, []string{"msg_0"})
+		require.NoError(t, err)
+		require.NoError(t, inbox.InboxLinkJobs(ctx, tx, []int64{id}, []int64{int64(i + 1)}))
+		_, err = inbox.InboxTakeForWork(ctx, tx, id, int64(i+1), time.Time{})
+		require.NoError(t, err)
+		require.NoError(t, inbox.InboxSetNote(ctx, tx, id, "a note"))
+		require.NoError(t, inbox.InboxRecordFailure(ctx, tx, id, 0, "x", false, time.Time{}))
+		_, err = inbox.InboxListOrphans(ctx, tx, time.Now(), 10)
+		require.NoError(t, err)
+		_, err = inbox.InboxGet(ctx, tx, id)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+	}
+	var prepared []string
+	rows, err := conn.Query(ctx, `SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%webhook_inbox%' AND statement NOT LIKE '%pg_prepared_statements%'`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		prepared = append(prepared, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Empty(t, prepared)
 }

@@ -71,10 +71,10 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 }
 
 func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]) error {
-	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+	return pgx.BeginTxFunc(ctx, w.pool, inbox.WorkTxOptions(w.asyncCommit), func(tx pgx.Tx) error {
 		// One round trip locks the row, checks it, and marks it done; the
 		// handlers' failure rolls the mark back with everything else.
-		ev, err := inbox.InboxTakeForWork(ctx, tx, job.Args.InboxID, job.ID, time.Time{}, w.asyncCommit)
+		ev, err := inbox.InboxTakeForWork(ctx, tx, job.Args.InboxID, job.ID, time.Time{})
 		if errors.Is(err, inbox.ErrNotFound) {
 			// Done already (a stray job, or a retry of a job whose commit
 			// landed), or pruned: never run the effect twice.
