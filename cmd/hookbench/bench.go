@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -71,15 +72,18 @@ func newBench(ctx context.Context, opts *options, adminURL string) (*bench, erro
 	return b, nil
 }
 
-// migrate applies River's, the core's and the ledger's migrations, with
-// the ledger binary's own migrate command.
-func (b *bench) migrate(ctx context.Context) error {
+// migrate applies River's, the core's and the ledger's migrations to the
+// benchmark database, with the ledger binary's own migrate command.
+func (b *bench) migrate(ctx context.Context) error { return b.migrateDB(ctx, b.dbURL) }
+
+// migrateDB migrates the database dbURL names.
+func (b *bench) migrateDB(ctx context.Context, dbURL string) error {
 	cfg, err := writeConfig(b.dir, "migrate", procConfig{ReceiverAddr: "127.0.0.1:0", WorkerAddr: "127.0.0.1:0"})
 	if err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(b.opts.Bin, "ledger"), "migrate", "--config", cfg)
-	cmd.Env = append(os.Environ(), "HOOKINBOX_DATABASE_URL="+b.dbURL)
+	cmd.Env = append(os.Environ(), "HOOKINBOX_DATABASE_URL="+dbURL)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("ledger migrate: %w\n%s", err, out)
 	}
@@ -95,8 +99,11 @@ func (b *bench) close() {
 		b.pool.Close()
 	}
 	if b.dbURL != "" && !b.opts.KeepDB {
-		if err := dropDatabase(b.adminURL, b.dbName); err != nil {
-			progress("could not drop database %s: %v", b.dbName, err)
+		// The scale phase's empty twin too, in case a failure skipped its own drop.
+		for _, name := range []string{b.dbName, b.dbName + "_empty"} {
+			if err := dropDatabase(b.adminURL, name); err != nil {
+				progress("could not drop database %s: %v", name, err)
+			}
 		}
 	}
 	if b.dir != "" {
@@ -127,7 +134,7 @@ func (b *bench) startReceiver(ctx context.Context, name string, pc procConfig, p
 	if profile != "" {
 		path, args = b.self, []string{"receiver", "--cpuprofile", profile, "--config", cfg}
 	}
-	p, err := b.start(name, path, args)
+	p, err := b.startOn(cmp.Or(pc.DatabaseURL, b.dbURL), name, path, args)
 	if err != nil {
 		return nil, "", err
 	}
@@ -163,7 +170,12 @@ func (b *bench) startWorker(name, binary, handler, profile string) (*Proc, error
 }
 
 func (b *bench) start(name, path string, args []string) (*Proc, error) {
-	p, err := startProc(name, path, args, []string{"HOOKINBOX_DATABASE_URL=" + b.dbURL}, b.dir)
+	return b.startOn(b.dbURL, name, path, args)
+}
+
+// startOn starts a process on the database dbURL names.
+func (b *bench) startOn(dbURL, name, path string, args []string) (*Proc, error) {
+	p, err := startProc(name, path, args, []string{"HOOKINBOX_DATABASE_URL=" + dbURL}, b.dir)
 	if err != nil {
 		return nil, err
 	}

@@ -75,7 +75,7 @@ func (r *Report) print(w io.Writer) {
 		}
 	}
 	if s := r.Scale; s != nil {
-		r.printRun(t, "scale: (c), empty inbox (reference)", s.Empty)
+		r.printRun(t, "scale: (c), empty inbox (interleaved reference)", s.Empty)
 		r.printRun(t, fmt.Sprintf("scale: (c), %s rows in inbox", thousands(float64(s.Rows))), s.Full)
 	}
 	t.flush()

@@ -21,6 +21,9 @@ type procConfig struct {
 	Handler string
 	// Concurrency is worker.concurrency.
 	Concurrency int
+	// DatabaseURL, when set, replaces the benchmark database (set in the
+	// process's environment, never written to the config).
+	DatabaseURL string
 }
 
 // writeConfig writes c as a hookinbox YAML config into dir and returns its

@@ -180,8 +180,8 @@ type ScaleResult struct {
 	CopySecs   float64 `json:"copy_seconds"`
 	SettleSecs float64 `json:"vacuum_seconds"`
 	TableBytes int64   `json:"table_bytes"`
-	// Empty is (c) on the emptied inbox just before the preload, the
-	// reference; Full is (c) with the rows in place.
+	// Empty is (c) on an empty inbox in a second database, the reference;
+	// Full is (c) with the rows in place. Their slices were interleaved.
 	Empty *ReceiverRun `json:"empty"`
 	Full  *ReceiverRun `json:"full"`
 }

@@ -115,15 +115,7 @@ func (b *bench) phaseABC(ctx context.Context) error {
 		if rv.proc == nil {
 			continue
 		}
-		run := &ReceiverRun{Config: rv.pc.describe()}
-		run.One = figures(1, 0, rv.ms[0].total, rv.ms[0].cpu)
-		run.Many = figures(b.opts.Clients, 0, rv.ms[1].total, rv.ms[1].cpu)
-		for _, m := range rv.ms {
-			b.report.HTTPTotals.add(m.total)
-		}
-		rss, _ := rv.proc.Sample()
-		run.PeakRSSMB = mb(rss)
-		*rv.out = run
+		b.collectRun(rv)
 		if rv.profile != "" {
 			b.report.Profiles = append(b.report.Profiles, rv.profile)
 		}
@@ -140,6 +132,19 @@ type receiverUnderTest struct {
 	out     **ReceiverRun
 	proc    *Proc
 	ms      [2]*measurement
+}
+
+// collectRun turns rv's interleaved measurements into its report entry.
+func (b *bench) collectRun(rv *receiverUnderTest) {
+	run := &ReceiverRun{Config: rv.pc.describe()}
+	run.One = figures(1, 0, rv.ms[0].total, rv.ms[0].cpu)
+	run.Many = figures(b.opts.Clients, 0, rv.ms[1].total, rv.ms[1].cpu)
+	for _, m := range rv.ms {
+		b.report.HTTPTotals.add(m.total)
+	}
+	rss, _ := rv.proc.Sample()
+	run.PeakRSSMB = mb(rss)
+	*rv.out = run
 }
 
 // receiverMeasurement measures the receiver at url with clients closed-loop

@@ -104,19 +104,17 @@ func (r *Report) judge() {
 	}
 	add("(g) worker peak RSS (noop and ledger)", f1(work)+" MB", "≤ 150 MB", work > 0, work <= 150)
 
-	// Scale is judged against (c) itself, measured interleaved in a settled
-	// database; the reference measured just before the preload (after the
-	// drains) is shown for context: it has run slower than (c) on this
-	// machine, which would flatter the ratio.
+	// Scale is judged against (c) on an empty inbox measured interleaved
+	// with it (phaseScale); the ratio to (c) itself, measured minutes
+	// earlier, is shown for context.
 	if s := r.Scale; s != nil {
-		v, ok = ratio("scale_over_c", many(s.Full).NewPerSec, cMany.NewPerSec)
-		add(fmt.Sprintf("scale: (c) with %s rows ÷ (c)", thousands(float64(s.Rows))), f2(v)+"×", "≥ 0.85×", ok, v >= 0.85)
-		if v, ok := ratio("scale_over_reference", many(s.Full).NewPerSec, many(s.Empty).NewPerSec); ok {
-			r.Targets = append(r.Targets, Target{Name: "scale: the same ÷ (c) on the emptied inbox just before the preload",
-				Value: f2(v) + "×", Goal: "—", Result: "info"})
+		v, ok = ratio("scale_over_reference", many(s.Full).NewPerSec, many(s.Empty).NewPerSec)
+		add(fmt.Sprintf("scale: (c) with %s rows ÷ (c) on an empty inbox, interleaved", thousands(float64(s.Rows))), f2(v)+"×", "≥ 0.85×", ok, v >= 0.85)
+		if v, ok := ratio("scale_over_c", many(s.Full).NewPerSec, cMany.NewPerSec); ok {
+			r.Targets = append(r.Targets, Target{Name: "scale: the same ÷ (c)", Value: f2(v) + "×", Goal: "—", Result: "info"})
 		}
 	} else {
-		add("scale: (c) with 2,000,000 rows ÷ (c)", "", "≥ 0.85×", false, false)
+		add("scale: (c) with 2,000,000 rows ÷ (c) on an empty inbox", "", "≥ 0.85×", false, false)
 	}
 
 	t := r.HTTPTotals
