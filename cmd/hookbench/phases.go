@@ -266,16 +266,11 @@ func (b *bench) phaseScale(ctx context.Context) error {
 	}
 	var all []*measurement
 	for _, rv := range runs {
-		p, url, err := b.startReceiver(ctx, "receiver-"+rv.phase, rv.pc, "")
-		if err != nil {
+		if err := b.startUnderTest(ctx, rv); err != nil {
 			return err
 		}
-		rv.proc = p
-		defer b.stop(p)
-		for i, clients := range []int{1, b.opts.Clients} {
-			rv.ms[i] = b.receiverMeasurement(rv.phase, url, clients, p)
-			all = append(all, rv.ms[i])
-		}
+		defer b.stop(rv.proc)
+		all = append(all, rv.ms[:]...)
 	}
 	b.interleave(ctx, all)
 	for _, rv := range runs {

@@ -91,16 +91,11 @@ func (b *bench) phaseABC(ctx context.Context) error {
 		if rv.phase == "c" && b.opts.CPUProfile != "" {
 			rv.profile = b.profilePath("receiver-c.pprof")
 		}
-		p, url, err := b.startReceiver(ctx, "receiver-"+rv.phase, rv.pc, rv.profile)
-		if err != nil {
+		if err := b.startUnderTest(ctx, rv); err != nil {
 			return err
 		}
-		rv.proc = p
-		defer b.stop(p)
-		for i, clients := range []int{1, b.opts.Clients} {
-			rv.ms[i] = b.receiverMeasurement(rv.phase, url, clients, p)
-			all = append(all, rv.ms[i])
-		}
+		defer b.stop(rv.proc)
+		all = append(all, rv.ms[:]...)
 	}
 	b.interleave(ctx, all)
 
@@ -132,6 +127,20 @@ type receiverUnderTest struct {
 	out     **ReceiverRun
 	proc    *Proc
 	ms      [2]*measurement
+}
+
+// startUnderTest starts rv's receiver and prepares its two measurements, at
+// one client and at many. The caller stops rv.proc.
+func (b *bench) startUnderTest(ctx context.Context, rv *receiverUnderTest) error {
+	p, url, err := b.startReceiver(ctx, "receiver-"+rv.phase, rv.pc, rv.profile)
+	if err != nil {
+		return err
+	}
+	rv.proc = p
+	for i, clients := range []int{1, b.opts.Clients} {
+		rv.ms[i] = b.receiverMeasurement(rv.phase, url, clients, p)
+	}
+	return nil
 }
 
 // collectRun turns rv's interleaved measurements into its report entry.
