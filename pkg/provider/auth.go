@@ -1,7 +1,8 @@
 package provider
 
 import (
-	"crypto/subtle"
+	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 )
@@ -17,16 +18,35 @@ func checkBasicAuth(header http.Header, accepted []BasicAuth) error {
 	if !ok {
 		return fmt.Errorf("no Basic Auth credentials: %w", ErrSignatureMissing)
 	}
-	matched := 0
+	userSum, passSum := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
+	matched := false
 	for _, cred := range accepted {
-		u := subtle.ConstantTimeCompare([]byte(user), []byte(cred.Username))
-		p := subtle.ConstantTimeCompare([]byte(pass), []byte(cred.Password))
-		matched |= u & p
+		u := digestEqual(userSum, cred.Username)
+		p := digestEqual(passSum, cred.Password)
+		matched = (u && p) || matched
 	}
-	if matched != 1 {
+	if !matched {
 		return fmt.Errorf("Basic Auth credentials do not match: %w", ErrSignatureInvalid)
 	}
 	return nil
+}
+
+// digestEqual compares a presented credential's SHA-256 with an accepted
+// credential's in constant time. Comparing digests rather than the values
+// keeps the time independent of the accepted value's length.
+func digestEqual(got [sha256.Size]byte, accepted string) bool {
+	want := sha256.Sum256([]byte(accepted))
+	return hmac.Equal(got[:], want[:])
+}
+
+// anyDigestEqual reports whether got equals one of accepted, looking at every
+// one of them.
+func anyDigestEqual(got [sha256.Size]byte, accepted [][sha256.Size]byte) bool {
+	matched := false
+	for _, a := range accepted {
+		matched = hmac.Equal(got[:], a[:]) || matched
+	}
+	return matched
 }
 
 // setBasicAuth sets header's Authorization to cred.

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -148,12 +147,7 @@ func (v *HMAC) checkCredentials(header http.Header) error {
 			return fmt.Errorf("no %s header: %w", v.apiKeyHeader, ErrSignatureMissing)
 		}
 		// Hashing first makes the comparison independent of the key's length.
-		sum := sha256.Sum256([]byte(key))
-		matched := false
-		for _, accepted := range v.apiKeys {
-			matched = hmac.Equal(sum[:], accepted[:]) || matched
-		}
-		if !matched {
+		if !anyDigestEqual(sha256.Sum256([]byte(key)), v.apiKeys) {
 			return fmt.Errorf("%s matches no configured API key: %w", v.apiKeyHeader, ErrSignatureInvalid)
 		}
 	}

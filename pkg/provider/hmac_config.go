@@ -156,10 +156,5 @@ func (v *HMAC) parseCredentials(hc *HMACConfig) error {
 		}
 		v.apiKeys = append(v.apiKeys, sha256.Sum256([]byte(key)))
 	}
-	for i, cred := range v.basicAuth {
-		if cred.Username == "" || cred.Password == "" {
-			return fmt.Errorf("basic_auth[%d] needs a username and a password", i)
-		}
-	}
 	return nil
 }

@@ -190,12 +190,20 @@ func (c *Config) validate() error {
 	if c.Tolerance < 0 {
 		return errors.New("tolerance: must not be negative")
 	}
+	// An empty username or password would let in whoever sends empty Basic
+	// Auth credentials.
+	for i, cred := range c.BasicAuth {
+		if cred.Username == "" || cred.Password == "" {
+			return fmt.Errorf("basic_auth[%d] needs a username and a password", i)
+		}
+	}
 	return nil
 }
 
-// requireSecrets is the check of every provider that signs with Secrets.
+// requireSecrets is the check of every provider that signs with Secrets. A
+// nil config is validate's to report.
 func (c *Config) requireSecrets() error {
-	if len(c.Secrets) == 0 {
+	if c != nil && len(c.Secrets) == 0 {
 		return errors.New("secrets: at least one is required")
 	}
 	return nil

@@ -76,11 +76,23 @@ func TestNew(t *testing.T) {
 				{},
 				{Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", ""}},
 				{Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, Tolerance: -time.Second},
+				// Empty Basic Auth credentials would let in an empty Authorization.
+				{Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, BasicAuth: []BasicAuth{{Username: "u"}}},
+				{Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, BasicAuth: []BasicAuth{{Password: "p"}}},
 			} {
 				verifier, err := New(name, config)
 				require.Error(t, err, name)
 				require.Nil(t, verifier, name)
 			}
+		}
+	})
+
+	t.Run("ConstructorsRefuseANilConfigWithoutPanicking", func(t *testing.T) {
+		t.Parallel()
+		for _, name := range Names() {
+			verifier, err := constructors[name](nil)
+			require.ErrorContains(t, err, "config is required", name)
+			require.Nil(t, verifier, name)
 		}
 	})
 
