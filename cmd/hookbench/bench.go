@@ -149,24 +149,24 @@ func (b *bench) startReceiver(ctx context.Context, name string, pc procConfig, p
 // event to handler, without waiting for it: a drain's clock includes the
 // start-up. With profile set, it runs hookbench's profiled twin of
 // cmd/worker instead of binary.
-func (b *bench) startWorker(name, binary, handler, profile string) (*Proc, error) {
+func (b *bench) startWorker(name, binary, handler, profile string) (p *Proc, readyURL string, err error) {
 	pc := procConfig{Handler: handler, Concurrency: b.opts.WorkerConcurrency}
-	var err error
 	if pc.ReceiverAddr, err = freeAddr(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if pc.WorkerAddr, err = freeAddr(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	cfg, err := writeConfig(b.dir, name, pc)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	path, args := filepath.Join(b.opts.Bin, binary), []string{"--config", cfg}
 	if profile != "" {
 		path, args = b.self, []string{"worker", "--cpuprofile", profile, "--config", cfg}
 	}
-	return b.start(name, path, args)
+	p, err = b.start(name, path, args)
+	return p, "http://" + pc.WorkerAddr + "/readyz", err
 }
 
 func (b *bench) start(name, path string, args []string) (*Proc, error) {

@@ -108,17 +108,14 @@ func settle(ctx context.Context, pool *pgxpool.Pool, tables ...string) error {
 	return nil
 }
 
-// Tally counts inbox rows by status and River jobs.
+// Tally counts inbox rows and River jobs.
 type Tally struct {
-	Rows, Pending, Done, Failed, Jobs int64
+	Rows, Jobs int64
 }
 
 func tally(ctx context.Context, pool *pgxpool.Pool) (Tally, error) {
 	var t Tally
-	err := pool.QueryRow(ctx, `
-SELECT count(*), count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'done'),
-       count(*) FILTER (WHERE status = 'failed'), (SELECT count(*) FROM river_job)
-FROM webhook_inbox`).Scan(&t.Rows, &t.Pending, &t.Done, &t.Failed, &t.Jobs)
+	err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_inbox), (SELECT count(*) FROM river_job)`).Scan(&t.Rows, &t.Jobs)
 	if err != nil {
 		return t, fmt.Errorf("count rows: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 
 // waitDrained polls until no row is pending, and reports true, or until
 // the deadline passes, and reports false. It fails when the worker exits.
-func waitDrained(ctx context.Context, pool *pgxpool.Pool, w *Proc, deadline time.Duration) (bool, error) {
+func waitDrained(ctx context.Context, pool *pgxpool.Pool, workers []*Proc, deadline time.Duration) (bool, error) {
 	end := time.Now().Add(deadline)
 	for {
 		n, err := pendingCount(ctx, pool)
@@ -24,11 +24,17 @@ func waitDrained(ctx context.Context, pool *pgxpool.Pool, w *Proc, deadline time
 		if time.Now().After(end) {
 			return false, nil
 		}
+		// Every worker must still run, or "2 workers" would be measuring 1.
+		for _, w := range workers {
+			select {
+			case <-w.done:
+				return false, fmt.Errorf("%s exited with %d events pending: %v (log: %s)", w.Name, n, w.err, w.tail())
+			default:
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-w.done:
-			return false, fmt.Errorf("%s exited with %d events pending: %v (log: %s)", w.Name, n, w.err, w.tail())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -99,13 +105,13 @@ func (b *bench) drain(ctx context.Context, binary, handler string, workers int) 
 			profile = b.profilePath("worker-noop.pprof")
 			b.report.Profiles = append(b.report.Profiles, profile)
 		}
-		p, err := b.startWorker(fmt.Sprintf("%s-%s%d-%d", binary, handler, workers, i+1), binary, handler, profile)
+		p, _, err := b.startWorker(fmt.Sprintf("%s-%s%d-%d", binary, handler, workers, i+1), binary, handler, profile)
 		if err != nil {
 			return nil, err
 		}
 		procs = append(procs, p)
 	}
-	drained, err := waitDrained(ctx, b.pool, procs[0], b.opts.DrainDeadline)
+	drained, err := waitDrained(ctx, b.pool, procs, b.opts.DrainDeadline)
 	cpu1 := takeCPU(b.postmaster, procs...)
 	var end time.Time
 	qerr := b.pool.QueryRow(ctx, `

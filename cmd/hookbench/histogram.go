@@ -74,9 +74,6 @@ func (h *Histogram) Merge(o *Histogram) {
 	h.sum += o.sum
 }
 
-// Count returns the number of recordings.
-func (h *Histogram) Count() uint64 { return h.n }
-
 // Max returns the largest recording.
 func (h *Histogram) Max() time.Duration { return h.max }
 

@@ -67,8 +67,15 @@ func TestHistogram(t *testing.T) {
 				b.Record(d)
 			}
 		}
-		a.Merge(&b)
-		require.Equal(t, all, a)
+		// Merged both ways, and into an empty one, so that either side may
+		// hold the minimum.
+		ab, ba, empty := a, b, Histogram{}
+		ab.Merge(&b)
+		ba.Merge(&a)
+		empty.Merge(&all)
+		require.Equal(t, all, ab)
+		require.Equal(t, all, ba)
+		require.Equal(t, all, empty)
 	})
 
 	t.Run("SmallCountsUseCeilingRank", func(t *testing.T) {

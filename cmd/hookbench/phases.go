@@ -79,21 +79,6 @@ func rateText(rate float64) string {
 	return fmt.Sprintf(" (open loop at %.0f/s)", rate)
 }
 
-// receiverRun measures a receiver at one client and at many, one after
-// the other.
-func (b *bench) receiverRun(ctx context.Context, label string, pc procConfig, profile string) (*ReceiverRun, error) {
-	p, url, err := b.startReceiver(ctx, "receiver-"+label, pc, profile)
-	if err != nil {
-		return nil, err
-	}
-	run := &ReceiverRun{Config: pc.describe()}
-	run.One, _ = b.load(ctx, b.closedLoop(url, 1, unique(label+"1")), p)
-	run.Many, _ = b.load(ctx, b.closedLoop(url, b.opts.Clients, unique(label+"n")), p)
-	rss, _ := p.Sample()
-	run.PeakRSSMB = mb(rss)
-	return run, b.stop(p)
-}
-
 // phaseDuplicates measures (d) on a group-commit receiver of its own: a
 // storm of one event from every client, then a half-duplicate mix, and
 // checks that neither added a row or a job beyond the new events.
@@ -185,20 +170,26 @@ func (b *bench) phaseSteady(ctx context.Context) error {
 		return err
 	}
 	defer b.stop(recv)
-	w, err := b.startWorker("worker-f", "worker", "noop", "")
+	w, readyURL, err := b.startWorker("worker-f", "worker", "noop", "")
 	if err != nil {
 		return err
 	}
 	defer b.stop(w)
+	// Unlike a drain, the steady load starts on a running worker, so that
+	// no event's age includes the worker's start-up.
+	if err := w.waitReady(ctx, readyURL, 30*time.Second); err != nil {
+		return err
+	}
 	spec := &LoadSpec{
 		URL: url, Clients: b.opts.SteadyInflight, Rate: rate, Warmup: b.opts.Warmup, Duration: b.opts.SteadyWindow,
 		MaxRequests: b.opts.MaxRequests, Next: unique("f"), AckTimeout: ackTimeout,
 	}
 	var res *LoadResult
+	measureFrom := time.Now().Add(spec.Warmup)
 	s.Ack, res = b.load(ctx, spec, recv, w)
 	// The worker may trail the load: wait for it, bounded.
 	loadEnd := time.Now()
-	drained, err := waitDrained(ctx, b.pool, w, b.opts.DrainDeadline)
+	drained, err := waitDrained(ctx, b.pool, []*Proc{w}, b.opts.DrainDeadline)
 	if err != nil {
 		return err
 	}
@@ -206,10 +197,12 @@ func (b *bench) phaseSteady(ctx context.Context) error {
 	s.Drained = drained
 	err = b.pool.QueryRow(ctx, `
 SELECT count(*),
-       coalesce(1000 * extract(epoch FROM percentile_disc(0.5) WITHIN GROUP (ORDER BY processed_at - received_at)), 0),
-       coalesce(1000 * extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY processed_at - received_at)), 0),
-       coalesce(1000 * extract(epoch FROM max(processed_at - received_at)), 0)
-FROM webhook_inbox WHERE status = 'done'`).Scan(&s.Done, &s.AgeP50Ms, &s.AgeP99Ms, &s.AgeMaxMs)
+       coalesce(1000 * extract(epoch FROM percentile_disc(0.5) WITHIN GROUP (ORDER BY processed_at - received_at)
+                               FILTER (WHERE received_at >= $1)), 0),
+       coalesce(1000 * extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY processed_at - received_at)
+                               FILTER (WHERE received_at >= $1)), 0),
+       coalesce(1000 * extract(epoch FROM max(processed_at - received_at) FILTER (WHERE received_at >= $1)), 0)
+FROM webhook_inbox WHERE status = 'done'`, measureFrom).Scan(&s.Done, &s.AgeP50Ms, &s.AgeP99Ms, &s.AgeMaxMs)
 	if err != nil {
 		return fmt.Errorf("event age: %w", err)
 	}

@@ -23,8 +23,13 @@ type measurement struct {
 // each, reversing the order every other round, so that a neighbour's burst
 // of load or a slow drift on a shared machine touches every figure alike and
 // the ratios between them stay fair. The first slice of each measurement
-// warms up for opts.Warmup, later ones briefly (connections stay warm).
+// warms up for opts.Warmup, later ones briefly.
 func (b *bench) interleave(ctx context.Context, ms []*measurement) {
+	// Totals exist from the start, so that a run cut short (Ctrl-C) still
+	// reports, with what it measured.
+	for _, m := range ms {
+		m.total = &LoadResult{Status: map[int]int64{}}
+	}
 	rounds := max(1, b.opts.Rounds)
 	window := b.opts.Window / time.Duration(rounds)
 	for r := range rounds {
@@ -45,9 +50,6 @@ func (b *bench) interleave(ctx context.Context, ms []*measurement) {
 			go func() { cpu0 <- takeCPUAt(ctx, measureFrom, b.postmaster, m.procs...) }()
 			res := m.run(ctx, warmup, window)
 			cpu := cpuSince(<-cpu0, takeCPU(b.postmaster, m.procs...), res.New)
-			if m.total == nil {
-				m.total = &LoadResult{Status: map[int]int64{}}
-			}
 			m.total.add(res)
 			m.cpu = mergeCPU(m.cpu, cpu)
 		}

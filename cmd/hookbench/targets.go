@@ -169,14 +169,6 @@ func one(r *ReceiverRun) *HTTPFigures {
 	return r.One
 }
 
-// NewPerSecOrZero is NewPerSec, or 0 for a nil f.
-func (f *HTTPFigures) NewPerSecOrZero() float64 {
-	if f == nil {
-		return 0
-	}
-	return f.NewPerSec
-}
-
 // steadyInflight is (f)'s bound on requests in flight.
 func (r *Report) steadyInflight() int {
 	n, _ := r.Options["steady_inflight"].(int)
