@@ -202,3 +202,16 @@ func riverVersion() int {
 	all := migrator.AllVersions()
 	return all[len(all)-1].Version
 }
+
+// WaitForLockWaiters waits until n sessions of the database wait on a lock:
+// the signal that a statement under test has reached a row or key another
+// transaction holds. It fails the test after 30 seconds.
+func (db *DB) WaitForLockWaiters(tb testing.TB, n int) {
+	tb.Helper()
+	require.Eventually(tb, func() bool {
+		var waiting int
+		err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting == n
+	}, 30*time.Second, 5*time.Millisecond, "never saw %d session(s) waiting on a lock", n)
+}

@@ -158,12 +158,7 @@ FOR EACH ROW EXECUTE FUNCTION boom();`)
 		first := make(chan error, 1)
 		go func() { _, err := b.Ingest(ctx, []inbox.NewEvent{event("evt_1")}); first <- err }()
 		// Wait until the flusher's claim is blocked on the lock.
-		require.Eventually(t, func() bool {
-			var waiting int
-			require.NoError(t, db.Pool.QueryRow(ctx,
-				`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
-			return waiting == 1
-		}, 30*time.Second, 5*time.Millisecond)
+		db.WaitForLockWaiters(t, 1)
 
 		second := make(chan error, 1)
 		go func() { _, err := b.Ingest(ctx, []inbox.NewEvent{event("evt_2")}); second <- err }()

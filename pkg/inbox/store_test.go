@@ -310,12 +310,7 @@ func TestInboxTakeForWork(t *testing.T) {
 			_, err = inbox.InboxTakeForWork(ctx, tx, id, 2, time.Time{})
 			second <- err
 		}()
-		require.Eventually(t, func() bool {
-			var waiting int
-			require.NoError(t, b.db.Pool.QueryRow(ctx,
-				`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
-			return waiting == 1
-		}, 30*time.Second, 5*time.Millisecond)
+		b.db.WaitForLockWaiters(t, 1)
 		require.NoError(t, first.Commit(ctx))
 		require.ErrorIs(t, <-second, inbox.ErrNotFound)
 	})

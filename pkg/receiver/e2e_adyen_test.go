@@ -1,6 +1,7 @@
 package receiver_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -106,6 +107,7 @@ func TestEndToEndAdyenOneForgedItemWritesNothing(t *testing.T) {
 	forged := adyenE2EBody(t, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "P7")
 	_, forgedItem, _ := strings.Cut(string(forged), "[")
 	mixed := []byte(strings.Replace(string(body), "]}", ","+forgedItem, 1))
+	require.True(t, json.Valid(mixed), "the 401 must come from the forged item, not from broken JSON")
 	require.Equal(t, http.StatusUnauthorized, b.post(t, "adyen", adyenE2EDelivery(t, mixed), mixed).Status)
 
 	// Genuine items without Basic Auth.

@@ -2,6 +2,7 @@ package receiver_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -54,10 +55,17 @@ func TestEndToEndGroupCommit(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				r := b.post(t, "bank", header, body)
+				r, err := b.tryPost("bank", header, body)
+				if err != nil {
+					t.Error(err)
+					return
+				}
 				a := answer{id: id, status: r.Status}
 				if r.Status == http.StatusOK {
-					a.counts = r.counts(t)
+					if err := json.Unmarshal(r.Body, &a.counts); err != nil {
+						t.Errorf("body %q: %v", r.Body, err)
+						return
+					}
 				}
 				answers <- a
 			}

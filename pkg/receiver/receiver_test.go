@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -83,17 +84,39 @@ type reply struct {
 
 func post(t *testing.T, url, source string, header http.Header, body string) reply {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/webhooks/"+source, strings.NewReader(body))
+	r, err := tryPost(url, source, header, body)
 	require.NoError(t, err)
+	return r
+}
+
+// tryPost is post for goroutines other than the test's, which must not
+// call require: it returns what went wrong instead.
+func tryPost(url, source string, header http.Header, body string) (reply, error) {
+	req, err := http.NewRequest(http.MethodPost, url+"/webhooks/"+source, strings.NewReader(body))
+	if err != nil {
+		return reply{}, err
+	}
 	req.Header = header
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return reply{}, err
+	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	if err != nil {
+		return reply{}, err
+	}
 	r := reply{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
-	require.NoError(t, json.Unmarshal(raw, &r.body), "body %q", raw)
-	return r
+	if err := json.Unmarshal(raw, &r.body); err != nil {
+		return reply{}, fmt.Errorf("body %q: %w", raw, err)
+	}
+	return r, nil
+}
+
+// answer is a reply, or the error that stopped a tryPost.
+type answer struct {
+	reply
+	err error
 }
 
 func signBank(t *testing.T, id, body string, at time.Time) http.Header {
@@ -244,7 +267,7 @@ func TestReceiver(t *testing.T) {
 		b := setupDB(t)
 		const n = 50
 		var wg sync.WaitGroup
-		statuses := make(chan reply, n)
+		statuses := make(chan answer, n)
 		start := make(chan struct{})
 		for i := range n {
 			h := signBank(t, "msg_storm", deposit, time.Now().Add(-time.Duration(i)*time.Second))
@@ -252,7 +275,8 @@ func TestReceiver(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				statuses <- post(t, b.url, "bank", h, deposit)
+				r, err := tryPost(b.url, "bank", h, deposit)
+				statuses <- answer{r, err}
 			}()
 		}
 		close(start)
@@ -260,6 +284,7 @@ func TestReceiver(t *testing.T) {
 		close(statuses)
 		newCount := 0
 		for r := range statuses {
+			require.NoError(t, r.err)
 			require.Equal(t, http.StatusOK, r.status)
 			newCount += int(r.body["new"].(float64))
 		}
@@ -326,14 +351,13 @@ func TestReceiverLimits(t *testing.T) {
 		require.NoError(t, err)
 		_, err = blocker.Exec(ctx, `INSERT INTO webhook_inbox (source, provider, event_id, body) VALUES ('bank', 'x', 'msg_1', '')`)
 		require.NoError(t, err)
-		first := make(chan reply, 1)
-		go func() { first <- post(t, url, "bank", signBank(t, "msg_1", deposit, time.Now()), deposit) }()
-		require.Eventually(t, func() bool {
-			var waiting int
-			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
-			return waiting == 1
-		}, 30*time.Second, 10*time.Millisecond, "the first delivery never waited on the held key")
+		first := make(chan answer, 1)
+		h := signBank(t, "msg_1", deposit, time.Now())
+		go func() {
+			r, err := tryPost(url, "bank", h, deposit)
+			first <- answer{r, err}
+		}()
+		db.WaitForLockWaiters(t, 1) // the first delivery waits on the held key
 
 		r := post(t, url, "bank", signBank(t, "msg_2", deposit, time.Now()), deposit)
 		require.Equal(t, http.StatusServiceUnavailable, r.status)
@@ -341,9 +365,10 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
 		require.Equal(t, "not stored; retry later", r.body["error"])
 
 		require.NoError(t, blocker.Rollback(ctx))
-		r = <-first
-		require.Equal(t, http.StatusOK, r.status)
-		require.Equal(t, 1.0, r.body["new"])
+		a := <-first
+		require.NoError(t, a.err)
+		require.Equal(t, http.StatusOK, a.status)
+		require.Equal(t, 1.0, a.body["new"])
 		// The slot is free again: the provider's retry lands.
 		r = post(t, url, "bank", signBank(t, "msg_2", deposit, time.Now()), deposit)
 		require.Equal(t, http.StatusOK, r.status)
