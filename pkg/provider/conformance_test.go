@@ -341,17 +341,15 @@ func testConformanceBodies(t *testing.T, s signer) {
 		}
 	})
 
-	t.Run("HugeBodyVerifiesOrIsAClearError", func(t *testing.T) {
+	t.Run("HugeBodyVerifies", func(t *testing.T) {
 		t.Parallel()
 		bundle := setupConformance(t, s)
+		// Verifiers have no size limit of their own: the receiver's body
+		// limit (413) comes first.
 		body := s.padded(s.body("evt_1"), hugeBodyBytes)
 		r := s.deliver(t, s.secrets[0], testNow, "evt_1", body)
 		delivery, err := bundle.verifier.Verify(r.body, r.header)
-		if err != nil {
-			requireNotAuthentic(t, err)
-			require.Less(t, len(err.Error()), 1024, "the error must not quote the body")
-			return
-		}
+		require.NoError(t, err)
 		s.requireEvents(t, delivery, r, "evt_1")
 	})
 

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"bytes"
-	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
@@ -79,9 +78,7 @@ func marqetaSign(secret string, body []byte) string {
 
 // marqetaSignSHA1 is the tests' own hex HMAC-SHA1.
 func marqetaSignSHA1(secret string, body []byte) string {
-	mac := hmac.New(sha1.New, []byte(secret))
-	mac.Write(body)
-	return hex.EncodeToString(mac.Sum(nil))
+	return hex.EncodeToString(referenceMAC(sha1.New, []byte(secret), body))
 }
 
 // marqetaDelivery returns genuine headers for body under secret.
@@ -584,10 +581,8 @@ func requireStorableEvents(t *testing.T, body []byte, events []Event) {
 	t.Helper()
 	require.LessOrEqual(t, len(events), maxBatchItems)
 	for _, event := range events {
-		for _, s := range []string{event.ID, event.Type} {
-			require.True(t, utf8.ValidString(s) && !strings.ContainsRune(s, 0), "%q", s)
-		}
-		require.LessOrEqual(t, len(event.ID), maxKeyBytes)
+		requireStorableKey(t, event.ID)
+		requireStorableKey(t, event.Type)
 		if event.ParseError != nil {
 			require.Nil(t, event.Payload)
 			message := event.ParseError.Error()
@@ -595,7 +590,7 @@ func requireStorableEvents(t *testing.T, body []byte, events []Event) {
 			continue
 		}
 		require.NotEmpty(t, event.ID)
-		require.NoError(t, parsePayload(event.Payload).err)
+		requireStorablePayload(t, event.Payload)
 		require.True(t, bytes.Contains(body, event.Payload))
 	}
 }

@@ -3,9 +3,13 @@ package provider
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
+	"hash"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -19,12 +23,15 @@ func pinnedConfig(now time.Time, secrets ...string) *Config {
 	return &Config{Secrets: secrets, Now: func() time.Time { return now }}
 }
 
-// referenceHMAC is the tests' own HMAC-SHA256, independent of hmacSHA256.
-func referenceHMAC(key, message []byte) []byte {
-	mac := hmac.New(sha256.New, key)
+// referenceMAC is the tests' own HMAC, independent of the package's.
+func referenceMAC(newHash func() hash.Hash, key, message []byte) []byte {
+	mac := hmac.New(newHash, key)
 	mac.Write(message)
 	return mac.Sum(nil)
 }
+
+// referenceHMAC is referenceMAC with SHA-256, the common case.
+func referenceHMAC(key, message []byte) []byte { return referenceMAC(sha256.New, key, message) }
 
 // requireRejected requires err to wrap sentinel and to quote none of secrets.
 func requireRejected(t *testing.T, err, sentinel error, secrets ...string) {
@@ -41,6 +48,26 @@ func requireNotAuthentic(t *testing.T, err error) {
 	require.Error(t, err)
 	require.True(t, errors.Is(err, ErrSignatureMissing) || errors.Is(err, ErrSignatureInvalid) ||
 		errors.Is(err, ErrTimestampOutsideTolerance), "error wraps no sentinel: %v", err)
+}
+
+// requireStorableKey requires s to be text PostgreSQL stores and indexes as
+// an event id or type, checked independently of storableKey.
+func requireStorableKey(t *testing.T, s string) {
+	t.Helper()
+	require.True(t, utf8.ValidString(s) && !strings.ContainsRune(s, 0), "%q", s)
+	require.LessOrEqual(t, len(s), maxKeyBytes)
+}
+
+// requireStorablePayload requires payload to be what jsonb stores as an
+// object, checked independently of parsePayload: valid UTF-8, a JSON
+// object, and no NUL.
+func requireStorablePayload(t *testing.T, payload []byte) {
+	t.Helper()
+	require.True(t, utf8.Valid(payload))
+	var decoded any
+	require.NoError(t, json.Unmarshal(payload, &decoded))
+	require.IsType(t, map[string]any{}, decoded)
+	require.False(t, containsNUL(decoded))
 }
 
 // requireOneEvent requires delivery to hold exactly one event and returns it.
