@@ -77,13 +77,9 @@ func NewAdyen(config *Config) (*Adyen, error) {
 	if len(config.BasicAuth) == 0 {
 		return nil, errors.New("adyen: basic_auth: Adyen webhooks need Basic Auth; configure at least one username and password")
 	}
-	keys := keyring{newHash: sha256.New, keys: make([][]byte, len(config.Secrets))}
-	for i, secret := range config.Secrets {
-		key, err := decodeAdyenKey(secret)
-		if err != nil {
-			return nil, fmt.Errorf("adyen: secrets[%d]: %w", i, err)
-		}
-		keys.keys[i] = key
+	keys, err := newDecodedKeyring(sha256.New, config.Secrets, decodeAdyenKey)
+	if err != nil {
+		return nil, fmt.Errorf("adyen: %w", err)
 	}
 	return &Adyen{basicAuth: config.BasicAuth, keys: keys}, nil
 }

@@ -58,7 +58,6 @@ func init() {
 // Any secret of Config.Secrets may match. There is one event per delivery.
 type HMAC struct {
 	keys            keyring
-	size            int // of a MAC
 	header, prefix  string
 	base64          bool
 	template        []hmacPart // nil: the raw body is signed
@@ -170,15 +169,15 @@ func (v *HMAC) signature(header http.Header) ([]byte, error) {
 	var mac []byte
 	switch {
 	case v.base64:
-		if mac, ok = decodeBase64MAC(encoded, v.size); !ok {
-			return nil, fmt.Errorf("%s is not the padded standard base64 of a %d-byte MAC: %w", v.header, v.size, ErrSignatureInvalid)
+		if mac, ok = decodeBase64MAC(encoded, v.keys.size); !ok {
+			return nil, fmt.Errorf("%s is not the padded standard base64 of a %d-byte MAC: %w", v.header, v.keys.size, ErrSignatureInvalid)
 		}
 	default:
 		if strings.ToUpper(encoded) == encoded { // a sender that writes upper case throughout
 			encoded = strings.ToLower(encoded)
 		}
-		if mac, ok = decodeHexMAC(encoded, v.size); !ok {
-			return nil, fmt.Errorf("%s is not %d hex digits of one case: %w", v.header, 2*v.size, ErrSignatureInvalid)
+		if mac, ok = decodeHexMAC(encoded, v.keys.size); !ok {
+			return nil, fmt.Errorf("%s is not %d hex digits of one case: %w", v.header, 2*v.keys.size, ErrSignatureInvalid)
 		}
 	}
 	return mac, nil

@@ -35,7 +35,7 @@ func newHMAC(config *Config) (*HMAC, error) {
 		return nil, err
 	}
 	v := &HMAC{
-		keys: newKeyring(newHash, config.Secrets), size: newHash().Size(),
+		keys:   newKeyring(newHash, config.Secrets),
 		header: hc.Header, prefix: hc.Prefix, timestampHeader: hc.TimestampHeader,
 		idHeader: hc.IDHeader, typeHeader: hc.TypeHeader, apiKeyHeader: hc.APIKeyHeader,
 		basicAuth: config.BasicAuth, tolerance: config.Tolerance, now: config.Now,

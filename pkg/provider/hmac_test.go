@@ -262,7 +262,7 @@ func TestHMACConfig(t *testing.T) {
 	t.Run("DefaultsAreSHA256HexTheRawBodyAndFiveMinutes", func(t *testing.T) {
 		t.Parallel()
 		v := newTestHMAC(t, &Config{Secrets: []string{hmacTestSecret}, HMAC: &HMACConfig{Header: "X-Sig", IDHeader: "X-Id"}})
-		require.Equal(t, sha256.Size, v.size)
+		require.Equal(t, sha256.Size, v.keys.size)
 		require.False(t, v.base64)
 		require.Nil(t, v.template)
 		require.Equal(t, DefaultTolerance, v.tolerance)

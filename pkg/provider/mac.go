@@ -25,17 +25,31 @@ import (
 // the hash they sign with.
 type keyring struct {
 	newHash func() hash.Hash
-	keys    [][]byte
+	// size is the length of a MAC of newHash.
+	size int
+	keys [][]byte
 }
 
 // newKeyring returns the keyring of secrets used as their bytes, as they
 // are: how every provider but Adyen and Standard Webhooks keys its HMAC.
 func newKeyring(newHash func() hash.Hash, secrets []string) keyring {
-	keys := make([][]byte, len(secrets))
+	k, _ := newDecodedKeyring(newHash, secrets, func(s string) ([]byte, error) { return []byte(s), nil })
+	return k
+}
+
+// newDecodedKeyring returns the keyring of secrets decoded by decode (a
+// base64 or hex key). An error names the secret by its index, never by its
+// value.
+func newDecodedKeyring(newHash func() hash.Hash, secrets []string, decode func(string) ([]byte, error)) (keyring, error) {
+	k := keyring{newHash: newHash, size: newHash().Size(), keys: make([][]byte, len(secrets))}
 	for i, secret := range secrets {
-		keys[i] = []byte(secret)
+		key, err := decode(secret)
+		if err != nil {
+			return keyring{}, fmt.Errorf("secrets[%d]: %w", i, err)
+		}
+		k.keys[i] = key
 	}
-	return keyring{newHash: newHash, keys: keys}
+	return k, nil
 }
 
 // matches reports whether any of macs is the HMAC of the concatenated parts

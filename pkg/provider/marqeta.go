@@ -125,7 +125,7 @@ func (m *Marqeta) checkSignature(body []byte, header http.Header) error {
 	if err != nil {
 		return err
 	}
-	mac, ok := decodeHexMAC(signature, m.keys.newHash().Size())
+	mac, ok := decodeHexMAC(signature, m.keys.size)
 	if !ok || !m.keys.matches([][]byte{mac}, body) {
 		return fmt.Errorf("%s matches no configured secret: %w", marqetaSignatureHeader, ErrSignatureInvalid)
 	}

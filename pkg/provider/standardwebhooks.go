@@ -108,13 +108,9 @@ func newStandardWebhooks(name string, svix bool, config *Config) (*StandardWebho
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	config = config.withDefaults()
-	keys := keyring{newHash: sha256.New, keys: make([][]byte, len(config.Secrets))}
-	for i, secret := range config.Secrets {
-		key, err := standardWebhooksKey(secret)
-		if err != nil {
-			return nil, fmt.Errorf("%s: secrets[%d]: %w", name, i, err)
-		}
-		keys.keys[i] = key
+	keys, err := newDecodedKeyring(sha256.New, config.Secrets, standardWebhooksKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &StandardWebhooks{name: name, svix: svix, keys: keys, tolerance: config.Tolerance, now: config.Now}, nil
 }
