@@ -11,10 +11,20 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookinbox/hookinbox/pkg/config"
 )
 
+// defaults is the product's configuration with nothing set: what the
+// benchmark's receivers and workers run with unless a phase says otherwise.
+var defaults = func() *config.Config {
+	var c config.Config
+	c.ApplyDefaults()
+	return &c
+}()
+
 // ackTimeout is the receiver's ack_timeout: the benchmark keeps the default.
-const ackTimeout = 4 * time.Second
+var ackTimeout = defaults.Receiver.AckTimeout
 
 // bench is one benchmark run: its database, its subprocesses, its report.
 type bench struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -109,8 +110,8 @@ func copyDoneRows(ctx context.Context, pool *pgxpool.Pool, n int) error {
 
 // headersJSON encodes an event's audit headers as the claim stores them.
 func headersJSON(ev inbox.NewEvent) string {
-	return fmt.Sprintf(`{"Webhook-Id":%q,"Webhook-Timestamp":%q,"Webhook-Signature":%q}`,
-		ev.Headers["Webhook-Id"], ev.Headers["Webhook-Timestamp"], ev.Headers["Webhook-Signature"])
+	h, _ := json.Marshal(ev.Headers) // a map of strings always encodes
+	return string(h)
 }
 
 // inParallel splits [0, n) into chunks of at most chunk and runs fn on them

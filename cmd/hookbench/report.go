@@ -120,7 +120,9 @@ type ReceiverRun struct {
 
 func (pc procConfig) describe() string {
 	if pc.BatchMaxEvents == 0 && pc.BatchFlushers == 0 && pc.MaxConns == 0 {
-		return "defaults: batch_max_events 256, batch_max_wait 0, batch_flushers 4, max_conns 16"
+		r := defaults.Receiver
+		return fmt.Sprintf("defaults: batch_max_events %d, batch_max_wait %s, batch_flushers %d, max_conns %d",
+			r.BatchMaxEvents, r.BatchMaxWait, r.BatchFlushers, defaults.Database.MaxConns)
 	}
 	return fmt.Sprintf("batch_max_events %d, batch_flushers %d, max_conns %d", pc.BatchMaxEvents, pc.BatchFlushers, pc.MaxConns)
 }
