@@ -88,30 +88,31 @@ type LoadResult struct {
 	FirstError string
 }
 
-// Non2xx counts measured requests answered with a status outside 2xx.
-func (r *LoadResult) Non2xx() int64 {
-	var n int64
-	for code, c := range r.Status {
-		if code < 200 || code > 299 {
-			n += c
-		}
-	}
-	return n
-}
-
-// NewPerSec is the rate of newly accepted events in the measured window.
-func (r *LoadResult) NewPerSec() float64 { return perSec(r.New, r.Window) }
-
-// OKPerSec is the rate of 2xx answers in the measured window.
-func (r *LoadResult) OKPerSec() float64 {
+// OK counts measured requests answered with a 2xx status.
+func (r *LoadResult) OK() int64 {
 	var n int64
 	for code, c := range r.Status {
 		if code >= 200 && code <= 299 {
 			n += c
 		}
 	}
-	return perSec(n, r.Window)
+	return n
 }
+
+// Non2xx counts measured requests answered with a status outside 2xx.
+func (r *LoadResult) Non2xx() int64 {
+	var n int64
+	for _, c := range r.Status {
+		n += c
+	}
+	return n - r.OK()
+}
+
+// NewPerSec is the rate of newly accepted events in the measured window.
+func (r *LoadResult) NewPerSec() float64 { return perSec(r.New, r.Window) }
+
+// OKPerSec is the rate of 2xx answers in the measured window.
+func (r *LoadResult) OKPerSec() float64 { return perSec(r.OK(), r.Window) }
 
 func perSec(n int64, d time.Duration) float64 {
 	if d <= 0 {
@@ -195,7 +196,7 @@ func (l *loadRun) closedLoop(ctx context.Context) {
 					return
 				}
 				now := time.Now()
-				c.send(ctx, now, l.spec.Next(i, seq), now.Before(l.measureFrom), &l.lastDone)
+				c.send(ctx, time.Time{}, l.spec.Next(i, seq), now.Before(l.measureFrom), &l.lastDone)
 			}
 		})
 	}
@@ -238,10 +239,23 @@ schedule:
 	wg.Wait()
 }
 
-// send delivers d and records the answer, unless warm is set.
+// send delivers d and records the answer, unless warm is set. Latency runs
+// from scheduled (an open loop's plan), or, when scheduled is zero (a closed
+// loop), from the moment the signed request is ready: building and signing
+// it is the load generator's work, not the receiver's.
 func (c *loadClient) send(ctx context.Context, scheduled time.Time, d Delivery, warm bool, lastDone *atomic.Int64) {
+	req, err := c.request(ctx, d)
 	sentAt := time.Now()
-	code, counts, err := c.post(ctx, d)
+	if scheduled.IsZero() {
+		scheduled = sentAt
+	}
+	var (
+		code   int
+		counts answer
+	)
+	if err == nil {
+		code, counts, err = c.post(req)
+	}
 	done := time.Now()
 	if err == nil && code == http.StatusOK {
 		c.res.SentNew += int64(counts.New)
@@ -289,19 +303,24 @@ type answer struct {
 	Duplicates int `json:"duplicates"`
 }
 
-// post signs d as the provider would, at the moment of sending, and POSTs it.
-func (c *loadClient) post(ctx context.Context, d Delivery) (int, answer, error) {
+// request signs d as the provider would, at the moment of sending.
+func (c *loadClient) request(ctx context.Context, d Delivery) (*http.Request, error) {
 	now := time.Now()
 	body := depositBody(d.EventID, d.Seq, now)
 	header, err := signedHeaders(d.EventID, body, now)
 	if err != nil {
-		return 0, answer{}, err
+		return nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.spec.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, answer{}, err
+		return nil, err
 	}
 	req.Header = header
+	return req, nil
+}
+
+// post sends req and reads the answer.
+func (c *loadClient) post(req *http.Request) (int, answer, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return 0, answer{}, err

@@ -84,13 +84,10 @@ func figures(clients int, rate float64, r *LoadResult, cpu *CPUUse) *HTTPFigures
 		Clients: clients, Rate: rate, WindowSeconds: r.Window.Seconds(), Requests: r.Requests,
 		NewPerSec: r.NewPerSec(), OKPerSec: r.OKPerSec(), New: r.New, Duplicates: r.Duplicates,
 		Latency: r.Latency.Summary(), Status: map[string]int64{}, Non2xx: r.Non2xx(), Errors: r.Errors,
-		OverAck: r.OverAck, Late: r.Late, FirstError: r.FirstError, CPU: cpu,
+		OverAck: r.OverAck, Late: r.Late, FirstError: r.FirstError, CPU: cpu, OK: r.OK(),
 	}
 	for code, n := range r.Status {
 		f.Status[strconv.Itoa(code)] = n
-		if code >= 200 && code <= 299 {
-			f.OK += n
-		}
 	}
 	return f
 }
