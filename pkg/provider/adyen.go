@@ -253,15 +253,6 @@ func (item adyenItem) event(index int) Event {
 	if eventCode != "" && pspReference != "" {
 		key = eventCode + ":" + pspReference
 	}
-	id, keyed := itemID("", key, item.raw)
-	event := Event{ID: id, Type: storableKey(eventCode)}
-	switch {
-	case p.err != nil:
-		event.ParseError = fmt.Errorf("item %d: %w", index, p.err)
-	case !keyed:
-		event.ParseError = fmt.Errorf("no event id: item %d has no usable eventCode and pspReference", index)
-	default:
-		event.Payload = item.raw
-	}
-	return event
+	return batchEvent(p, item.raw, "", key, storableKey(eventCode), "eventCode and pspReference",
+		func() string { return fmt.Sprintf("item %d", index) })
 }

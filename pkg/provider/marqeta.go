@@ -234,17 +234,8 @@ func marqetaEvent(n marqetaNotification) Event {
 	if members == nil {
 		_ = json.Unmarshal(n.raw, &members) // lenient: only to find the token
 	}
-	id, keyed := itemID(n.category+":", payload{members: members}.str("token"), n.raw)
-	event := Event{ID: id, Type: n.category}
-	switch {
-	case p.err != nil:
-		event.ParseError = fmt.Errorf("notification %d of %q: %w", n.index, n.category, p.err)
-	case !keyed:
-		event.ParseError = fmt.Errorf(`no event id: notification %d of %q has no usable "token"`, n.index, n.category)
-	default:
-		event.Payload = n.raw
-	}
-	return event
+	return batchEvent(p, n.raw, n.category+":", payload{members: members}.str("token"), n.category, `"token"`,
+		func() string { return fmt.Sprintf("notification %d of %q", n.index, n.category) })
 }
 
 // checkJSONObject returns nil when body is one JSON value and an object, and

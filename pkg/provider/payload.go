@@ -56,6 +56,24 @@ func itemID(prefix, key string, raw []byte) (id string, keyed bool) {
 	return prefix + "sha256:" + hex.EncodeToString(sum[:]), false
 }
 
+// batchEvent builds the event of one item of an authentic batch, parsed as
+// p from raw: its id is prefix+key, or a hash of the item when key is
+// unusable (see itemID); a ParseError names the item with where() and, for
+// a missing id, the members it was looked for in (keyNames).
+func batchEvent(p payload, raw []byte, prefix, key, typ, keyNames string, where func() string) Event {
+	id, keyed := itemID(prefix, key, raw)
+	event := Event{ID: id, Type: typ}
+	switch {
+	case p.err != nil:
+		event.ParseError = fmt.Errorf("%s: %w", where(), p.err)
+	case !keyed:
+		event.ParseError = fmt.Errorf("no event id: %s has no usable %s", where(), keyNames)
+	default:
+		event.Payload = raw
+	}
+	return event
+}
+
 // payload is an authentic body parsed as a JSON object.
 type payload struct {
 	// members are the object's top-level members; nil when err is set.
