@@ -1,7 +1,6 @@
 package receiver_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -47,14 +46,6 @@ func marqetaE2EBatch(tokens ...string) []byte {
 		items[i] = fmt.Sprintf(`{"token":%q,"type":"authorization","state":"PENDING","amount":%d.25,"currency_code":"USD"}`, token, i)
 	}
 	return []byte(`{"transactions":[` + strings.Join(items, ",") + `]}`)
-}
-
-// jobCount counts River's jobs.
-func (b *e2eBundle) jobCount(t *testing.T) int {
-	t.Helper()
-	var n int
-	require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM river_job").Scan(&n))
-	return n
 }
 
 func TestEndToEndMarqetaBatch(t *testing.T) {

@@ -49,6 +49,13 @@ func setupE2E(t *testing.T, sources ...config.SourceConfig) *e2eBundle {
 	return &e2eBundle{db: db, url: ts.URL}
 }
 
+// jobCount counts River's jobs.
+func (b *e2eBundle) jobCount(t *testing.T) int {
+	t.Helper()
+	_, jobs := rowCounts(t, b.db)
+	return jobs
+}
+
 // e2eReply is the receiver's answer.
 type e2eReply struct {
 	Status int
