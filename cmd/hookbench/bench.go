@@ -129,22 +129,7 @@ func (b *bench) close() {
 // until it is ready. With profile set, it runs hookbench's profiled twin of
 // cmd/receiver, writing a CPU profile there.
 func (b *bench) startReceiver(ctx context.Context, name string, pc procConfig, profile string) (*Proc, string, error) {
-	var err error
-	if pc.ReceiverAddr, err = freeAddr(); err != nil {
-		return nil, "", err
-	}
-	if pc.WorkerAddr, err = freeAddr(); err != nil {
-		return nil, "", err
-	}
-	cfg, err := writeConfig(b.dir, name, pc)
-	if err != nil {
-		return nil, "", err
-	}
-	path, args := filepath.Join(b.opts.Bin, "receiver"), []string{"--config", cfg}
-	if profile != "" {
-		path, args = b.self, []string{"receiver", "--cpuprofile", profile, "--config", cfg}
-	}
-	p, err := b.startOn(cmp.Or(pc.DatabaseURL, b.dbURL), name, path, args)
+	p, pc, err := b.launch(name, "receiver", "receiver", pc, profile)
 	if err != nil {
 		return nil, "", err
 	}
@@ -160,27 +145,32 @@ func (b *bench) startReceiver(ctx context.Context, name string, pc procConfig, p
 // start-up. With profile set, it runs hookbench's profiled twin of
 // cmd/worker instead of binary.
 func (b *bench) startWorker(name, binary, handler, profile string) (p *Proc, readyURL string, err error) {
-	pc := procConfig{Handler: handler, Concurrency: b.opts.WorkerConcurrency}
-	if pc.ReceiverAddr, err = freeAddr(); err != nil {
-		return nil, "", err
-	}
-	if pc.WorkerAddr, err = freeAddr(); err != nil {
-		return nil, "", err
-	}
-	cfg, err := writeConfig(b.dir, name, pc)
-	if err != nil {
-		return nil, "", err
-	}
-	path, args := filepath.Join(b.opts.Bin, binary), []string{"--config", cfg}
-	if profile != "" {
-		path, args = b.self, []string{"worker", "--cpuprofile", profile, "--config", cfg}
-	}
-	p, err = b.start(name, path, args)
+	p, pc, err := b.launch(name, binary, "worker", procConfig{Handler: handler, Concurrency: b.opts.WorkerConcurrency}, profile)
 	return p, "http://" + pc.WorkerAddr + "/readyz", err
 }
 
-func (b *bench) start(name, path string, args []string) (*Proc, error) {
-	return b.startOn(b.dbURL, name, path, args)
+// launch starts binary from --bin with pc, its listen addresses filled in
+// and returned, on pc's database (the benchmark's by default). With profile
+// set it runs hookbench's own twin subcommand (receiver or worker) instead,
+// writing a CPU profile there.
+func (b *bench) launch(name, binary, twin string, pc procConfig, profile string) (*Proc, procConfig, error) {
+	var err error
+	if pc.ReceiverAddr, err = freeAddr(); err != nil {
+		return nil, pc, err
+	}
+	if pc.WorkerAddr, err = freeAddr(); err != nil {
+		return nil, pc, err
+	}
+	cfg, err := writeConfig(b.dir, name, pc)
+	if err != nil {
+		return nil, pc, err
+	}
+	path, args := filepath.Join(b.opts.Bin, binary), []string{"--config", cfg}
+	if profile != "" {
+		path, args = b.self, []string{twin, "--cpuprofile", profile, "--config", cfg}
+	}
+	p, err := b.startOn(cmp.Or(pc.DatabaseURL, b.dbURL), name, path, args)
+	return p, pc, err
 }
 
 // startOn starts a process on the database dbURL names.

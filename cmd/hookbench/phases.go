@@ -59,17 +59,24 @@ func (b *bench) closedLoop(url string, clients int, next func(int, int64) Delive
 // load runs spec, measuring the CPU of procs and the server over its
 // measured window, and adds its failures to the run's totals.
 func (b *bench) load(ctx context.Context, spec *LoadSpec, procs ...*Proc) (*HTTPFigures, *LoadResult) {
-	cpu0 := make(chan CPUSnapshot, 1)
-	measureFrom := time.Now().Add(spec.Warmup)
-	go func() { cpu0 <- takeCPUAt(ctx, measureFrom, b.postmaster, procs...) }()
-	res := runLoad(ctx, spec)
-	cpu := cpuSince(<-cpu0, takeCPU(b.postmaster, procs...), res.New)
+	res, cpu := b.measured(ctx, spec.Warmup, procs, func() *LoadResult { return runLoad(ctx, spec) })
 	f := figures(spec.Clients, spec.Rate, res, cpu)
 	b.report.HTTPTotals.add(res)
 	progress("   %d clients%s: %.0f new/s, %.0f ok/s, p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms (%d requests, %d non-2xx, %d errors)",
 		spec.Clients, rateText(spec.Rate), f.NewPerSec, f.OKPerSec, f.Latency.P50Ms, f.Latency.P99Ms, f.Latency.P999Ms,
 		f.Requests, f.Non2xx, f.Errors)
 	return f, res
+}
+
+// measured runs a load whose measured window starts after warmup, and
+// returns its result with the CPU that procs and the server used in that
+// window.
+func (b *bench) measured(ctx context.Context, warmup time.Duration, procs []*Proc, run func() *LoadResult) (*LoadResult, *CPUUse) {
+	cpu0 := make(chan CPUSnapshot, 1)
+	measureFrom := time.Now().Add(warmup)
+	go func() { cpu0 <- takeCPUAt(ctx, measureFrom, b.postmaster, procs...) }()
+	res := run()
+	return res, cpuSince(<-cpu0, takeCPU(b.postmaster, procs...), res.New)
 }
 
 func rateText(rate float64) string {

@@ -45,25 +45,17 @@ func (b *bench) interleave(ctx context.Context, ms []*measurement) {
 			if r > 0 {
 				warmup = min(warmup, 300*time.Millisecond)
 			}
-			cpu0 := make(chan CPUSnapshot, 1)
-			measureFrom := time.Now().Add(warmup)
-			go func() { cpu0 <- takeCPUAt(ctx, measureFrom, b.postmaster, m.procs...) }()
-			res := m.run(ctx, warmup, window)
-			cpu := cpuSince(<-cpu0, takeCPU(b.postmaster, m.procs...), res.New)
+			res, cpu := b.measured(ctx, warmup, m.procs, func() *LoadResult { return m.run(ctx, warmup, window) })
 			m.total.add(res)
 			m.cpu = mergeCPU(m.cpu, cpu)
 		}
 	}
 	for _, m := range ms {
-		if t := m.total; t != nil {
-			progress("   %s: %.0f new/s, p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms (%d requests, %d non-2xx, %d errors)",
-				m.label, t.NewPerSec(), ms2(t.Latency.Quantile(0.5)), ms2(t.Latency.Quantile(0.99)),
-				ms2(t.Latency.Quantile(0.999)), t.Requests, t.Non2xx(), t.Errors)
-		}
+		t, l := m.total, m.total.Latency.Summary()
+		progress("   %s: %.0f new/s, p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms (%d requests, %d non-2xx, %d errors)",
+			m.label, t.NewPerSec(), l.P50Ms, l.P99Ms, l.P999Ms, t.Requests, t.Non2xx(), t.Errors)
 	}
 }
-
-func ms2(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // phaseABC measures (a), (b) and (c), whichever are selected, interleaved:
 // the ceiling at each concurrency in-process, and the two receivers, both
