@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -52,7 +53,10 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func writeConfig(t *testing.T, dbURL string) string {
+// writeConfig writes a ledger config for the test's database. jobTimeout
+// bounds one handler run; River rescues a job left running for a second
+// longer than that.
+func writeConfig(t *testing.T, dbURL string, jobTimeout time.Duration) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ledger.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`
@@ -62,14 +66,14 @@ sources:
   - {name: bank, provider: standardwebhooks, secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]}
 worker:
   listen: "127.0.0.1:0"
-  concurrency: 8
+  concurrency: %d
   max_attempts: 10
-  job_timeout: 2s
-  rescue_after: 3s
+  job_timeout: %s
+  rescue_after: %s
   soft_stop_timeout: 5s
   routes:
     - {source: bank, types: ["account.deposit"], handlers: [ledger]}
-`, dbURL)), 0o600))
+`, dbURL, crashConcurrency, jobTimeout, jobTimeout+time.Second)), 0o600))
 	return path
 }
 
@@ -122,19 +126,44 @@ func countDone(t *testing.T, pool *pgxpool.Pool) int64 {
 	return c.Done
 }
 
-func countRunning(t *testing.T, pool *pgxpool.Pool) int {
+// runningJobs returns the inbox ids of the event jobs River has running.
+func runningJobs(t *testing.T, pool *pgxpool.Pool) []int64 {
+	t.Helper()
+	rows, err := pool.Query(context.Background(),
+		`SELECT (args->>'inbox_id')::bigint FROM river_job WHERE kind = $1 AND state = 'running' ORDER BY 1`, inbox.JobKind)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	return ids
+}
+
+// lockWaiters counts the sessions of the database other than the caller's
+// that wait on a lock.
+func lockWaiters(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
-	require.NoError(t, pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM river_job WHERE kind = $1 AND state = 'running'`, inbox.JobKind).Scan(&n))
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`).Scan(&n))
 	return n
 }
 
+// crashConcurrency is the worker's concurrency in the crash test: the number
+// of events in flight when it is killed.
+const crashConcurrency = 8
+
 // TestSIGKILLMidBatch kills a ledger worker process with SIGKILL while it
 // works through a batch of deposits, restarts it, and checks that every
-// deposit was applied exactly once. The restart waits out River's own
-// timing: the dead leader's lease (about 15 s) and then the rescuer, which
-// takes back jobs left running for longer than rescue_after.
+// deposit was applied exactly once.
+//
+// The kill must interrupt events in the middle of their transaction, and that
+// holds by construction, not by timing: the test holds a row lock on one
+// account, so every deposit to it blocks inside its handler, after its inbox
+// row was marked done in the same, uncommitted transaction. Those jobs cannot
+// finish while the lock is held, so once every worker slot is blocked the
+// state cannot change until the kill. The first process has a long job
+// timeout, so that nothing cancels the blocked handlers; the second has a
+// short rescue_after, so that River's rescuer (once the dead leader's lease of
+// about 15 s expires) takes back the jobs the kill left running.
 func TestSIGKILLMidBatch(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -162,25 +191,39 @@ func TestSIGKILLMidBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, n, res.New)
 
-	config := writeConfig(t, db.URL)
+	// Hold acc_0 (every 7th deposit) locked for the first process's life.
+	_, err = db.Pool.Exec(ctx, `INSERT INTO ledger_accounts (account_id)
+SELECT 'acc_' || g FROM generate_series(0, $1 - 1) AS g`, accounts)
+	require.NoError(t, err)
+	lock, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer lock.Rollback(ctx) //nolint:errcheck // released explicitly below; this is for a failed test
+	_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts WHERE account_id = 'acc_0' FOR UPDATE`)
+	require.NoError(t, err)
+
 	logs := &syncBuffer{}
-	first := startLedger(t, bin, config, logs)
-	// Kill mid-batch: some deposits applied, some jobs in flight.
-	first.waitUntil(t, 60*time.Second, logs, func() bool {
-		return countDone(t, db.Pool) >= 50 && countRunning(t, db.Pool) > 0
-	})
+	first := startLedger(t, bin, writeConfig(t, db.URL, 5*time.Minute), logs)
+	first.waitUntil(t, 90*time.Second, logs, func() bool { return lockWaiters(t, db.Pool) == crashConcurrency })
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	<-first.exited
+
+	// What the kill interrupted: every slot held an acc_0 deposit whose done
+	// mark and ledger entry were written but not committed.
+	inFlight := runningJobs(t, db.Pool)
+	require.Len(t, inFlight, crashConcurrency, "River still records the killed jobs as running")
+	require.NoError(t, lock.Rollback(ctx))
 	doneAtKill := countDone(t, db.Pool)
-	require.Less(t, doneAtKill, int64(n), "the batch finished before the kill; the test proves nothing")
-	running := countRunning(t, db.Pool)
-	require.Positive(t, running, "no job was in flight at the kill")
-	t.Logf("killed with %d of %d done and %d jobs left running", doneAtKill, n, running)
+	require.Less(t, doneAtKill, int64(n-n/accounts), "acc_0's deposits cannot have been applied")
+	for _, id := range inFlight {
+		var status string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT status FROM webhook_inbox WHERE id = $1`, id).Scan(&status))
+		require.Equal(t, "pending", status, "inbox row %d: its done mark died with the process", id)
+	}
+	t.Logf("killed with %d of %d done and %d events mid-transaction", doneAtKill, n, len(inFlight))
 	restart := time.Now()
 
-	second := startLedger(t, bin, config, logs)
-	second.waitUntil(t, 120*time.Second, logs, func() bool { return countDone(t, db.Pool) == n })
-
+	second := startLedger(t, bin, writeConfig(t, db.URL, 2*time.Second), logs)
+	second.waitUntil(t, 180*time.Second, logs, func() bool { return countDone(t, db.Pool) == n })
 	t.Logf("all done %s after the restart", time.Since(restart).Round(time.Second))
 	var entries, distinct int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT event_id) FROM ledger_entries`).Scan(&entries, &distinct))

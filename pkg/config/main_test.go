@@ -7,11 +7,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 // TestMain unsets the variables Load reads, so that a developer's or CI's
 // HOOKINBOX_* or DATABASE_URL cannot change what the parallel tests see.
-// Tests that set variables use t.Setenv and so run serially.
+// Tests that set variables use t.Setenv and so run serially. A goroutine
+// left running by a test fails the package.
 func TestMain(m *testing.M) {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
@@ -19,7 +21,7 @@ func TestMain(m *testing.M) {
 			os.Unsetenv(name)
 		}
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // testSecret is a signing secret that must never appear in an error or a log.
