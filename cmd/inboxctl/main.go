@@ -2,7 +2,7 @@
 //
 //	inboxctl [--config F] migrate          apply hookinbox's and River's migrations
 //	inboxctl [--config F] stats [SOURCE]    count inbox rows by status
-//	inboxctl [--config F] send --source S --id ID --type T --data JSON [--url U]
+//	inboxctl [--config F] send --source S [--id ID] [--type T] --data BODY [--url U]
 //	                                        sign a delivery as S's provider and POST it
 package main
 
@@ -21,8 +21,11 @@ const usage = `usage: inboxctl [--config F] COMMAND
 commands:
   migrate                 apply hookinbox's and River's migrations (idempotent)
   stats [SOURCE]          count inbox rows by status
-  send --source S --id ID --type T --data JSON [--url U]
-                          sign a delivery with S's first secret and POST it to the receiver`
+  send --source S [--id ID] [--type T] --data BODY [--url U]
+                          sign BODY (JSON; for twilio also form parameters) as source S's
+                          provider would, with S's first secret and credentials, and POST
+                          it to the receiver; --id and --type are required where the
+                          provider sends them in headers (send names the missing ones)`
 
 func main() {
 	daemon.Main(run)

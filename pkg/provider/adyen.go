@@ -14,8 +14,11 @@ import (
 
 func init() {
 	register("adyen", adapt(NewAdyen), Preset{})
-	// The signatures live in the body, which SignHeaders cannot change: the
-	// body must come from SignAdyenBody, and the signer adds Basic Auth.
+	// The signatures live in the body: Sign rewrites it with SignAdyenBody,
+	// then the header signer adds Basic Auth.
+	registerBodySigner("adyen", func(p *SignParams) ([]byte, error) {
+		return SignAdyenBody(p.Secret, p.Body)
+	})
 	registerSigner("adyen", func(p *SignParams) (http.Header, error) {
 		return basicAuthHeader("adyen", p.Config)
 	})

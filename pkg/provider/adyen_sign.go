@@ -6,9 +6,10 @@ import (
 	"fmt"
 )
 
-// This file signs Adyen notifications as Adyen does, for demos, load
-// generators and tests: the signatures travel inside the body, so signing
-// rewrites the body rather than adding a header.
+// This file signs Adyen notifications as Adyen does, for inboxctl send,
+// demos, load generators and tests: the signatures travel inside the body,
+// so signing rewrites the body rather than adding a header. Sign calls
+// SignAdyenBody for the "adyen" provider.
 
 // SignAdyenItem returns the additionalData.hmacSignature Adyen would put in
 // item, a NotificationRequestItem's JSON object, with hexKey, the HMAC key
@@ -30,8 +31,8 @@ func SignAdyenItem(hexKey string, item []byte) (string, error) {
 // with every item's additionalData.hmacSignature set as Adyen would set it
 // with hexKey. The JSON is re-encoded (members sorted, compacted), which
 // changes nothing Adyen signs. Adyen also requires Basic Auth, which
-// SignHeaders adds from SignParams.Config; sign the body here first. It is
-// for demos, load generators and tests.
+// SignHeaders adds from SignParams.Config; sign the body here first, or let
+// Sign do both. It is for inboxctl send, demos, load generators and tests.
 func SignAdyenBody(hexKey string, body []byte) ([]byte, error) {
 	var envelope map[string]json.RawMessage
 	var wrappers []map[string]json.RawMessage

@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -96,24 +97,50 @@ func testConformance(t *testing.T, s signer) {
 		require.NotContains(t, delivery.Headers, "Authorization") // a credential
 	})
 
-	t.Run("SignHeadersOutputVerifies", func(t *testing.T) {
+	t.Run("SignOutputVerifies", func(t *testing.T) {
 		t.Parallel()
-		if s.signatureHeader == "" {
-			t.Skip("the signature travels in the body")
-		}
 		bundle := setupConformance(t, s)
-		body := s.body("evt_1")
-		header, err := SignHeaders(&SignParams{
-			Provider: s.provider, Secret: s.secrets[0], EventID: "evt_1", EventType: s.want("evt_1")[0].Type,
-			Time: testNow, Body: body, Config: s.newConfig(s.secrets[:]...),
-		})
+		signed, err := Sign(s.signParams("evt_1", s.want("evt_1")[0].Type))
 		require.NoError(t, err)
-		if s.basicAuth && header.Get("Authorization") == "" {
-			setBasicAuth(header, conformanceBasicAuth[0])
+		delivery, err := bundle.verifier.Verify(signed.Body, signed.Header)
+		require.NoError(t, err)
+		s.requireEvents(t, delivery, request{signed.Header, signed.Body}, "evt_1")
+	})
+
+	// A signer refuses to sign without the event id or type exactly when the
+	// provider reads it from a header: what it does sign is stored with both,
+	// and what it refuses would be stored without.
+	t.Run("SignRequiresTheIDAndTypeOfHeadersOnly", func(t *testing.T) {
+		t.Parallel()
+		bundle := setupConformance(t, s)
+		want := s.want("evt_1")[0]
+		for _, c := range []struct {
+			id, typ string
+			missing error
+		}{{"", want.Type, ErrEventIDRequired}, {"evt_1", "", ErrEventTypeRequired}} {
+			signed, err := Sign(s.signParams(c.id, c.typ))
+			if errors.Is(err, c.missing) {
+				r := s.valid(t, "evt_1")
+				if c.missing == ErrEventIDRequired {
+					r = s.deliver(t, s.secrets[0], testNow, "", s.body("evt_1"))
+				} else {
+					requireDeleteHeaderValued(t, r.header, want.Type)
+				}
+				delivery, err := bundle.verifier.Verify(r.body, r.header)
+				require.NoError(t, err)
+				event := delivery.Events[0]
+				require.True(t, event.ParseError != nil || event.Type == "", "refused %v, yet a delivery without it is stored: %+v", c.missing, event)
+				continue
+			}
+			require.NoError(t, err, "signing with id %q and type %q", c.id, c.typ)
+			delivery, err := bundle.verifier.Verify(signed.Body, signed.Header)
+			require.NoError(t, err)
+			for _, event := range delivery.Events {
+				require.NoError(t, event.ParseError, "signed without %v", c.missing)
+				require.NotEmpty(t, event.ID)
+				require.Equal(t, want.Type, event.Type, "signed without %v", c.missing)
+			}
 		}
-		delivery, err := bundle.verifier.Verify(body, header)
-		require.NoError(t, err)
-		s.requireEvents(t, delivery, request{header, body}, "evt_1")
 	})
 
 	t.Run("EitherSecretVerifiesDuringRotation", func(t *testing.T) {
@@ -414,4 +441,27 @@ func testConformanceBatches(t *testing.T, s signer) {
 		r.body = bytes.Replace(r.body, []byte("evt_2"), []byte("evt_3"), 1)
 		bundle.requireRejected(t, r, ErrSignatureInvalid)
 	})
+}
+
+// signParams returns what Sign needs to sign the conformance body of evt_1
+// with the old secret at testNow, carrying id and typ.
+func (s signer) signParams(id, typ string) *SignParams {
+	return &SignParams{
+		Provider: s.provider, Secret: s.secrets[0], EventID: id, EventType: typ,
+		Time: testNow, Body: s.body("evt_1"), Config: s.newConfig(s.secrets[:]...),
+	}
+}
+
+// requireDeleteHeaderValued deletes the headers whose value is value,
+// requiring one.
+func requireDeleteHeaderValued(t *testing.T, header http.Header, value string) {
+	t.Helper()
+	deleted := false
+	for name, values := range header {
+		if len(values) == 1 && values[0] == value {
+			header.Del(name)
+			deleted = true
+		}
+	}
+	require.True(t, deleted, "no header carries %q", value)
 }

@@ -14,19 +14,20 @@ type DeliveryResponse struct {
 	Body       []byte
 }
 
-// Deliver signs params.Body as params.Provider would and POSTs it to url,
-// the way the provider delivers a webhook. It serves inboxctl send, the demo
-// and load generators. client may be nil for http.DefaultClient.
+// Deliver signs params.Body as params.Provider would (Sign) and POSTs it to
+// url, the way the provider delivers a webhook. Nothing is sent when signing
+// fails. It serves inboxctl send, the demo and load generators. client may
+// be nil for http.DefaultClient.
 func Deliver(ctx context.Context, client *http.Client, url string, params *SignParams) (*DeliveryResponse, error) {
-	header, err := SignHeaders(params)
+	signed, err := Sign(params)
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(params.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(signed.Body))
 	if err != nil {
 		return nil, err
 	}
-	req.Header = header
+	req.Header = signed.Header
 	if client == nil {
 		client = http.DefaultClient
 	}

@@ -71,6 +71,11 @@
 //		registerSigner("github", func(p *SignParams) (http.Header, error) { … })
 //	}
 //
+// A signer that sends the event id or type in a header refuses to sign
+// without it (p.requireHeaderKeys), and a provider that signs inside the
+// body also registers the body's signer (registerBodySigner, Adyen), which
+// Sign runs first; the conformance suite checks both.
+//
 // Build Verify from the shared pieces rather than anew: a keyring of the
 // secrets (newKeyring, keyring.matches), decodeHexMAC or decodeBase64MAC for
 // the signature, requiredHeader, signedTimestamp and checkTimestamp for the

@@ -36,6 +36,9 @@ var githubAuditHeaders = []string{
 func init() {
 	register("github", adapt(NewGitHub), Preset{MaxBodyBytes: GitHubMaxBodyBytes})
 	registerSigner("github", func(p *SignParams) (http.Header, error) {
+		if err := p.requireHeaderKeys("github", true, true); err != nil {
+			return nil, err
+		}
 		header := http.Header{}
 		header.Set(githubSignatureHeader, SignGitHub(p.Secret, p.Body))
 		header.Set(githubDeliveryHeader, p.EventID)

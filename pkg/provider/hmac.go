@@ -15,6 +15,12 @@ import (
 func init() {
 	register("hmac", adapt(NewHMAC), Preset{})
 	registerSigner("hmac", func(p *SignParams) (http.Header, error) {
+		if p.Config != nil && p.Config.HMAC != nil {
+			hc := p.Config.HMAC
+			if err := p.requireHeaderKeys("hmac", hc.IDHeader != "", hc.TypeHeader != ""); err != nil {
+				return nil, err
+			}
+		}
 		header, err := SignHMAC(p.Config, p.Secret, p.Time, p.EventID, p.Body)
 		if err != nil {
 			return nil, err
@@ -208,8 +214,9 @@ func (v *HMAC) signed(body []byte, timestamp, id string) [][]byte {
 // SignHMAC returns the headers a sender configured like config's hmac
 // provider sends with body, signed with secret at t: the signature (with its
 // prefix), the timestamp and id headers when configured, and the first
-// configured Basic Auth credentials and API key. id is required when the
-// template signs {id}. It is for demos, load generators and tests.
+// configured Basic Auth credentials and API key. id is required
+// (ErrEventIDRequired) when the template signs {id}. It is for demos, load
+// generators and tests.
 func SignHMAC(config *Config, secret string, t time.Time, id string, body []byte) (http.Header, error) {
 	if config == nil {
 		return nil, errors.New("hmac: signing needs the source's config")
@@ -221,7 +228,7 @@ func SignHMAC(config *Config, secret string, t time.Time, id string, body []byte
 		return nil, err
 	}
 	if v.uses("id") && id == "" {
-		return nil, errors.New("hmac: the template signs {id}, so an id is required")
+		return nil, fmt.Errorf("hmac: the template signs {id}: %w", ErrEventIDRequired)
 	}
 	timestamp := strconv.FormatInt(t.Unix(), 10)
 	mac := hmacSum(v.keys.newHash, []byte(secret), v.signed(body, timestamp, id)...)

@@ -30,6 +30,9 @@ var shopifyAuditHeaders = []string{
 func init() {
 	register("shopify", adapt(NewShopify), Preset{})
 	registerSigner("shopify", func(p *SignParams) (http.Header, error) {
+		if err := p.requireHeaderKeys("shopify", true, true); err != nil {
+			return nil, err
+		}
 		return http.Header{
 			"X-Shopify-Hmac-Sha256": {SignShopify(p.Secret, p.Body)},
 			"X-Shopify-Webhook-Id":  {p.EventID},

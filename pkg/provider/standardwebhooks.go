@@ -51,6 +51,9 @@ func init() {
 
 // signStandardWebhooksHeaders returns the headers of params under names.
 func signStandardWebhooksHeaders(params *SignParams, names standardWebhooksHeaders) (http.Header, error) {
+	if err := params.requireHeaderKeys(params.Provider, true, false); err != nil {
+		return nil, err
+	}
 	sig, err := SignStandardWebhooks(params.Secret, params.EventID, params.Time, params.Body)
 	if err != nil {
 		return nil, err
