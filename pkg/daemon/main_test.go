@@ -3,10 +3,11 @@ package daemon_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
 )
 
-// TestMain fails the package when a test leaves a goroutine running.
+// TestMain drops the package's template databases when its tests end, and
+// fails the package when a test leaves a goroutine running.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	dbtest.Main(m)
 }

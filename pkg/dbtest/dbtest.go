@@ -1,10 +1,13 @@
 // Package dbtest gives each test a database of its own, migrated and ready.
 //
-// The first caller in a test run migrates a template database (named after a
-// hash of the migrations, so a changed migration makes a new template); every
-// test then gets CREATE DATABASE … TEMPLATE, which copies files and takes tens
-// of milliseconds, and drops it in t.Cleanup. Tests can therefore commit,
-// run several processes, and run in parallel without seeing each other.
+// The first caller in a test process migrates a template database for the
+// migration sets it asks for; every test then gets CREATE DATABASE …
+// TEMPLATE, which copies files and takes tens of milliseconds, and drops it in
+// t.Cleanup. Tests can therefore commit, run several processes, and run in
+// parallel without seeing each other. The templates belong to the test
+// process that made them: Main, called from the package's TestMain, drops
+// them when the package's tests end, so a test run leaves no database behind
+// on the server, and concurrent runs never share one.
 //
 // The server comes from DATABASE_URL; `make test` starts a private cluster
 // when it is unset.
@@ -27,12 +30,33 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
-// templateLock serialises template creation across test processes.
-const templateLock int64 = 0x686f6f6b74706c // "hooktpl"
+// Main runs a package's tests, drops the template databases this process
+// made, and exits; a goroutine the tests left running fails the package, as
+// goleak.VerifyTestMain would. Call it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	if err := dropTemplates(); err != nil {
+		fmt.Fprintln(os.Stderr, "dbtest:", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak: leaked goroutines:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// processID names this process's templates, so that test processes running
+// at once (the packages of one run, or two runs on one server) never share or
+// drop each other's.
+var processID = randomHex(4)
 
 // ServerURL returns DATABASE_URL, failing the test when it is unset.
 func ServerURL(tb testing.TB) string {
@@ -54,7 +78,7 @@ type DB struct {
 	Name string
 }
 
-var templates sync.Map // template name -> *sync.Once-guarded error
+var templates sync.Map // template name -> *templateOnce
 
 // New creates a fresh database from a template migrated with River's and the
 // given sets (schema.Core() when none are given), and drops it when the test
@@ -71,7 +95,7 @@ func New(tb testing.TB, sets ...*schema.Set) *DB {
 	tmpl := templateName(tb, sets)
 	onceAny, _ := templates.LoadOrStore(tmpl, &templateOnce{})
 	once := onceAny.(*templateOnce)
-	once.Do(func() { once.err = ensureTemplate(ctx, serverURL, tmpl, sets) })
+	once.Do(func() { once.err = buildTemplate(ctx, serverURL, tmpl, sets) })
 	require.NoError(tb, once.err, "prepare template database")
 
 	return create(tb, tmpl)
@@ -130,28 +154,14 @@ func WithDatabase(tb testing.TB, serverURL, name string) string {
 	return u.String()
 }
 
-func ensureTemplate(ctx context.Context, serverURL, tmpl string, sets []*schema.Set) error {
+// buildTemplate creates the template database tmpl, migrated with sets.
+func buildTemplate(ctx context.Context, serverURL, tmpl string, sets []*schema.Set) error {
 	admin, err := pgx.Connect(ctx, serverURL)
 	if err != nil {
 		return fmt.Errorf("connect to DATABASE_URL: %w", err)
 	}
 	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLock); err != nil {
-		return err
-	}
-	defer admin.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", templateLock) //nolint:errcheck
-
-	var exists bool
-	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", tmpl).Scan(&exists); err != nil {
-		return err
-	}
-	if exists {
-		return nil
-	}
 	building := tmpl + "_build"
-	if _, err := admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", building)); err != nil {
-		return err
-	}
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+building); err != nil {
 		return err
 	}
@@ -164,11 +174,40 @@ func ensureTemplate(ctx context.Context, serverURL, tmpl string, sets []*schema.
 	_, err = schema.Migrate(ctx, pool, sets...)
 	pool.Close()
 	if err != nil {
+		_, _ = admin.Exec(context.WithoutCancel(ctx), fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", building))
 		return fmt.Errorf("migrate template: %w", err)
 	}
-	// Renaming last makes a half-built template invisible to other runs.
+	// Renaming last makes a half-built template invisible to its users.
 	_, err = admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", building, tmpl))
 	return err
+}
+
+// dropTemplates drops the templates this process made (and any it left half
+// built).
+func dropTemplates() error {
+	var names []string
+	templates.Range(func(name, _ any) bool {
+		names = append(names, name.(string))
+		return true
+	})
+	if len(names) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		return fmt.Errorf("drop templates: %w", err)
+	}
+	defer conn.Close(ctx)
+	for _, name := range names {
+		for _, db := range []string{name, name + "_build"} {
+			if _, err := conn.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", db)); err != nil {
+				return fmt.Errorf("drop template %s: %w", db, err)
+			}
+		}
+	}
+	return nil
 }
 
 func templateName(tb testing.TB, sets []*schema.Set) string {
@@ -183,7 +222,7 @@ func templateName(tb testing.TB, sets []*schema.Set) string {
 		}
 	}
 	fmt.Fprintf(h, "river %d\n", riverVersion())
-	return "hookinbox_tpl_" + hex.EncodeToString(h.Sum(nil))[:16]
+	return "hookinbox_tpl_" + processID + "_" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 func randomHex(n int) string {
