@@ -1,6 +1,6 @@
 module github.com/hookinbox/hookinbox
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/go-viper/mapstructure/v2 v2.4.0
