@@ -135,14 +135,17 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 		p.waitLine(t, "waiting for the database", `"attempt":1,`)
 		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/healthz"))
 		require.Equal(t, http.StatusServiceUnavailable, get(t, "http://"+addr+"/readyz"))
+		var state string
+		require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT state FROM river_job`).Scan(&state))
+		require.Equal(t, "available", state)
 
 		door.open()
 		p.waitLine(t, "worker started")
 		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/readyz"))
 		require.Eventually(t, func() bool {
-			var state string
-			err := db.Pool.QueryRow(context.Background(), `SELECT state FROM river_job`).Scan(&state)
-			return err == nil && state == "completed"
+			var now string
+			err := db.Pool.QueryRow(context.Background(), `SELECT state FROM river_job`).Scan(&now)
+			return err == nil && now == "completed"
 		}, time.Minute, 10*time.Millisecond, "the event was not worked")
 
 		require.Equal(t, 0, p.terminate(t), p.log())
