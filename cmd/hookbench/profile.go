@@ -49,7 +49,7 @@ func runProfiled(ctx context.Context, mode string, args []string) error {
 			return err
 		}
 		defer env.Close()
-		return daemon.RunWorker(ctx, env, nil, schema.Core())
+		return daemon.RunWorker(ctx, env, nil)
 	}
 	return fmt.Errorf("unknown mode %q", mode)
 }

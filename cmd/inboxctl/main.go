@@ -1,4 +1,5 @@
-// Command inboxctl is hookinbox's operator CLI.
+// Command inboxctl is hookinbox's operator CLI. --config may come before or
+// after the command.
 //
 //	inboxctl [--config F] migrate          apply hookinbox's and River's migrations
 //	inboxctl [--config F] stats [SOURCE]    count inbox rows by status
@@ -17,7 +18,7 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
-const usage = `usage: inboxctl [--config F] COMMAND
+const usage = `usage: inboxctl [--config F] COMMAND   (--config F may also follow COMMAND)
 commands:
   migrate                 apply hookinbox's and River's migrations (idempotent)
   stats [SOURCE]          count inbox rows by status
@@ -32,25 +33,26 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
-	cfg, rest, err := daemon.LoadConfig("inboxctl", args)
+	env, rest, err := daemon.Boot(ctx, "inboxctl", args, nil, []*schema.Set{schema.Core()})
 	if err != nil {
 		return err
 	}
+	defer env.Close()
 	if len(rest) == 0 {
 		fmt.Fprintln(os.Stderr, usage)
 		return errors.New("no command")
 	}
 	switch rest[0] {
 	case "migrate":
-		return daemon.Migrate(ctx, "inboxctl", withoutCommand(args, rest), []*schema.Set{schema.Core()})
+		return daemon.Migrate(ctx, env, rest[1:])
 	case "send":
-		return send(ctx, cfg, rest[1:])
+		return send(ctx, env.Config, rest[1:])
 	case "stats":
-		env, _, err := daemon.Boot(ctx, "inboxctl", withoutCommand(args, rest), nil, nil)
-		if err != nil {
+		// A clear message, not SQL's, when the database is unreachable
+		// or not migrated yet.
+		if err := env.CheckSchema(ctx); err != nil {
 			return err
 		}
-		defer env.Close()
 		source := ""
 		if len(rest) > 1 {
 			source = rest[1]
@@ -65,10 +67,4 @@ func run(ctx context.Context, args []string) error {
 		fmt.Fprintln(os.Stderr, usage)
 		return fmt.Errorf("unknown command %q", rest[0])
 	}
-}
-
-// withoutCommand returns the global flags: args minus the command and its
-// arguments.
-func withoutCommand(args, rest []string) []string {
-	return args[:len(args)-len(rest)]
 }

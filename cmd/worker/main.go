@@ -20,6 +20,6 @@ func main() {
 			return err
 		}
 		defer env.Close()
-		return daemon.RunWorker(ctx, env, nil, schema.Core())
+		return daemon.RunWorker(ctx, env, nil)
 	})
 }

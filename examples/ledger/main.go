@@ -4,6 +4,8 @@
 //
 //	ledger migrate --config F   apply the core migrations, River's and the ledger's
 //	ledger --config F           run the worker (route events to the "ledger" handler)
+//
+// --config may come before or after the verb.
 package main
 
 import (
@@ -21,18 +23,19 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	sets := []*schema.Set{schema.Core(), Migrations()}
-	if len(args) > 0 && args[0] == "migrate" {
-		return daemon.Migrate(ctx, "ledger", args[1:], sets)
-	}
 	env, rest, err := daemon.Boot(ctx, "ledger", args, daemon.WorkerPoolConns, sets)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
-	if len(rest) > 0 {
-		return fmt.Errorf("unknown command %q (use: ledger [--config F] [migrate])", rest[0])
+	switch {
+	case len(rest) == 0:
+		registry := worker.NewRegistry(env.Logger)
+		registry.Register("ledger", Deposit)
+		return daemon.RunWorker(ctx, env, registry)
+	case rest[0] == "migrate":
+		return daemon.Migrate(ctx, env, rest[1:])
+	default:
+		return fmt.Errorf("unknown command %q (use: ledger [migrate] [--config F])", rest[0])
 	}
-	registry := worker.NewRegistry(env.Logger)
-	registry.Register("ledger", Deposit)
-	return daemon.RunWorker(ctx, env, registry, sets...)
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,11 +23,27 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
+// ConnectTimeoutDefault bounds each connection attempt to PostgreSQL when
+// database.url sets no connect_timeout, so an unreachable host fails an
+// attempt instead of hanging it.
+const ConnectTimeoutDefault = 10 * time.Second
+
 // Env is what every process starts with.
 type Env struct {
 	Config *config.Config
 	Logger *zap.Logger
-	Pool   *pgxpool.Pool
+	// Pool is connected lazily: Boot does not reach the database.
+	Pool *pgxpool.Pool
+	// Name is the binary's name, as given to Boot ("receiver", "ledger").
+	Name string
+	// ConfigPath is the --config argument, empty when none was given.
+	ConfigPath string
+	// Sets are the migration sets this binary needs: what Migrate applies,
+	// and what CheckSchema, RunReceiver and RunWorker check.
+	Sets []*schema.Set
+	// Retry is the daemons' start-up retry schedule; zero fields take their
+	// defaults.
+	Retry Retry
 }
 
 // Close releases the pool and flushes the logger.
@@ -37,27 +54,28 @@ func (e *Env) Close() {
 	_ = e.Logger.Sync()
 }
 
-// LoadConfig parses --config from args (falling back to HOOKINBOX_CONFIG) and
-// loads the config. It returns the remaining arguments.
-func LoadConfig(name string, args []string) (*config.Config, []string, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	path := fs.String("config", "", "config file (default: $HOOKINBOX_CONFIG)")
-	if err := fs.Parse(args); err != nil {
-		return nil, nil, err
-	}
-	cfg, err := config.Load(*path)
+// loadConfig parses --config from args (before or after the verb, see
+// parseArgs; falling back to HOOKINBOX_CONFIG) and loads the config.
+func loadConfig(name string, args []string) (cfg *config.Config, path string, rest []string, err error) {
+	path, rest, err = parseArgs(name, args)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	return cfg, fs.Args(), nil
+	cfg, err = config.Load(path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return cfg, path, rest, nil
 }
 
-// Boot loads the config, builds the logger, connects to PostgreSQL with at
-// least minConns(config) connections (minConns may be nil), and, unless sets
-// is nil, refuses to go on when the schema is older than sets (and River)
-// need.
+// Boot loads the config named by --config, given before or after the verb, builds the logger and a pool of at
+// least minConns(config) connections (minConns may be nil). It does not
+// reach the database: RunReceiver and RunWorker wait for it, Migrate and
+// CheckSchema try once. sets are the migration sets the binary needs (Core,
+// and a worker binary's own). It returns the arguments left after --config:
+// the verb first, then its own.
 func Boot(ctx context.Context, name string, args []string, minConns func(*config.Config) int32, sets []*schema.Set) (*Env, []string, error) {
-	cfg, rest, err := LoadConfig(name, args)
+	cfg, path, rest, err := loadConfig(name, args)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -66,7 +84,7 @@ func Boot(ctx context.Context, name string, args []string, minConns func(*config
 		return nil, nil, err
 	}
 	logger = logger.Named(name)
-	env := &Env{Config: cfg, Logger: logger}
+	env := &Env{Config: cfg, Logger: logger, Name: name, ConfigPath: path, Sets: sets}
 
 	poolCfg, err := pgxpool.ParseConfig(cfg.Database.URL)
 	if err != nil {
@@ -77,20 +95,38 @@ func Boot(ctx context.Context, name string, args []string, minConns func(*config
 	if minConns != nil {
 		poolCfg.MaxConns = max(poolCfg.MaxConns, minConns(cfg))
 	}
+	if poolCfg.ConnConfig.ConnectTimeout == 0 {
+		poolCfg.ConnConfig.ConnectTimeout = ConnectTimeoutDefault
+	}
 	env.Pool, err = pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+		return nil, nil, fmt.Errorf("database: %w", err)
 	}
-	if sets != nil {
-		checkCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		if err := schema.Check(checkCtx, env.Pool, sets...); err != nil {
-			env.Close()
-			return nil, nil, err
+	// The daemons log it again at info when they start; a CLI stays quiet.
+	logger.Debug("loaded config", zap.Any("config", cfg.Redacted()), zap.Int32("pool_max_conns", poolCfg.MaxConns))
+	return env, rest, nil
+}
+
+// MigrateCommand is the command that applies e.Sets, for messages: `NAME
+// migrate` when the binary brings a set of its own (a worker binary such as
+// examples/ledger), `inboxctl migrate` otherwise; with --config when one was
+// given.
+func (e *Env) MigrateCommand() string {
+	name := "inboxctl"
+	for _, s := range e.Sets {
+		if s.Name != schema.Core().Name && e.Name != "" {
+			name = e.Name
 		}
 	}
-	logger.Info("starting", zap.Any("config", cfg.Redacted()), zap.Int32("pool_max_conns", poolCfg.MaxConns))
-	return env, rest, nil
+	cmd := name + " migrate"
+	if e.ConfigPath != "" {
+		path := e.ConfigPath
+		if strings.ContainsAny(path, " \t'\"\\$`") {
+			path = fmt.Sprintf("%q", path)
+		}
+		cmd += " --config " + path
+	}
+	return cmd
 }
 
 // Main runs fn with a context that SIGINT and SIGTERM cancel, and exits the

@@ -8,20 +8,16 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
-// Migrate loads the config from args, applies River's migrations and the
-// sets', and prints what it applied.
-func Migrate(ctx context.Context, name string, args []string, sets []*schema.Set) error {
-	env, rest, err := Boot(ctx, name, args, nil, nil)
-	if err != nil {
-		return err
+// Migrate applies River's migrations and env.Sets', and prints what it
+// applied. args are the verb's own arguments: there must be none. It tries
+// the database once: an unreachable one is an error, not a wait.
+func Migrate(ctx context.Context, env *Env, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("migrate takes no arguments, got %q", args)
 	}
-	defer env.Close()
-	if len(rest) > 0 {
-		return fmt.Errorf("migrate takes no arguments, got %q", rest)
-	}
-	applied, err := schema.Migrate(ctx, env.Pool, sets...)
+	applied, err := schema.Migrate(ctx, env.Pool, env.Sets...)
 	if err != nil {
-		return err
+		return env.explain(err)
 	}
 	for _, a := range applied {
 		fmt.Fprintf(os.Stdout, "applied %s %04d_%s\n", a.Set, a.Version, a.Name)

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"net"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -65,20 +64,35 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	return srv, batcher.Stop, nil
 }
 
-// RunReceiver serves the receiver until ctx is done.
+// RunReceiver serves the receiver until ctx is done. It listens at once,
+// then waits for the database (AwaitSchema): meanwhile /healthz answers 200,
+// and /readyz and webhooks 503 with Retry-After. Once the schema checks out
+// it accepts webhooks. When ctx ends during the wait, it returns nil.
 func RunReceiver(ctx context.Context, env *Env) error {
+	cfg := env.Config
+	env.Logger.Info("starting", zap.Any("config", cfg.Redacted()), zap.Int32("pool_max_conns", env.Pool.Config().MaxConns))
 	srv, stop, err := NewReceiver(env)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	ln, err := net.Listen("tcp", env.Config.Receiver.Listen)
+	door, err := openFrontDoor("receiver", "receiver.listen", cfg.Receiver.Listen, cfg.Receiver.RetryAfter, env.Logger)
 	if err != nil {
-		return fmt.Errorf("receiver.listen: %w", err)
-	}
-	env.Logger.Info("receiver listening", zap.String("addr", ln.Addr().String()))
-	if err := srv.Serve(ctx, ln, env.Config.Receiver.ShutdownTimeout); err != nil {
 		return err
+	}
+	if err := env.AwaitSchema(ctx); err != nil {
+		env.Logger.Info("stopping before the database was ready")
+		return door.shutdown(cfg.Receiver.ShutdownTimeout)
+	}
+	door.open(srv.Handler())
+	env.Logger.Info("receiver accepting webhooks")
+	select {
+	case <-ctx.Done():
+	case err := <-door.failed():
+		return err
+	}
+	if err := door.shutdown(cfg.Receiver.ShutdownTimeout); err != nil {
+		return fmt.Errorf("receiver: %w", err)
 	}
 	env.Logger.Info("receiver stopped")
 	return nil

@@ -1,48 +1,48 @@
 package daemon_test
 
 import (
+	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
-// buildCommands compiles cmd/receiver and cmd/worker once per test run.
-var buildCommands = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "hookinbox-bin-")
-	if err != nil {
-		return "", err
-	}
-	out, err := exec.Command("go", "build", "-o", dir+"/", "../../cmd/receiver", "../../cmd/worker").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return dir, nil
-})
+const secretValue = "whsec_c2VjcmV0LXRoYXQtbXVzdC1uZXZlci1sZWFr"
 
-// runDaemon runs a daemon binary to completion and returns its exit code
-// and standard error.
-func runDaemon(t *testing.T, name, config string, env ...string) (int, string) {
+// daemonConfig is a config for both daemons on free ports.
+func daemonConfig(dbURL string) string {
+	return fmt.Sprintf(`
+database: {url: %q}
+receiver: {listen: "127.0.0.1:0"}
+worker: {listen: "127.0.0.1:0"}
+sources:
+  - {name: bank, provider: standardwebhooks, secrets: [%q]}
+`, dbURL, secretValue)
+}
+
+// postWebhook posts one signed delivery to the receiver at addr and returns
+// the status code.
+func postWebhook(t *testing.T, addr, eventID string) int {
 	t.Helper()
-	dir, err := buildCommands()
+	body := `{"type":"account.deposit","data":{"account_id":"acc_1","amount":"1.00"}}`
+	header, err := provider.SignHeaders(&provider.SignParams{
+		Provider: "standardwebhooks", Secret: secretValue, EventID: eventID, Time: time.Now(), Body: []byte(body),
+	})
 	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "hookinbox.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
-	cmd := exec.Command(filepath.Join(dir, name), "--config", path)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	var exitErr *exec.ExitError
-	if err != nil {
-		require.ErrorAs(t, err, &exitErr)
-		return exitErr.ExitCode(), string(out)
-	}
-	return 0, string(out)
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/webhooks/bank", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header = header
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func TestDaemonsRefuseToStart(t *testing.T) {
@@ -50,49 +50,139 @@ func TestDaemonsRefuseToStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the daemons")
 	}
-	const secretValue = "whsec_c2VjcmV0LXRoYXQtbXVzdC1uZXZlci1sZWFr"
 
 	for _, name := range []string{"receiver", "worker"} {
 		t.Run(name+"/BadValueIsNamed", func(t *testing.T) {
 			t.Parallel()
-			code, out := runDaemon(t, name, `
+			path := writeConfig(t, `
 database: {url: "postgres://postgres@127.0.0.1:1/postgres"}
 receiver: {ack_timeout: -4s}
 worker: {concurrency: -1}
 sources:
   - {name: bank, provider: standardwebhooks, secrets: ["${BANK_SECRET}"]}
-`, "BANK_SECRET="+secretValue)
-			require.Equal(t, 1, code, out)
-			require.Contains(t, out, "receiver.ack_timeout")
-			require.Contains(t, out, "worker.concurrency")
-			require.NotContains(t, out, secretValue)
+`)
+			cmd := command(t, name, "--config", path)
+			cmd.Env = append(cmd.Env, "BANK_SECRET="+secretValue)
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err)
+			require.Equal(t, 1, cmd.ProcessState.ExitCode(), string(out))
+			require.Contains(t, string(out), "receiver.ack_timeout")
+			require.Contains(t, string(out), "worker.concurrency")
+			require.NotContains(t, string(out), secretValue)
 		})
 
 		t.Run(name+"/UnsetSecretVariableIsNamed", func(t *testing.T) {
 			t.Parallel()
-			code, out := runDaemon(t, name, `
+			code, out := run(t, name, "--config", writeConfig(t, `
 database: {url: "postgres://postgres@127.0.0.1:1/postgres"}
 sources:
   - {name: bank, provider: standardwebhooks, secrets: ["${HOOKINBOX_TEST_UNSET_SECRET}"]}
-`)
+`))
 			require.Equal(t, 1, code, out)
 			require.Contains(t, out, "sources[0].secrets[0]")
 			require.Contains(t, out, "HOOKINBOX_TEST_UNSET_SECRET")
 		})
+	}
+}
 
-		t.Run(name+"/SchemaOlderThanNeededIsRefused", func(t *testing.T) {
+// TestDaemonsWaitForTheDatabase starts each daemon while its database is
+// out of reach (behind a closed proxy), checks it is alive but not ready,
+// then lets the database arrive and checks it serves.
+func TestDaemonsWaitForTheDatabase(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the daemons")
+	}
+
+	t.Run("ReceiverAcceptsWebhooksOnceTheDatabaseArrives", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		door, doorURL := newDBDoor(t, db.URL)
+		p := start(t, "receiver", "--config", writeConfig(t, daemonConfig(doorURL)))
+		addr := p.addr(t, "receiver")
+		p.waitLine(t, "waiting for the database", `"attempt":1,`, `"retry_in":0.25`)
+
+		// The door is closed: these hold until open below.
+		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/healthz"))
+		require.Equal(t, http.StatusServiceUnavailable, get(t, "http://"+addr+"/readyz"))
+		require.Equal(t, http.StatusServiceUnavailable, postWebhook(t, addr, "msg_early"))
+
+		door.open()
+		p.waitLine(t, "receiver accepting webhooks")
+		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/readyz"))
+		require.Equal(t, http.StatusOK, postWebhook(t, addr, "msg_1"))
+		var jobs int
+		require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job`).Scan(&jobs))
+		require.Equal(t, 1, jobs, "only the delivery after the database arrived was claimed")
+
+		require.Equal(t, 0, p.terminate(t), p.log())
+	})
+
+	t.Run("WorkerWorksEventsOnceTheDatabaseArrives", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		door, doorURL := newDBDoor(t, db.URL)
+		config := daemonConfig(doorURL)
+
+		// A receiver straight on the database enqueues one event.
+		recv := start(t, "receiver", "--config", writeConfig(t, daemonConfig(db.URL)))
+		recvAddr := recv.addr(t, "receiver")
+		recv.waitLine(t, "receiver accepting webhooks")
+		require.Equal(t, http.StatusOK, postWebhook(t, recvAddr, "msg_1"))
+
+		p := start(t, "worker", "--config", writeConfig(t, config))
+		addr := p.addr(t, "worker")
+		p.waitLine(t, "waiting for the database", `"attempt":1,`)
+		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/healthz"))
+		require.Equal(t, http.StatusServiceUnavailable, get(t, "http://"+addr+"/readyz"))
+		var state string
+		require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT state FROM river_job`).Scan(&state))
+		require.Equal(t, "available", state)
+
+		door.open()
+		p.waitLine(t, "worker started")
+		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/readyz"))
+		require.Eventually(t, func() bool {
+			var now string
+			err := db.Pool.QueryRow(context.Background(), `SELECT state FROM river_job`).Scan(&now)
+			return err == nil && now == "completed"
+		}, time.Minute, 10*time.Millisecond, "the event was not worked")
+
+		require.Equal(t, 0, p.terminate(t), p.log())
+		require.Equal(t, 0, recv.terminate(t), recv.log())
+	})
+
+	// serving is the line a daemon logs once it serves.
+	serving := map[string]string{"receiver": "receiver accepting webhooks", "worker": "worker started"}
+	for _, name := range []string{"receiver", "worker"} {
+		t.Run(name+"/LogsEachAttemptAndStopsCleanlyWhileWaiting", func(t *testing.T) {
+			t.Parallel()
+			p := start(t, name, "--config", writeConfig(t, daemonConfig("postgres://postgres@127.0.0.1:1/postgres")))
+			addr := p.addr(t, name)
+			p.waitLine(t, "waiting for the database", `"attempt":1,`, `"retry_in":0.25`, "connection refused")
+			p.waitLine(t, "waiting for the database", `"attempt":2,`, `"retry_in":0.5`, "cannot reach PostgreSQL")
+			require.Equal(t, http.StatusServiceUnavailable, get(t, "http://"+addr+"/readyz"))
+
+			require.Equal(t, 0, p.terminate(t), p.log())
+			require.Contains(t, p.log(), "stopping before the database was ready")
+		})
+
+		t.Run(name+"/WaitsForInboxctlMigrate", func(t *testing.T) {
 			t.Parallel()
 			db := dbtest.NewEmpty(t)
-			code, out := runDaemon(t, name, fmt.Sprintf(`
-database: {url: %q}
-receiver: {listen: "127.0.0.1:0"}
-worker: {listen: "127.0.0.1:0"}
-sources:
-  - {name: bank, provider: standardwebhooks, secrets: [%q]}
-`, db.URL, secretValue))
-			require.Equal(t, 1, code, out)
-			require.Contains(t, out, "older than this build needs; run `inboxctl migrate`")
-			require.NotContains(t, out, secretValue)
+			path := writeConfig(t, daemonConfig(db.URL))
+			p := start(t, name, "--config", path)
+			addr := p.addr(t, name)
+			p.waitLine(t, `"level":"error"`, "database schema is too old",
+				"the database has no hookinbox schema; run `inboxctl migrate --config "+path+"`")
+			require.Equal(t, http.StatusServiceUnavailable, get(t, "http://"+addr+"/readyz"))
+
+			code, out := run(t, "inboxctl", "migrate", "--config", path)
+			require.Equal(t, 0, code, out)
+			p.waitLine(t, serving[name])
+			require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/readyz"))
+			require.Equal(t, 0, p.terminate(t), p.log())
+			require.NotContains(t, p.log(), secretValue)
 		})
 	}
 }

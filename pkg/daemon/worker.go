@@ -2,16 +2,13 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/schema"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -56,48 +53,68 @@ func WorkerPoolConns(cfg *config.Config) int32 {
 }
 
 // RunWorker works jobs and serves /healthz and /readyz until ctx is done,
-// then stops softly, and hard after worker.hard_stop_timeout more.
-func RunWorker(ctx context.Context, env *Env, registry *worker.Registry, sets ...*schema.Set) error {
+// then stops softly, and hard after worker.hard_stop_timeout more. It
+// listens at once, then waits for the database (AwaitSchema) before it
+// starts River: meanwhile /healthz answers 200 and /readyz 503. When ctx
+// ends during the wait, it returns nil.
+func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
+	wc := env.Config.Worker
+	env.Logger.Info("starting", zap.Any("config", env.Config.Redacted()), zap.Int32("pool_max_conns", env.Pool.Config().MaxConns))
 	w, err := NewWorker(env, registry)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", env.Config.Worker.Listen)
+	door, err := openFrontDoor("worker", "worker.listen", wc.Listen, 0, env.Logger)
 	if err != nil {
-		return fmt.Errorf("worker.listen: %w", err)
+		return err
 	}
+	if err := env.AwaitSchema(ctx); err != nil {
+		env.Logger.Info("stopping before the database was ready")
+		return door.shutdown(wc.HardStopTimeout)
+	}
+	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
+		_ = door.shutdown(wc.HardStopTimeout)
+		return fmt.Errorf("start worker: %w", err)
+	}
+	door.open(healthMux(env))
+	env.Logger.Info("worker started")
+
+	var served error
+	select {
+	case <-ctx.Done():
+	case served = <-door.failed():
+		env.Logger.Error("health server stopped", zap.Error(served))
+	}
+	env.Logger.Info("stopping: finishing running jobs", zap.Duration("soft_stop_timeout", wc.SoftStopTimeout))
+	stopCtx, cancel := context.WithTimeout(context.Background(), wc.SoftStopTimeout+wc.HardStopTimeout)
+	defer cancel()
+	if err := w.Stop(stopCtx); err != nil {
+		return err
+	}
+	if served != nil {
+		return served
+	}
+	if err := door.shutdown(wc.HardStopTimeout); err != nil {
+		return err
+	}
+	env.Logger.Info("worker stopped")
+	return nil
+}
+
+// healthMux serves the worker's /healthz and /readyz (the database is
+// reachable and its schema has env.Sets).
+func healthMux(env *Env) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
 		checkCtx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := Ready(env, sets...)(checkCtx); err != nil {
+		if err := Ready(env, env.Sets...)(checkCtx); err != nil {
 			env.Logger.Warn("not ready", zap.Error(err))
 			http.Error(rw, "not ready", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = rw.Write([]byte("ready\n"))
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			env.Logger.Error("health server stopped", zap.Error(err))
-		}
-	}()
-	env.Logger.Info("worker listening", zap.String("addr", ln.Addr().String()))
-
-	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("start worker: %w", err)
-	}
-	<-ctx.Done()
-	env.Logger.Info("stopping: finishing running jobs", zap.Duration("soft_stop_timeout", env.Config.Worker.SoftStopTimeout))
-	stopCtx, cancel := context.WithTimeout(context.Background(),
-		env.Config.Worker.SoftStopTimeout+env.Config.Worker.HardStopTimeout)
-	defer cancel()
-	if err := w.Stop(stopCtx); err != nil {
-		return err
-	}
-	_ = srv.Shutdown(stopCtx)
-	env.Logger.Info("worker stopped")
-	return nil
+	return mux
 }

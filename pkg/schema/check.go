@@ -13,13 +13,38 @@ import (
 )
 
 // ErrTooOld is wrapped by Check when the database lacks migrations this build
-// needs. The fix is `inboxctl migrate`.
-var ErrTooOld = errors.New("database schema is older than this build needs; run `inboxctl migrate`")
+// needs. The fix is the migrate command of the binary that brings the missing
+// set (`inboxctl migrate` for the core set); Check's message does not name
+// it, because only the caller knows which binary it is (pkg/daemon appends
+// it).
+var ErrTooOld = errors.New("database schema is older than this build needs")
+
+// tooOld is the error Check returns: its own message, matching ErrTooOld.
+type tooOld struct{ msg string }
+
+func (e *tooOld) Error() string { return e.msg }
+func (e *tooOld) Unwrap() error { return ErrTooOld }
+
+func tooOldf(format string, args ...any) error {
+	return &tooOld{msg: ErrTooOld.Error() + " (" + fmt.Sprintf(format, args...) + ")"}
+}
 
 // Check returns an error wrapping ErrTooOld when River's schema or any of the
-// sets is behind this build. A newer schema is accepted: a rolling upgrade
-// migrates first, while old pods still run.
+// sets is behind this build, or when the database has never been migrated
+// ("the database has no hookinbox schema"). A newer schema is accepted: a
+// rolling upgrade migrates first, while old pods still run. Any other error
+// (the database cannot be reached) is returned wrapped.
 func Check(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) error {
+	var haveHookinbox, haveRiver bool
+	err := pool.QueryRow(ctx, `SELECT to_regclass('hookinbox_migration') IS NOT NULL, to_regclass('river_migration') IS NOT NULL`).
+		Scan(&haveHookinbox, &haveRiver)
+	if err != nil {
+		return fmt.Errorf("schema: check: %w", err)
+	}
+	if !haveHookinbox && !haveRiver {
+		return &tooOld{msg: "the database has no hookinbox schema"}
+	}
+
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 	if err != nil {
 		return fmt.Errorf("schema: river migrator: %w", err)
@@ -27,12 +52,12 @@ func Check(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) error {
 	res, err := migrator.Validate(ctx, nil)
 	if err != nil {
 		if isUndefinedTable(err) {
-			return fmt.Errorf("%w (River's tables are missing)", ErrTooOld)
+			return tooOldf("River's tables are missing")
 		}
 		return fmt.Errorf("schema: check river schema: %w", err)
 	}
 	if !res.OK {
-		return fmt.Errorf("%w (River: %s)", ErrTooOld, strings.Join(res.Messages, "; "))
+		return tooOldf("River: %s", strings.Join(res.Messages, "; "))
 	}
 
 	for _, set := range sets {
@@ -45,12 +70,12 @@ func Check(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) error {
 			"SELECT coalesce(max(version), 0) FROM hookinbox_migration WHERE set_name = $1", set.Name).Scan(&have)
 		if err != nil {
 			if isUndefinedTable(err) {
-				return fmt.Errorf("%w (%s is at version 0, this build needs %d)", ErrTooOld, set.Name, need)
+				return tooOldf("%s is at version 0, this build needs %d", set.Name, need)
 			}
 			return fmt.Errorf("schema: check %s schema: %w", set.Name, err)
 		}
 		if have < need {
-			return fmt.Errorf("%w (%s is at version %d, this build needs %d)", ErrTooOld, set.Name, have, need)
+			return tooOldf("%s is at version %d, this build needs %d", set.Name, have, need)
 		}
 	}
 	return nil

@@ -1,0 +1,66 @@
+package daemon
+
+import (
+	"errors"
+	"flag"
+	"strings"
+
+	"github.com/hookinbox/hookinbox/pkg/config"
+)
+
+// parseArgs splits a binary's command line into the --config path and the
+// rest: the verb (if any) followed by its own arguments. --config F,
+// --config=F, -config F and -config=F are accepted before the verb and
+// anywhere after it up to a "--", so `inboxctl --config F migrate` and
+// `inboxctl migrate --config F` mean the same. Other flags before the verb
+// are refused (-h prints the usage and returns flag.ErrHelp); flags after
+// it are the verb's.
+func parseArgs(name string, args []string) (path string, rest []string, err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&path, "config", "", "config file (default: $"+config.PathEnv+")")
+	if err := fs.Parse(args); err != nil {
+		return "", nil, err
+	}
+	given := false
+	fs.Visit(func(*flag.Flag) { given = true })
+
+	tail := fs.Args()
+	if len(tail) == 0 {
+		return path, nil, nil
+	}
+	rest = []string{tail[0]}
+	for i := 1; i < len(tail); i++ {
+		arg := tail[i]
+		if arg == "--" {
+			rest = append(rest, tail[i:]...)
+			break
+		}
+		value, isConfig, inline := configFlag(arg)
+		if !isConfig {
+			rest = append(rest, arg)
+			continue
+		}
+		if !inline {
+			if i+1 == len(tail) {
+				return "", nil, errors.New("flag needs an argument: --config")
+			}
+			i++
+			value = tail[i]
+		}
+		if given {
+			return "", nil, errors.New("--config given twice")
+		}
+		path, given = value, true
+	}
+	return path, rest, nil
+}
+
+// configFlag reports whether arg is -config or --config, with its value when
+// written as --config=F.
+func configFlag(arg string) (value string, isConfig, inline bool) {
+	if !strings.HasPrefix(arg, "-") {
+		return "", false, false
+	}
+	name, value, inline := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(arg, "-"), "-"), "=")
+	return value, name == "config", inline
+}

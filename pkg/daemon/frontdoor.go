@@ -1,0 +1,78 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// frontDoor is a daemon's HTTP listener. It is up before the database is
+// reached: until open is called, GET /healthz answers 200 (the process
+// lives) and every other request 503 with Retry-After (/readyz included, and
+// a webhook, which the sender retries). Then the daemon's own handler
+// answers.
+type frontDoor struct {
+	srv        *http.Server
+	handler    atomic.Pointer[http.Handler]
+	retryAfter string
+	served     chan error // http.Server.Serve's result
+}
+
+// openFrontDoor listens on the address at the config key listenKey
+// ("receiver.listen") and starts serving; it logs "WHAT listening".
+func openFrontDoor(what, listenKey, addr string, retryAfter time.Duration, logger *zap.Logger) (*frontDoor, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", listenKey, err)
+	}
+	d := &frontDoor{
+		retryAfter: strconv.Itoa(max(1, int(retryAfter.Round(time.Second)/time.Second))),
+		served:     make(chan error, 1),
+	}
+	d.srv = &http.Server{Handler: d, ReadHeaderTimeout: 10 * time.Second}
+	go func() { d.served <- d.srv.Serve(ln) }()
+	logger.Info(what+" listening", zap.String("addr", ln.Addr().String()))
+	return d, nil
+}
+
+// open hands every request from now on to h.
+func (d *frontDoor) open(h http.Handler) { d.handler.Store(&h) }
+
+func (d *frontDoor) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	if h := d.handler.Load(); h != nil {
+		(*h).ServeHTTP(rw, r)
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+		_, _ = rw.Write([]byte("ok\n"))
+		return
+	}
+	rw.Header().Set("Retry-After", d.retryAfter)
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = rw.Write([]byte(`{"error":"starting: waiting for the database"}` + "\n"))
+}
+
+// failed delivers the server's error if it stops serving on its own.
+func (d *frontDoor) failed() <-chan error { return d.served }
+
+// shutdown stops the server, letting requests in flight finish within
+// timeout.
+func (d *frontDoor) shutdown(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := d.srv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	if err := <-d.served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

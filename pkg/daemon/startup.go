@@ -1,0 +1,94 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+
+	"github.com/hookinbox/hookinbox/pkg/schema"
+)
+
+// Start-up retry defaults: the first retry after RetryInitialDefault, each
+// next one after twice the delay, never more than RetryMaxDefault.
+const (
+	RetryInitialDefault = 250 * time.Millisecond
+	RetryMaxDefault     = 10 * time.Second
+)
+
+// checkTimeout bounds one attempt at CheckSchema.
+const checkTimeout = 15 * time.Second
+
+// Retry is how a daemon retries reaching its database at start-up: after
+// Initial, then doubling up to Max, for as long as it runs.
+type Retry struct {
+	// Initial is the first delay. Defaults to RetryInitialDefault.
+	Initial time.Duration
+	// Max caps the delay. Defaults to RetryMaxDefault.
+	Max time.Duration
+}
+
+// CheckSchema tries once to reach the database and check that its schema has
+// e.Sets (and River's tables). When the schema is older, the error wraps
+// schema.ErrTooOld and names the command that migrates (MigrateCommand);
+// when PostgreSQL cannot be reached, it says so.
+func (e *Env) CheckSchema(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	return e.explain(schema.Check(ctx, e.Pool, e.Sets...))
+}
+
+// explain adds the remedy to a database error: the migrate command for a
+// schema too old, "cannot reach PostgreSQL" for a failed connection.
+func (e *Env) explain(err error) error {
+	var connectErr *pgconn.ConnectError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, schema.ErrTooOld):
+		return fmt.Errorf("%w; run `%s`", err, e.MigrateCommand())
+	case errors.As(err, &connectErr):
+		return fmt.Errorf("cannot reach PostgreSQL: %w", connectErr)
+	default:
+		return err
+	}
+}
+
+// AwaitSchema retries CheckSchema until it passes, waiting e.Retry between
+// attempts and logging each failure with the attempt number, the delay
+// before the next one and the error. It returns nil once the schema is
+// there, and ctx's error when ctx ends first.
+//
+// A schema that is reachable but older is retried too, logged at error level
+// with the migrate command: in Kubernetes the pod then waits, unready, for
+// the migration Job instead of crash-looping.
+func (e *Env) AwaitSchema(ctx context.Context) error {
+	delay := cmp.Or(e.Retry.Initial, RetryInitialDefault)
+	maxDelay := cmp.Or(e.Retry.Max, RetryMaxDefault)
+	for attempt := 1; ; attempt++ {
+		err := e.CheckSchema(ctx)
+		if err == nil {
+			e.Logger.Info("database ready", zap.Int("attempt", attempt))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		fields := []zap.Field{zap.Int("attempt", attempt), zap.Duration("retry_in", delay), zap.Error(err)}
+		if errors.Is(err, schema.ErrTooOld) {
+			e.Logger.Error("database schema is too old; waiting for `"+e.MigrateCommand()+"`", fields...)
+		} else {
+			e.Logger.Warn("waiting for the database", fields...)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, maxDelay)
+	}
+}
