@@ -27,6 +27,13 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	for i, r := range wc.Routes {
 		routes[i] = worker.Route{Source: r.Source, Types: r.Types, Handlers: r.Handlers}
 	}
+	// Every source's queue, so that the worker can refuse routes that leave
+	// a source on its queues without a route.
+	queueFor := QueueFor(env.Config)
+	sources := make(map[string]string, len(env.Config.Sources))
+	for _, s := range env.Config.Sources {
+		sources[s.Name] = queueFor(s.Name)
+	}
 	if registry == nil {
 		registry = worker.NewRegistry(env.Logger)
 	}
@@ -42,8 +49,9 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		FailUnrouted:      wc.Unrouted == "failed",
 		SynchronousCommit: wc.SynchronousCommit,
 		Routes:            routes,
+		Sources:           sources,
 		Registry:          registry,
-		QueueFor:          QueueFor(env.Config),
+		QueueFor:          queueFor,
 		SoftStopTimeout:   wc.SoftStopTimeout,
 		Logger:            env.Logger,
 	})
@@ -87,6 +95,7 @@ func RunWorker(ctx context.Context, env *Env, registry *worker.Registry, sets ..
 	env.Logger.Info("worker listening", zap.String("addr", ln.Addr().String()))
 
 	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
+		_ = srv.Close()
 		return fmt.Errorf("start worker: %w", err)
 	}
 	<-ctx.Done()
