@@ -24,6 +24,13 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	for i, r := range wc.Routes {
 		routes[i] = worker.Route{Source: r.Source, Types: r.Types, Handlers: r.Handlers}
 	}
+	// Every source's queue, so that the worker can refuse routes that leave
+	// a source on its queues without a route.
+	queueFor := QueueFor(env.Config)
+	sources := make(map[string]string, len(env.Config.Sources))
+	for _, s := range env.Config.Sources {
+		sources[s.Name] = queueFor(s.Name)
+	}
 	if registry == nil {
 		registry = worker.NewRegistry(env.Logger)
 	}
@@ -39,8 +46,9 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		FailUnrouted:      wc.Unrouted == "failed",
 		SynchronousCommit: wc.SynchronousCommit,
 		Routes:            routes,
+		Sources:           sources,
 		Registry:          registry,
-		QueueFor:          QueueFor(env.Config),
+		QueueFor:          queueFor,
 		SoftStopTimeout:   wc.SoftStopTimeout,
 		Logger:            env.Logger,
 	})

@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -76,4 +79,82 @@ func typeMatches(pattern, eventType string) bool {
 	default:
 		return pattern == eventType
 	}
+}
+
+// CheckRoutes checks that routes can run every event a worker working queues
+// will take. sources maps each source's name to its queue (the queue the
+// receiver enqueues its events on). It fails, naming every gap, when a
+// source on a worked queue has no route (neither its name nor "*"): that
+// worker would take the source's events off the queue and settle them
+// without running the handlers meant for them, while a worker that has them
+// never sees them. A route naming an unknown source is refused as well: it is
+// a typo, and the events meant for it would fall through to a later route.
+//
+// The warnings are for what is odd but loses nothing: a route whose source
+// is on a queue this worker does not work (it never runs here; the source's
+// events wait on their own queue for the worker that works it), and a worked
+// queue that no source uses.
+func CheckRoutes(routes []Route, sources map[string]string, queues []string) (warnings []string, err error) {
+	worked := make(map[string]bool, len(queues))
+	for _, q := range queues {
+		worked[q] = true
+	}
+	covered := map[string]bool{}
+	var errs []error
+	for i, route := range routes {
+		switch queue, known := sources[route.Source]; {
+		case route.Source == "*":
+			for name := range sources {
+				covered[name] = true
+			}
+		case !known:
+			errs = append(errs, fmt.Errorf("worker.routes[%d].source: unknown source %q", i, route.Source))
+		case !worked[queue]:
+			warnings = append(warnings, fmt.Sprintf(
+				"worker.routes[%d] can never run here: source %q's events go to queue %q, which this worker does not work (worker.queues)",
+				i, route.Source, queue))
+		default:
+			covered[route.Source] = true
+		}
+	}
+	used := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(sources)) {
+		queue := sources[name]
+		used[queue] = true
+		if worked[queue] && !covered[name] {
+			errs = append(errs, fmt.Errorf(
+				"worker.routes: no route for source %q, whose events go to queue %q (worker.queues); add a route or stop working that queue",
+				name, queue))
+		}
+	}
+	for _, q := range queues {
+		if !used[q] {
+			warnings = append(warnings, fmt.Sprintf("worker.queues: no source uses queue %q (sources[].queue); this worker finds no events there", q))
+		}
+	}
+	return warnings, errors.Join(errs...)
+}
+
+// queueRoutes describes, in one canonical line, what a worker does with the
+// events on queue: the routes that can match a source on it, in order, and
+// what becomes of an event none matches. Two workers sharing a queue must
+// describe it alike, or each settles events the other has routes for.
+func queueRoutes(routes []Route, sources map[string]string, queue string, failUnrouted bool) string {
+	var b strings.Builder
+	for _, route := range routes {
+		if route.Source != "*" && sources[route.Source] != queue {
+			continue
+		}
+		types := route.Types
+		if len(types) == 0 {
+			types = []string{"*"}
+		}
+		fmt.Fprintf(&b, "%s %s -> %s; ", route.Source, strings.Join(types, ","), strings.Join(route.Handlers, ","))
+	}
+	unrouted := "done"
+	if failUnrouted {
+		unrouted = "failed"
+	}
+	fmt.Fprintf(&b, "unrouted -> %s", unrouted)
+	return b.String()
 }

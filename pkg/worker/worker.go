@@ -14,6 +14,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,12 +60,23 @@ type Config struct {
 	// job runs again and nothing is applied twice or lost. (The receiver's
 	// claim is always durable: its 2xx promises it.)
 	SynchronousCommit bool
-	// Routes pick each event's handlers; the first match decides.
+	// Routes pick each event's handlers; the first match decides. New
+	// refuses routes that leave a source on a worked queue without a route
+	// (see CheckRoutes).
 	Routes []Route
+	// Sources maps every source's name to its queue, the queue the receiver
+	// enqueues its events on. Required: it is what New checks Routes
+	// against, and where the reaper re-enqueues a source's jobs.
+	Sources map[string]string
+	// HeartbeatInterval is how often the worker renews its record of the
+	// routes it runs on each queue (see Start). A record not renewed for
+	// three intervals is dead. Defaults to 10s.
+	HeartbeatInterval time.Duration
 	// Registry resolves the routes' handler names. Defaults to the built-ins.
 	Registry *Registry
 	// QueueFor names the queue of a source's jobs when the reaper re-enqueues
-	// them. Defaults to River's default queue.
+	// them. Defaults to the source's queue in Sources, else River's default
+	// queue.
 	QueueFor func(source string) string
 	// SoftStopTimeout is how long Stop lets running jobs finish before
 	// cancelling them. Defaults to 20s.
@@ -95,8 +108,10 @@ func (c *Config) withDefaults() *Config {
 	if out.Registry == nil {
 		out.Registry = NewRegistry(out.Logger)
 	}
+	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, 10*time.Second)
 	if out.QueueFor == nil {
-		out.QueueFor = func(string) string { return river.QueueDefault }
+		sources := out.Sources
+		out.QueueFor = func(source string) string { return cmp.Or(sources[source], river.QueueDefault) }
 	}
 	return &out
 }
@@ -110,20 +125,32 @@ func (c *Config) validate() error {
 			return fmt.Errorf("worker: queue %q needs a positive concurrency", q)
 		}
 	}
+	if len(c.Sources) == 0 {
+		return errors.New("worker: Sources is empty; the worker needs every source's queue to check its routes")
+	}
 	return nil
 }
 
 // Worker is a River client working inbox events and the reaper.
 type Worker struct {
-	client *river.Client[pgx.Tx]
-	config *Config
+	client       *river.Client[pgx.Tx]
+	config       *Config
+	registration *registration
 }
 
-// New builds a Worker on pool.
+// New builds a Worker on pool. It refuses routes that leave a source on a
+// worked queue without a route, and logs CheckRoutes' warnings.
 func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	c := config.withDefaults()
 	if err := c.validate(); err != nil {
 		return nil, err
+	}
+	warnings, err := CheckRoutes(c.Routes, c.Sources, slices.Sorted(maps.Keys(c.Queues)))
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		c.Logger.Warn(w)
 	}
 	router, err := NewRouter(c.Routes, c.Registry)
 	if err != nil {
@@ -163,7 +190,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: river client: %w", err)
 	}
-	return &Worker{client: client, config: c}, nil
+	return &Worker{client: client, config: c, registration: newRegistration(pool, c)}, nil
 }
 
 // firstQueue picks a stable queue for the reaper: "default" when worked.
@@ -184,14 +211,34 @@ func firstQueue(queues map[string]int) string {
 func (w *Worker) Client() *river.Client[pgx.Tx] { return w.client }
 
 // Start starts fetching and working jobs. It returns at once.
+//
+// First it records the routes it runs on each of its queues, and returns a
+// *RoutesConflictError, having taken nothing, when a live worker works one
+// of those queues with other routes: both would take the queue's events,
+// and each would settle events the other has the handlers for. The record
+// is renewed every HeartbeatInterval and deleted by Stop.
 func (w *Worker) Start(ctx context.Context) error {
-	return w.client.Start(ctx)
+	if err := w.registration.start(ctx); err != nil {
+		return err
+	}
+	if err := w.client.Start(ctx); err != nil {
+		_ = w.registration.stopAndDelete(context.WithoutCancel(ctx))
+		return err
+	}
+	return nil
 }
 
 // Stop stops the worker: a soft stop lets running jobs finish within
 // SoftStopTimeout; then their contexts are cancelled (a hard stop) and Stop
 // waits until ctx is done for them to return. Jobs cut short run again.
 func (w *Worker) Stop(ctx context.Context) error {
+	if err := w.stopClient(ctx); err != nil {
+		return err
+	}
+	return w.registration.stopAndDelete(ctx)
+}
+
+func (w *Worker) stopClient(ctx context.Context) error {
 	softCtx, cancel := context.WithTimeout(ctx, w.config.SoftStopTimeout)
 	defer cancel()
 	err := w.client.Stop(softCtx)

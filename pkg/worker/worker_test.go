@@ -76,6 +76,9 @@ var routes = []worker.Route{
 	{Source: "bank", Types: []string{"account.*"}, Handlers: []string{"effect"}},
 }
 
+// sources are the tests' sources and their queues.
+var sources = map[string]string{"bank": river.QueueDefault}
+
 // start runs a worker on the bundle's database until the test ends.
 func (b *testBundle) start(t *testing.T, mutate func(*worker.Config)) *worker.Worker {
 	t.Helper()
@@ -85,6 +88,7 @@ func (b *testBundle) start(t *testing.T, mutate func(*worker.Config)) *worker.Wo
 		JobTimeout:     10 * time.Second,
 		ReaperInterval: time.Hour, // runs once, at start
 		Routes:         routes,
+		Sources:        sources,
 		Registry:       b.registry(t),
 		Logger:         zaptest.NewLogger(t),
 		RiverConfig: func(rc *river.Config) {
@@ -390,7 +394,7 @@ func TestTwoWorkersRacingOverTheSameRows(t *testing.T) {
 	otherWorker := func() {
 		cfg := &worker.Config{
 			Queues: map[string]int{river.QueueDefault: 4}, MaxAttempts: 3, ReaperInterval: time.Hour,
-			Routes: routes, Registry: b.registry(t), Logger: zaptest.NewLogger(t),
+			Routes: routes, Sources: sources, Registry: b.registry(t), Logger: zaptest.NewLogger(t),
 			RiverConfig: func(rc *river.Config) { rc.FetchCooldown = 5 * time.Millisecond },
 		}
 		w, err := worker.New(other.db.Pool, cfg)

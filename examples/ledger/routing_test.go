@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+)
+
+// These tests run the stock worker (cmd/worker) and this package's ledger
+// binary side by side on one database, as an operator would, and check who
+// settles which event: an event is only ever marked done by a worker that
+// has a route for it.
+
+// buildWorker compiles cmd/worker once per test run.
+var buildWorker = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "worker-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "worker")
+	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/worker").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+const bankSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// exampleEnv is what config/hookinbox.yaml needs from the environment.
+func exampleEnv(dbURL string) []string {
+	return []string{
+		"HOOKINBOX_DATABASE_URL=" + dbURL, "HOOKINBOX_WORKER_LISTEN=127.0.0.1:0",
+		"STRIPE_WEBHOOK_SECRET=whsec_stripe", "SHOPIFY_WEBHOOK_SECRET=shopify", "BANK_WEBHOOK_SECRET=" + bankSecret,
+		"SVIX_WEBHOOK_SECRET=" + bankSecret, "GITHUB_WEBHOOK_SECRET=github", "SQUARE_SIGNATURE_KEY=square",
+		"PADDLE_WEBHOOK_SECRET=paddle", "SLACK_SIGNING_SECRET=slack", "MARQETA_WEBHOOK_PASSWORD=marqeta",
+		"MARQETA_WEBHOOK_SECRET=marqeta", "ADYEN_HMAC_KEY=" + strings.Repeat("0", 64), "ADYEN_WEBHOOK_PASSWORD=adyen",
+		"TWILIO_AUTH_TOKEN=twilio", "PARTNER_WEBHOOK_SECRET=partner", "PARTNER_API_KEY=partner",
+	}
+}
+
+// workerConfig writes a config with sources shop and bank on the given
+// queues, and a worker section working queues with routes (YAML list items).
+func workerConfig(t *testing.T, dbURL string, sourceQueues map[string]string, queues string, routes ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hookinbox.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`
+database: {url: %q}
+log: {level: info, format: json}
+sources:
+  - {name: shop, provider: standardwebhooks, secrets: [%q], queue: %s}
+  - {name: bank, provider: standardwebhooks, secrets: [%q], queue: %s}
+worker:
+  listen: "127.0.0.1:0"
+  concurrency: 4
+  queues: [%s]
+  routes:
+    - %s
+`, dbURL, bankSecret, sourceQueues["shop"], bankSecret, sourceQueues["bank"], queues, strings.Join(routes, "\n    - "))), 0o600))
+	return path
+}
+
+// ingest claims n events of source, enqueued on the source's queue as the
+// receiver does, and returns their event ids. bank's are deposits of 1.00.
+func ingest(t *testing.T, pool *pgxpool.Pool, sourceQueues map[string]string, source string, n int) []string {
+	t.Helper()
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{MaxAttempts: 10})
+	require.NoError(t, err)
+	ingester := inbox.NewIngester(pool, client, &inbox.IngesterConfig{QueueFor: func(s string) string { return sourceQueues[s] }})
+	events := make([]inbox.NewEvent, n)
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = fmt.Sprintf("%s_%04d", source, i)
+		eventType, payload := "order.created", `{"type":"order.created"}`
+		if source == "bank" {
+			eventType = "account.deposit"
+			payload = fmt.Sprintf(`{"type":"account.deposit","data":{"account_id":"acc_%d","amount":"1.00"}}`, i%5)
+		}
+		events[i] = inbox.NewEvent{Source: source, Provider: "standardwebhooks", EventID: ids[i],
+			EventType: eventType, Payload: []byte(payload), Body: []byte(payload)}
+	}
+	res, err := ingester.Ingest(context.Background(), events)
+	require.NoError(t, err)
+	require.Equal(t, n, res.New)
+	return ids
+}
+
+// runToExit runs bin until it exits on its own (a minute at most) and
+// returns its exit code and output.
+func runToExit(t *testing.T, bin, config string, env ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--config", config)
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="), env...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, ctx.Err(), "the worker did not exit on its own; output:\n%s", out)
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return exitErr.ExitCode(), string(out)
+	}
+	require.NoError(t, err)
+	return 0, string(out)
+}
+
+// startWorker starts bin in the background until the test ends.
+func startWorker(t *testing.T, bin, config string, logs *syncBuffer, env ...string) *process {
+	t.Helper()
+	cmd := exec.Command(bin, "--config", config)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="), env...)
+	require.NoError(t, cmd.Start())
+	p := &process{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+// stop sends SIGTERM and requires a clean exit.
+func (p *process) stop(t *testing.T, logs *syncBuffer) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	<-p.exited
+	require.NoError(t, p.err, "logs:\n%s", logs)
+}
+
+// logged returns the event ids the built-in log handler logged, by source.
+func logged(t *testing.T, logs *syncBuffer) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Msg     string `json:"msg"`
+			Source  string `json:"source"`
+			EventID string `json:"event_id"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "event" {
+			out[line.Source] = append(out[line.Source], line.EventID)
+		}
+	}
+	require.NoError(t, sc.Err())
+	for _, ids := range out {
+		slices.Sort(ids)
+	}
+	return out
+}
+
+// ledgerEntries returns the event ids the ledger handler applied, by source.
+func ledgerEntries(t *testing.T, pool *pgxpool.Pool) map[string][]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT source, event_id FROM ledger_entries ORDER BY event_id`)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var source, id string
+		require.NoError(t, rows.Scan(&source, &id))
+		out[source] = append(out[source], id)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func counts(t *testing.T, pool *pgxpool.Pool) *inbox.Counts {
+	t.Helper()
+	c, err := inbox.InboxCount(context.Background(), pool, "")
+	require.NoError(t, err)
+	return c
+}
+
+// untouched requires that no worker took any job: every row pending, no
+// job ever attempted.
+func untouched(t *testing.T, db *dbtest.DB, n int) {
+	t.Helper()
+	require.Equal(t, &inbox.Counts{Pending: int64(n)}, counts(t, db.Pool))
+	var attempted int
+	require.NoError(t, db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM river_job WHERE attempted_at IS NOT NULL`).Scan(&attempted))
+	require.Zero(t, attempted, "a job was taken")
+}
+
+func records(t *testing.T, pool *pgxpool.Pool, queue string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM hookinbox_worker_routes WHERE queue = $1`, queue).Scan(&n))
+	return n
+}
+
+// TestTwoWorkerBinariesOnTwoQueues runs cmd/worker on queue qa, where source
+// shop's events go, routed to the log handler, and the ledger on queue qb,
+// where bank's go: each settles exactly its own source's events. The
+// evidence is what each handler leaves behind: the log handler's line in
+// cmd/worker's own output, and the ledger's ledger_entries rows.
+func TestTwoWorkerBinariesOnTwoQueues(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs subprocesses")
+	}
+	ledgerBin, err := buildLedger()
+	require.NoError(t, err)
+	workerBin, err := buildWorker()
+	require.NoError(t, err)
+	db := ledgerDB(t)
+
+	const n = 200
+	queues := map[string]string{"shop": "qa", "bank": "qb"}
+	shopIDs := ingest(t, db.Pool, queues, "shop", n)
+	bankIDs := ingest(t, db.Pool, queues, "bank", n)
+
+	stockLogs, ledgerLogs := &syncBuffer{}, &syncBuffer{}
+	stock := startWorker(t, workerBin, workerConfig(t, db.URL, queues, "qa", `{source: shop, handlers: [log]}`), stockLogs)
+	ledger := startWorker(t, ledgerBin, workerConfig(t, db.URL, queues, "qb",
+		`{source: bank, types: ["account.deposit"], handlers: [ledger]}`), ledgerLogs)
+	stock.waitUntil(t, 90*time.Second, stockLogs, func() bool {
+		select {
+		case <-ledger.exited:
+			t.Fatalf("ledger exited early (%v); logs:\n%s", ledger.err, ledgerLogs)
+		default:
+		}
+		return counts(t, db.Pool).Done == 2*n
+	})
+	stock.stop(t, stockLogs)
+	ledger.stop(t, ledgerLogs)
+
+	require.Equal(t, &inbox.Counts{Done: 2 * n}, counts(t, db.Pool))
+	var noted int
+	require.NoError(t, db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM webhook_inbox WHERE note IS NOT NULL OR last_error IS NOT NULL`).Scan(&noted))
+	require.Zero(t, noted, "an event was settled without a route, or failed")
+
+	stockLogged, ledgerLogged := logged(t, stockLogs), logged(t, ledgerLogs)
+	entries := ledgerEntries(t, db.Pool)
+	t.Logf("shop (queue qa): %d events, %d logged by cmd/worker, %d by the ledger, %d ledger entries",
+		n, len(stockLogged["shop"]), len(ledgerLogged["shop"]), len(entries["shop"]))
+	t.Logf("bank (queue qb): %d events, %d ledger entries, %d logged by cmd/worker, %d by the ledger",
+		n, len(entries["bank"]), len(stockLogged["bank"]), len(ledgerLogged["bank"]))
+	require.Equal(t, map[string][]string{"shop": shopIDs}, stockLogged, "cmd/worker ran log for exactly shop's events")
+	require.Empty(t, ledgerLogged)
+	require.Equal(t, map[string][]string{"bank": bankIDs}, entries, "the ledger applied exactly bank's events")
+}
+
+// TestWorkerWithoutARouteForASourceOnItsQueueRefusesToStart: cmd/worker
+// works queue qa, where both shop's and bank's events go, with a route for
+// shop only. It exits non-zero naming bank, having taken nothing.
+func TestWorkerWithoutARouteForASourceOnItsQueueRefusesToStart(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs subprocesses")
+	}
+	workerBin, err := buildWorker()
+	require.NoError(t, err)
+	db := ledgerDB(t)
+
+	const n = 50
+	queues := map[string]string{"shop": "qa", "bank": "qa"}
+	ingest(t, db.Pool, queues, "shop", n)
+	ingest(t, db.Pool, queues, "bank", n)
+
+	code, out := runToExit(t, workerBin, workerConfig(t, db.URL, queues, "qa", `{source: shop, handlers: [log]}`))
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, `worker.routes: no route for source "bank", whose events go to queue "qa" (worker.queues); add a route or stop working that queue`)
+	untouched(t, db, 2*n)
+	require.Zero(t, records(t, db.Pool, "qa"))
+	t.Logf("refused with exit code %d; %d of %d events still pending, no job taken", code, counts(t, db.Pool).Pending, 2*n)
+}
+
+// TestExampleConfigWorkerBesideTheLedgerRefusesToStart is the reported
+// case: the ledger works queue bank with its own route for bank, and the
+// stock worker starts with config/hookinbox.yaml, which works [default,
+// bank] with a catch-all route to noop. Its routes cover every source, so
+// only the routes record stops it from settling bank's deposits with noop.
+func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs subprocesses")
+	}
+	ledgerBin, err := buildLedger()
+	require.NoError(t, err)
+	workerBin, err := buildWorker()
+	require.NoError(t, err)
+	db := ledgerDB(t)
+	ctx := context.Background()
+
+	queues := map[string]string{"shop": "default", "bank": "bank"}
+	ledgerLogs := &syncBuffer{}
+	ledger := startWorker(t, ledgerBin, workerConfig(t, db.URL, queues, "bank",
+		`{source: bank, types: ["account.deposit"], handlers: [ledger]}`), ledgerLogs)
+	ledger.waitUntil(t, 60*time.Second, ledgerLogs, func() bool { return records(t, db.Pool, "bank") == 1 })
+	// Freeze the ledger, so that the deposits wait for whoever takes them.
+	// Its record lives on for three heartbeats (30s), far longer than the
+	// stock worker needs to start; were it to expire first, the stock worker
+	// would start, and runToExit would fail the test.
+	require.NoError(t, ledger.cmd.Process.Signal(syscall.SIGSTOP))
+	const n = 100
+	ingest(t, db.Pool, queues, "bank", n)
+
+	code, out := runToExit(t, workerBin, "../../config/hookinbox.yaml", exampleEnv(db.URL)...)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, `works queue "bank" with other routes: it runs [bank account.deposit -> ledger; unrouted -> done], this worker would run [* * -> noop;`)
+	untouched(t, db, n)
+	t.Logf("cmd/worker with the example config refused with exit code %d; %d of %d deposits still pending, no job taken",
+		code, counts(t, db.Pool).Pending, n)
+
+	require.NoError(t, ledger.cmd.Process.Signal(syscall.SIGCONT))
+	ledger.waitUntil(t, 60*time.Second, ledgerLogs, func() bool { return counts(t, db.Pool).Done == n })
+	require.Equal(t, n, len(ledgerEntries(t, db.Pool)["bank"]))
+	t.Logf("the ledger then applied all %d deposits", n)
+
+	// Once the ledger has stopped, its record is gone, and the example
+	// config starts: its routes cover every source on default and bank.
+	ledger.stop(t, ledgerLogs)
+	stockLogs := &syncBuffer{}
+	stock := startWorker(t, workerBin, "../../config/hookinbox.yaml", stockLogs, exampleEnv(db.URL)...)
+	stock.waitUntil(t, 60*time.Second, stockLogs, func() bool {
+		return records(t, db.Pool, "default") == 1 && records(t, db.Pool, "bank") == 1
+	})
+	stock.stop(t, stockLogs)
+	var left int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_worker_routes`).Scan(&left))
+	require.Zero(t, left, "a stopped worker deletes its records")
+}
