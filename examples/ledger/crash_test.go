@@ -110,7 +110,7 @@ func (p *process) waitUntil(t *testing.T, timeout time.Duration, logs *syncBuffe
 	for !cond() {
 		select {
 		case <-p.exited:
-			t.Fatalf("ledger exited early (%v); logs:\n%s", p.err, logs)
+			t.Fatalf("%s exited early (%v); logs:\n%s", filepath.Base(p.cmd.Path), p.err, logs)
 		case <-time.After(2 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

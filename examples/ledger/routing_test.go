@@ -58,6 +58,9 @@ func exampleEnv(dbURL string) []string {
 	}
 }
 
+// ledgerConcurrency is the concurrency of every worker these tests start.
+const ledgerConcurrency = 4
+
 // workerConfig writes a config with sources shop and bank on the given
 // queues, and a worker section working queues with routes (YAML list items).
 func workerConfig(t *testing.T, dbURL string, sourceQueues map[string]string, queues string, routes ...string) string {
@@ -71,11 +74,12 @@ sources:
   - {name: bank, provider: standardwebhooks, secrets: [%q], queue: %s}
 worker:
   listen: "127.0.0.1:0"
-  concurrency: 4
+  concurrency: %d
+  job_timeout: 10m
   queues: [%s]
   routes:
     - %s
-`, dbURL, bankSecret, sourceQueues["shop"], bankSecret, sourceQueues["bank"], queues, strings.Join(routes, "\n    - "))), 0o600))
+`, dbURL, bankSecret, sourceQueues["shop"], bankSecret, sourceQueues["bank"], ledgerConcurrency, queues, strings.Join(routes, "\n    - "))), 0o600))
 	return path
 }
 
@@ -200,10 +204,16 @@ func counts(t *testing.T, pool *pgxpool.Pool) *inbox.Counts {
 func untouched(t *testing.T, db *dbtest.DB, n int) {
 	t.Helper()
 	require.Equal(t, &inbox.Counts{Pending: int64(n)}, counts(t, db.Pool))
-	var attempted int
-	require.NoError(t, db.Pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM river_job WHERE attempted_at IS NOT NULL`).Scan(&attempted))
-	require.Zero(t, attempted, "a job was taken")
+	require.Zero(t, attempted(t, db.Pool), "a job was taken")
+}
+
+// attempted counts the jobs a worker ever took.
+func attempted(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM river_job WHERE attempted_at IS NOT NULL`).Scan(&n))
+	return n
 }
 
 func records(t *testing.T, pool *pgxpool.Pool, queue string) int {
@@ -314,22 +324,32 @@ func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
 	ledger := startWorker(t, ledgerBin, workerConfig(t, db.URL, queues, "bank",
 		`{source: bank, types: ["account.deposit"], handlers: [ledger]}`), ledgerLogs)
 	ledger.waitUntil(t, 60*time.Second, ledgerLogs, func() bool { return records(t, db.Pool, "bank") == 1 })
-	// Freeze the ledger, so that the deposits wait for whoever takes them.
-	// Its record lives on for three heartbeats (30s), far longer than the
-	// stock worker needs to start; were it to expire first, the stock worker
-	// would start, and runToExit would fail the test.
-	require.NoError(t, ledger.cmd.Process.Signal(syscall.SIGSTOP))
+	// Hold every account the deposits credit, so that the ledger's handlers
+	// block inside their transactions: the ledger stays alive (its routes
+	// record stays live, renewed by its heartbeat) but settles nothing, and
+	// the deposits it has not taken wait for whoever takes them.
 	const n = 100
+	_, err = db.Pool.Exec(ctx, `INSERT INTO ledger_accounts (account_id) SELECT 'acc_' || g FROM generate_series(0, 4) AS g`)
+	require.NoError(t, err)
+	lock, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer lock.Rollback(ctx) //nolint:errcheck // released explicitly below; this is for a failed test
+	_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts FOR UPDATE`)
+	require.NoError(t, err)
 	ingest(t, db.Pool, queues, "bank", n)
+	ledger.waitUntil(t, 60*time.Second, ledgerLogs, func() bool { return lockWaiters(t, db.Pool) == ledgerConcurrency })
 
 	code, out := runToExit(t, workerBin, "../../config/hookinbox.yaml", exampleEnv(db.URL)...)
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, `works queue "bank" with other routes: it runs [bank account.deposit -> ledger; unrouted -> done], this worker would run [* * -> noop;`)
-	untouched(t, db, n)
-	t.Logf("cmd/worker with the example config refused with exit code %d; %d of %d deposits still pending, no job taken",
+	// Nothing settled, and the only jobs ever taken are the ledger's, still
+	// blocked on the lock.
+	require.Equal(t, &inbox.Counts{Pending: n}, counts(t, db.Pool))
+	require.Equal(t, ledgerConcurrency, attempted(t, db.Pool), "the stock worker took a job")
+	t.Logf("cmd/worker with the example config refused with exit code %d; %d of %d deposits still pending, none taken by it",
 		code, counts(t, db.Pool).Pending, n)
 
-	require.NoError(t, ledger.cmd.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, lock.Rollback(ctx))
 	ledger.waitUntil(t, 60*time.Second, ledgerLogs, func() bool { return counts(t, db.Pool).Done == n })
 	require.Equal(t, n, len(ledgerEntries(t, db.Pool)["bank"]))
 	t.Logf("the ledger then applied all %d deposits", n)
