@@ -9,7 +9,7 @@ FUZZTIME ?= 30s
 BUILD_PKGS := $(addsuffix /...,$(addprefix ./,$(wildcard cmd examples)))
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo bench fuzz lint migrate clean
+.PHONY: help build test demo readme bench fuzz lint migrate clean
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z_-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -23,6 +23,9 @@ test: ## run all tests (private PostgreSQL unless DATABASE_URL is set; TESTFLAGS
 
 demo: ## run the demo against PostgreSQL (private unless DATABASE_URL is set)
 	scripts/with-postgres.sh scripts/demo.sh
+
+readme: ## run README's "Running it" block as written, in a throwaway PostgreSQL cluster
+	env -u DATABASE_URL scripts/with-postgres.sh scripts/readme-run.sh
 
 bench: ## measure throughput and latency on this machine, print one table (BENCHFLAGS=--quick for a smoke run)
 	scripts/with-postgres.sh scripts/bench.sh $(BENCHFLAGS)
