@@ -128,9 +128,8 @@ RETURNING id, source, event_id, status`,
 }
 
 // existingEventIDs returns which of the (source, event_id) pairs exist. The
-// Ingester asks it about the events a claim skipped: a skipped
-// event whose id exists is a duplicate, any other was stopped by its twin
-// key.
+// Ingester asks it about the events a claim skipped: a skipped event whose
+// id exists is a duplicate, any other was stopped by its twin key.
 func (s *Store) existingEventIDs(ctx context.Context, db DBTX, sources, eventIDs []string) (map[[2]string]bool, error) {
 	rows, err := db.Query(ctx, `
 SELECT i.source, i.event_id FROM webhook_inbox AS i
