@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // defaults is the product's configuration with nothing set: what the
@@ -35,6 +36,8 @@ type bench struct {
 	// pool is hookbench's own small pool on the benchmark database, for
 	// counting, preloading and resetting between phases.
 	pool *pgxpool.Pool
+	// store runs every statement on the inbox's table, on pool.
+	store *inbox.Store
 	// dir holds the processes' configs and logs.
 	dir string
 	// postmaster is the local server's pid, 0 when not local; its CPU time
@@ -73,6 +76,7 @@ func newBench(ctx context.Context, opts *options, adminURL string) (*bench, erro
 		b.close()
 		return nil, err
 	}
+	b.store = inbox.NewStore(b.pool)
 	if err := b.migrate(ctx); err != nil {
 		b.close()
 		return nil, err

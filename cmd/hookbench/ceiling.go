@@ -69,13 +69,13 @@ func (c *ceiling) run(ctx context.Context, warmup, window time.Duration) *LoadRe
 				if i > c.max {
 					break
 				}
-				ev, err := newEvent(fmt.Sprintf("msg_ceiling%d_%09d", c.conc, i), i, time.Now())
+				d, err := newDelivery(fmt.Sprintf("msg_ceiling%d_%09d", c.conc, i), i, time.Now())
 				if err != nil {
 					panic(err) // the secret is a constant
 				}
 				t0 := time.Now() // building the event is not the ceiling's work
 
-				res, err := c.ingester.Ingest(ctx, []inbox.NewEvent{ev})
+				res, err := c.ingester.Ingest(ctx, d)
 				done := time.Now()
 				r.Sent++
 				if t0.Before(measureFrom) {

@@ -85,17 +85,20 @@ func newIngester(pool *pgxpool.Pool) (*inbox.Ingester, error) {
 // next phase starts from a known state, and checkpoints, so that writing
 // out the last phase's pages does not land in the next measurement. No
 // process may be using the tables.
-func resetTables(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := pool.Exec(ctx, `TRUNCATE webhook_inbox, river_job, ledger_entries, ledger_accounts`)
-	if err != nil {
+func (b *bench) resetTables(ctx context.Context) error {
+	if err := b.store.Truncate(ctx); err != nil {
 		return fmt.Errorf("reset tables: %w", err)
 	}
-	return settle(ctx, pool)
+	if _, err := b.pool.Exec(ctx, `TRUNCATE river_job, ledger_entries, ledger_accounts`); err != nil {
+		return fmt.Errorf("reset tables: %w", err)
+	}
+	return settle(ctx, b.pool)
 }
 
 // settle runs VACUUM ANALYZE on the tables a preload filled and a
 // CHECKPOINT, so that neither autovacuum nor a checkpoint of the preload
-// lands in the next measurement.
+// lands in the next measurement. The inbox's table is vacuumed by its
+// store (inbox.Store.Vacuum), before settle.
 func settle(ctx context.Context, pool *pgxpool.Pool, tables ...string) error {
 	for _, t := range tables {
 		if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) "+t); err != nil {
@@ -113,18 +116,15 @@ type Tally struct {
 	Rows, Jobs int64
 }
 
-func tally(ctx context.Context, pool *pgxpool.Pool) (Tally, error) {
+func (b *bench) tally(ctx context.Context) (Tally, error) {
 	var t Tally
-	err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_inbox), (SELECT count(*) FROM river_job)`).Scan(&t.Rows, &t.Jobs)
+	c, err := b.store.Count(ctx, nil)
 	if err != nil {
 		return t, fmt.Errorf("count rows: %w", err)
 	}
+	t.Rows = c.Pending + c.Done + c.Failed
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job`).Scan(&t.Jobs); err != nil {
+		return t, fmt.Errorf("count jobs: %w", err)
+	}
 	return t, nil
-}
-
-// pendingCount counts pending rows through their partial index.
-func pendingCount(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
-	var n int64
-	err := pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox WHERE status = 'pending'`).Scan(&n)
-	return n, err
 }

@@ -6,15 +6,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // waitDrained polls until no row is pending, and reports true, or until
 // the deadline passes, and reports false. It fails when the worker exits.
-func waitDrained(ctx context.Context, pool *pgxpool.Pool, workers []*Proc, deadline time.Duration) (bool, error) {
+func waitDrained(ctx context.Context, store *inbox.Store, workers []*Proc, deadline time.Duration) (bool, error) {
 	end := time.Now().Add(deadline)
 	for {
-		n, err := pendingCount(ctx, pool)
+		n, err := store.CountPending(ctx)
 		if err != nil {
 			return false, err
 		}
@@ -43,7 +43,7 @@ func waitDrained(ctx context.Context, pool *pgxpool.Pool, workers []*Proc, deadl
 // phaseDrain measures (e): River's own no-op burn-down, then drains of
 // preloaded events by 1 and 2 noop workers and 1 and 2 ledger workers.
 func (b *bench) phaseDrain(ctx context.Context) error {
-	if err := resetTables(ctx, b.pool); err != nil {
+	if err := b.resetTables(ctx); err != nil {
 		return err
 	}
 	var errs []error
@@ -76,16 +76,19 @@ func (b *bench) phaseDrain(ctx context.Context) error {
 // processes of binary from their start until every event is done.
 func (b *bench) drain(ctx context.Context, binary, handler string, workers int) (*DrainResult, error) {
 	n := b.opts.DrainEvents
-	if err := resetTables(ctx, b.pool); err != nil {
+	if err := b.resetTables(ctx); err != nil {
 		return nil, err
 	}
 	r := &DrainResult{Handler: handler, Workers: workers, Events: n}
 	t0 := time.Now()
-	if err := preloadPending(ctx, b.pool, fmt.Sprintf("msg_drain_%s%d", handler, workers), n); err != nil {
+	if err := preloadPending(ctx, b.pool, b.store, fmt.Sprintf("msg_drain_%s%d", handler, workers), n); err != nil {
 		return nil, err
 	}
 	r.PreloadSecs = time.Since(t0).Seconds()
-	if err := settle(ctx, b.pool, "webhook_inbox", "river_job"); err != nil {
+	if err := b.store.Vacuum(ctx); err != nil {
+		return nil, err
+	}
+	if err := settle(ctx, b.pool, "river_job"); err != nil {
 		return nil, err
 	}
 	var start time.Time
@@ -111,13 +114,18 @@ func (b *bench) drain(ctx context.Context, binary, handler string, workers int) 
 		}
 		procs = append(procs, p)
 	}
-	drained, err := waitDrained(ctx, b.pool, procs, b.opts.DrainDeadline)
+	drained, err := waitDrained(ctx, b.store, procs, b.opts.DrainDeadline)
 	cpu1 := takeCPU(b.postmaster, procs...)
-	var end time.Time
-	qerr := b.pool.QueryRow(ctx, `
-SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed'),
-       coalesce(max(processed_at), clock_timestamp())
-FROM webhook_inbox`).Scan(&r.Done, &r.Failed, &end)
+	c, qerr := b.store.Count(ctx, nil)
+	if qerr != nil {
+		return nil, qerr
+	}
+	r.Done, r.Failed = c.Done, c.Failed
+	// The drain ended with the last row processed (or now, if none was).
+	end, qerr := b.store.LastProcessedAt(ctx)
+	if qerr == nil && end.IsZero() {
+		qerr = b.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&end)
+	}
 	if qerr != nil {
 		return nil, qerr
 	}

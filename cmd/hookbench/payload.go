@@ -47,21 +47,22 @@ func signedHeaders(eventID string, body []byte, now time.Time) (http.Header, err
 	})
 }
 
-// newEvent returns the inbox event the receiver would claim for a signed
-// delivery of eventID: the same row, payload, raw body and audit headers.
-func newEvent(eventID string, seq int64, now time.Time) (inbox.NewEvent, error) {
+// newDelivery returns the delivery the receiver would hand the inbox for a
+// signed delivery of eventID: the same event, payload, raw body and audit
+// headers, so that the inbox makes the same row of it.
+func newDelivery(eventID string, seq int64, now time.Time) (*inbox.Delivery, error) {
 	body := depositBody(eventID, seq, now)
 	sig, err := provider.SignStandardWebhooks(benchSecret, eventID, now, body)
 	if err != nil {
-		return inbox.NewEvent{}, err
+		return nil, err
 	}
-	return inbox.NewEvent{
-		Source: benchSource, Provider: benchProvider, EventID: eventID, EventType: benchType,
-		Payload: body, Body: body,
+	return &inbox.Delivery{
+		Source: benchSource, Provider: benchProvider, Body: body,
 		Headers: map[string]string{
 			"Webhook-Id":        eventID,
 			"Webhook-Timestamp": strconv.FormatInt(now.Unix(), 10),
 			"Webhook-Signature": sig,
 		},
+		Events: []inbox.IncomingEvent{{ID: eventID, Type: benchType, Payload: body}},
 	}, nil
 }

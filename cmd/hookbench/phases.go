@@ -106,7 +106,7 @@ func (b *bench) phaseDuplicates(ctx context.Context) error {
 	if seeded.New != seeds+1 {
 		return fmt.Errorf("seeding: %d of %d events were new (%v, first error %q)", seeded.New, seeds+1, seeded.Status, seeded.FirstError)
 	}
-	before, err := tally(ctx, b.pool)
+	before, err := b.tally(ctx)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func (b *bench) phaseDuplicates(ctx context.Context) error {
 		return Delivery{EventID: fmt.Sprintf("msg_dseed_%06d", i), Seq: i, Dup: true}
 	}
 	d.Mix, mixRes = b.load(ctx, b.closedLoop(url, b.opts.Clients, mix), p)
-	after, err := tally(ctx, b.pool)
+	after, err := b.tally(ctx)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (b *bench) phaseSteady(ctx context.Context) error {
 	if c == nil || c.Many == nil || c.Many.NewPerSec <= 0 {
 		return errors.New("needs (c)'s maximum; run phase c too")
 	}
-	if err := resetTables(ctx, b.pool); err != nil {
+	if err := b.resetTables(ctx); err != nil {
 		return err
 	}
 	s := &SteadyResult{Fraction: b.opts.SteadyFraction, Basis: "(c)", Max: c.Many.NewPerSec}
@@ -196,23 +196,17 @@ func (b *bench) phaseSteady(ctx context.Context) error {
 	s.Ack, res = b.load(ctx, spec, recv, w)
 	// The worker may trail the load: wait for it, bounded.
 	loadEnd := time.Now()
-	drained, err := waitDrained(ctx, b.pool, []*Proc{w}, b.opts.DrainDeadline)
+	drained, err := waitDrained(ctx, b.store, []*Proc{w}, b.opts.DrainDeadline)
 	if err != nil {
 		return err
 	}
 	s.DrainAfterLoadSecs = time.Since(loadEnd).Seconds()
 	s.Drained = drained
-	err = b.pool.QueryRow(ctx, `
-SELECT count(*),
-       coalesce(1000 * extract(epoch FROM percentile_disc(0.5) WITHIN GROUP (ORDER BY processed_at - received_at)
-                               FILTER (WHERE received_at >= $1)), 0),
-       coalesce(1000 * extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY processed_at - received_at)
-                               FILTER (WHERE received_at >= $1)), 0),
-       coalesce(1000 * extract(epoch FROM max(processed_at - received_at) FILTER (WHERE received_at >= $1)), 0)
-FROM webhook_inbox WHERE status = 'done'`, measureFrom).Scan(&s.Done, &s.AgeP50Ms, &s.AgeP99Ms, &s.AgeMaxMs)
+	ages, err := b.store.DoneAges(ctx, measureFrom)
 	if err != nil {
 		return fmt.Errorf("event age: %w", err)
 	}
+	s.Done, s.AgeP50Ms, s.AgeP99Ms, s.AgeMaxMs = ages.Done, ms(ages.P50), ms(ages.P99), ms(ages.Max)
 	s.Accepted = res.SentNew
 	progress("   event age at done: p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d of %d events done %.1f s after the load ended)",
 		s.AgeP50Ms, s.AgeP99Ms, s.AgeMaxMs, s.Done, s.Accepted, s.DrainAfterLoadSecs)
@@ -225,25 +219,30 @@ FROM webhook_inbox WHERE status = 'done'`, measureFrom).Scan(&s.Done, &s.AgeP50M
 // empty, a group-commit receiver runs on each, and their slices alternate,
 // so that drift on a shared machine touches both alike.
 func (b *bench) phaseScale(ctx context.Context) error {
-	if err := resetTables(ctx, b.pool); err != nil {
+	if err := b.resetTables(ctx); err != nil {
 		return err
 	}
 	s := &ScaleResult{Rows: b.opts.ScaleRows}
 	b.report.Scale = s
 	t0 := time.Now()
-	if err := copyDoneRows(ctx, b.pool, b.opts.ScaleRows); err != nil {
+	if err := copyDoneRows(ctx, b.store, b.opts.ScaleRows); err != nil {
 		return err
 	}
 	s.CopySecs = time.Since(t0).Seconds()
 	t1 := time.Now()
-	if err := settle(ctx, b.pool, "webhook_inbox"); err != nil {
+	if err := b.store.Vacuum(ctx); err != nil {
+		return err
+	}
+	if err := settle(ctx, b.pool); err != nil {
 		return err
 	}
 	s.SettleSecs = time.Since(t1).Seconds()
-	if err := b.pool.QueryRow(ctx, "SELECT pg_total_relation_size('webhook_inbox')").Scan(&s.TableBytes); err != nil {
+	size, err := b.store.TableBytes(ctx)
+	if err != nil {
 		return err
 	}
-	progress("   %d processed rows copied in %.1f s, vacuumed in %.1f s; webhook_inbox is %.0f MB with indexes",
+	s.TableBytes = size
+	progress("   %d processed rows copied in %.1f s, vacuumed in %.1f s; the inbox is %.0f MB with indexes",
 		s.Rows, s.CopySecs, s.SettleSecs, mb(s.TableBytes))
 
 	emptyName := b.dbName + "_empty"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -17,18 +16,15 @@ import (
 )
 
 // preloadPending makes n pending events, as the receiver's claim and enqueue
-// leave them, in bulk: it reserves n ids from webhook_inbox's identity,
-// lets River insert a job for each (InsertManyFast, River's COPY path, with
-// the receiver's job args), and writes the rows with COPY, each linked to
-// its job. The rows and the jobs are real; only the path is faster than n
-// deliveries. River's jobs table must hold no other hookinbox jobs.
-func preloadPending(ctx context.Context, pool *pgxpool.Pool, prefix string, n int) error {
-	var base int64
-	err := pool.QueryRow(ctx, `
-SELECT setval(pg_get_serial_sequence('webhook_inbox', 'id'),
-              nextval(pg_get_serial_sequence('webhook_inbox', 'id')) + $1 - 1) - $1 + 1`, n).Scan(&base)
+// leave them, in bulk: it reserves n inbox ids, lets River insert a job for
+// each (InsertManyFast, River's COPY path, with the receiver's job args),
+// and bulk-loads the rows, each linked to its job. The rows and the jobs are
+// real; only the path is faster than n deliveries. River's jobs table must
+// hold no other hookinbox jobs.
+func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store, prefix string, n int) error {
+	base, err := store.ReserveIDs(ctx, n)
 	if err != nil {
-		return fmt.Errorf("reserve inbox ids: %w", err)
+		return err
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: slog.New(slog.DiscardHandler), MaxAttempts: 10})
 	if err != nil {
@@ -64,54 +60,51 @@ SELECT setval(pg_get_serial_sequence('webhook_inbox', 'id'),
 		return fmt.Errorf("read job ids: %w", err)
 	}
 	now := time.Now()
-	cols := []string{"id", "source", "provider", "event_id", "event_type", "payload", "body", "headers", "status", "received_at", "river_job_id"}
 	return inParallel(n, 2, n, func(lo, hi int) error {
-		src := &rowSource{seq: int64(lo), end: int64(hi), row: func(seq int64) ([]any, error) {
-			ev, err := newEvent(eventID(seq), seq, now)
+		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
+			seq := int64(lo + i)
+			d, err := newDelivery(eventID(seq), seq, now)
 			if err != nil {
 				return nil, err
 			}
-			return []any{base + seq, ev.Source, ev.Provider, ev.EventID, ev.EventType, string(ev.Payload), ev.Body,
-				headersJSON(ev), "pending", now, jobIDs[seq]}, nil
-		}}
-		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"webhook_inbox"}, cols, src); err != nil {
-			return fmt.Errorf("copy pending rows: %w", err)
+			return &inbox.LoadRow{ID: base + seq, Delivery: d, Status: inbox.StatusPending, ReceivedAt: now, JobID: jobIDs[seq]}, nil
+		})
+		if err != nil {
+			return fmt.Errorf("load pending rows: %w", err)
 		}
 		return nil
 	})
 }
 
-// copyDoneRows loads n processed events straight into webhook_inbox with
-// COPY, two streams at once: rows as the receiver and a worker leave them
-// (status done, payload, raw body, audit headers, processed 40 ms after
-// arrival), received evenly over the last 30 days, as a retention window
-// fills.
-func copyDoneRows(ctx context.Context, pool *pgxpool.Pool, n int) error {
-	cols := []string{"source", "provider", "event_id", "event_type", "payload", "body", "headers",
-		"status", "attempts", "received_at", "processed_at", "river_job_id"}
+// copyDoneRows bulk-loads n processed events, two streams at once: rows as
+// the receiver and a worker leave them (status done, payload, raw body,
+// audit headers, processed 40 ms after arrival), received evenly over the
+// last 30 days, as a retention window fills.
+func copyDoneRows(ctx context.Context, store *inbox.Store, n int) error {
+	base, err := store.ReserveIDs(ctx, n)
+	if err != nil {
+		return err
+	}
 	const window = 30 * 24 * time.Hour
 	oldest := time.Now().Add(-window)
 	return inParallel(n, 2, n, func(lo, hi int) error {
-		src := &rowSource{seq: int64(lo), end: int64(hi), row: func(seq int64) ([]any, error) {
+		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
+			seq := int64(lo + i)
 			received := oldest.Add(time.Duration(seq) * (window / time.Duration(n)))
-			ev, err := newEvent(fmt.Sprintf("msg_hist_%010d", seq), seq, received)
+			d, err := newDelivery(fmt.Sprintf("msg_hist_%010d", seq), seq, received)
 			if err != nil {
 				return nil, err
 			}
-			return []any{ev.Source, ev.Provider, ev.EventID, ev.EventType, string(ev.Payload), ev.Body, headersJSON(ev),
-				"done", 1, received, received.Add(40 * time.Millisecond), seq + 1}, nil
-		}}
-		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"webhook_inbox"}, cols, src); err != nil {
-			return fmt.Errorf("copy processed rows: %w", err)
+			return &inbox.LoadRow{
+				ID: base + seq, Delivery: d, Status: inbox.StatusDone, Attempts: 1,
+				ReceivedAt: received, ProcessedAt: received.Add(40 * time.Millisecond), JobID: seq + 1,
+			}, nil
+		})
+		if err != nil {
+			return fmt.Errorf("load processed rows: %w", err)
 		}
 		return nil
 	})
-}
-
-// headersJSON encodes an event's audit headers as the claim stores them.
-func headersJSON(ev inbox.NewEvent) string {
-	h, _ := json.Marshal(ev.Headers) // a map of strings always encodes
-	return string(h)
 }
 
 // inParallel splits [0, n) into chunks of at most chunk and runs fn on them
@@ -149,27 +142,3 @@ func cmpErr(a, b error) error {
 	}
 	return b
 }
-
-// rowSource feeds CopyFrom the rows row makes for [seq, end).
-type rowSource struct {
-	seq, end int64
-	row      func(seq int64) ([]any, error)
-	values   []any
-	err      error
-}
-
-// Next implements pgx.CopyFromSource.
-func (r *rowSource) Next() bool {
-	if r.seq >= r.end || r.err != nil {
-		return false
-	}
-	r.values, r.err = r.row(r.seq)
-	r.seq++
-	return r.err == nil
-}
-
-// Values implements pgx.CopyFromSource.
-func (r *rowSource) Values() ([]any, error) { return r.values, r.err }
-
-// Err implements pgx.CopyFromSource.
-func (r *rowSource) Err() error { return r.err }

@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string) error {
 		if len(rest) > 1 {
 			source = rest[1]
 		}
-		c, err := inbox.InboxCount(ctx, env.Pool, source)
+		c, err := inbox.NewStore(env.Pool).Count(ctx, &inbox.Filter{Source: source})
 		if err != nil {
 			return err
 		}

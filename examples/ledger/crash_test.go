@@ -121,7 +121,7 @@ func (p *process) waitUntil(t *testing.T, timeout time.Duration, logs *syncBuffe
 
 func countDone(t *testing.T, pool *pgxpool.Pool) int64 {
 	t.Helper()
-	c, err := inbox.InboxCount(context.Background(), pool, "bank")
+	c, err := inbox.NewStore(pool).Count(context.Background(), &inbox.Filter{Source: "bank"})
 	require.NoError(t, err)
 	return c.Done
 }
@@ -175,21 +175,26 @@ func TestSIGKILLMidBatch(t *testing.T) {
 	ctx := context.Background()
 
 	const n, accounts = 3000, 7
-	events := make([]inbox.NewEvent, n)
+	deliveries := make([]*inbox.Delivery, n)
 	want := map[string]int64{} // cents per account
 	for i := range n {
 		account := fmt.Sprintf("acc_%d", i%accounts)
 		cents := int64(100 + i)
 		want[account] += cents
 		payload := fmt.Sprintf(`{"type":"account.deposit","data":{"account_id":%q,"amount":"%d.%02d"}}`, account, cents/100, cents%100)
-		events[i] = inbox.NewEvent{Source: "bank", Provider: "standardwebhooks", EventID: fmt.Sprintf("msg_%05d", i),
-			EventType: "account.deposit", Payload: []byte(payload), Body: []byte(payload)}
+		deliveries[i] = &inbox.Delivery{Source: "bank", Provider: "standardwebhooks", Body: []byte(payload),
+			Events: []inbox.IncomingEvent{{ID: fmt.Sprintf("msg_%05d", i), Type: "account.deposit", Payload: []byte(payload)}}}
 	}
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{MaxAttempts: 10})
 	require.NoError(t, err)
-	res, err := inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}).Ingest(ctx, events)
+	// One transaction for all of them, as the receiver's group commit makes.
+	results, err := inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}).IngestGroup(ctx, deliveries)
 	require.NoError(t, err)
-	require.Equal(t, n, res.New)
+	claimed := 0
+	for _, res := range results {
+		claimed += res.New
+	}
+	require.Equal(t, n, claimed)
 
 	// Hold acc_0 (every 7th deposit) locked for the first process's life.
 	_, err = db.Pool.Exec(ctx, `INSERT INTO ledger_accounts (account_id)

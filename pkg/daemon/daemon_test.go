@@ -92,16 +92,18 @@ func TestReceiverAndWorkerFromConfig(t *testing.T) {
 	}
 
 	ctx := context.Background()
+	store := inbox.NewStore(db.Pool)
 	require.Eventually(t, func() bool {
-		c, err := inbox.InboxCount(ctx, db.Pool, "bank")
+		c, err := store.Count(ctx, &inbox.Filter{Source: "bank"})
 		require.NoError(t, err)
 		return c.Done == 1
 	}, 30*time.Second, 10*time.Millisecond)
-	var rows, jobs int
+	var jobs int
 	var queue string
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox`).Scan(&rows))
+	rows, err := store.Count(ctx, nil)
+	require.NoError(t, err)
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*), min(queue) FROM river_job WHERE kind = $1`, inbox.JobKind).Scan(&jobs, &queue))
-	require.Equal(t, 1, rows)
+	require.Equal(t, inbox.Counts{Done: 1}, *rows)
 	require.Equal(t, 1, jobs)
 	require.Equal(t, "bank", queue, "the source's queue")
 	require.EqualValues(t, 1, runs.Load())

@@ -52,7 +52,7 @@ type Batcher struct {
 
 type pendingDelivery struct {
 	ctx    context.Context
-	events []NewEvent
+	events []newEvent         // after the key policy
 	done   chan ingestOutcome // buffered: the flusher never blocks on it
 }
 
@@ -84,13 +84,14 @@ func NewBatcher(ingester *Ingester, config *BatcherConfig) *Batcher {
 	return b
 }
 
-// Ingest queues a delivery's events for the next group transaction and
-// waits for its commit. It returns ErrOverloaded at once when the queue is
-// full, and ctx's error when ctx ends first; in both cases the caller must
-// not acknowledge (the events may or may not be committed later, which a
+// Ingest applies the inbox's key policy to the delivery's events (see
+// Delivery), queues them for the next group transaction and waits for its
+// commit. It returns ErrOverloaded at once when the queue is full, and
+// ctx's error when ctx ends first; in both cases the caller must not
+// acknowledge (the events may or may not be committed later, which a
 // provider's retry then finds as a duplicate).
-func (b *Batcher) Ingest(ctx context.Context, events []NewEvent) (*IngestResult, error) {
-	p := &pendingDelivery{ctx: ctx, events: events, done: make(chan ingestOutcome, 1)}
+func (b *Batcher) Ingest(ctx context.Context, delivery *Delivery) (*IngestResult, error) {
+	p := &pendingDelivery{ctx: ctx, events: delivery.events(), done: make(chan ingestOutcome, 1)}
 	select {
 	case b.queue <- p:
 	default:
@@ -194,7 +195,7 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 		return
 	}
 	if len(live) == 1 {
-		res, err := b.ingester.Ingest(live[0].ctx, live[0].events)
+		res, err := b.ingester.ingest(live[0].ctx, live[0].events)
 		live[0].done <- ingestOutcome{res: res, err: err}
 		return
 	}
@@ -206,11 +207,11 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	events := make([][]NewEvent, len(live))
+	events := make([][]newEvent, len(live))
 	for i, p := range live {
 		events[i] = p.events
 	}
-	results, err := b.ingester.IngestGroup(ctx, events)
+	results, err := b.ingester.ingestGroup(ctx, events)
 	if err == nil {
 		for i, p := range live {
 			p.done <- ingestOutcome{res: results[i]}
@@ -226,7 +227,7 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 	}
 	b.config.Logger.Info("group commit refused by its data; retrying its deliveries one by one", zap.Int("deliveries", len(live)), zap.Error(err))
 	for _, p := range live {
-		res, err := b.ingester.Ingest(p.ctx, p.events)
+		res, err := b.ingester.ingest(p.ctx, p.events)
 		p.done <- ingestOutcome{res: res, err: err}
 	}
 }

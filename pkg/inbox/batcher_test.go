@@ -28,7 +28,7 @@ func newBatcher(t *testing.T, db *dbtest.DB, config *inbox.BatcherConfig) *inbox
 
 // ingestAll runs one Ingest per delivery, all at once, and returns the
 // results and errors in delivery order.
-func ingestAll(b *inbox.Batcher, deliveries [][]inbox.NewEvent) ([]*inbox.IngestResult, []error) {
+func ingestAll(b *inbox.Batcher, deliveries []*inbox.Delivery) ([]*inbox.IngestResult, []error) {
 	results := make([]*inbox.IngestResult, len(deliveries))
 	errs := make([]error, len(deliveries))
 	var wg sync.WaitGroup
@@ -64,16 +64,16 @@ func TestBatcher(t *testing.T) {
 		db := dbtest.New(t)
 		// The group flushes when it holds 8 events, long before MaxWait.
 		b := newBatcher(t, db, &inbox.BatcherConfig{MaxEvents: 8, MaxWait: time.Minute, Flushers: 1})
-		var deliveries [][]inbox.NewEvent
+		var deliveries []*inbox.Delivery
 		for i := range 8 {
-			deliveries = append(deliveries, []inbox.NewEvent{event(fmt.Sprintf("evt_%d", i))})
+			deliveries = append(deliveries, delivery(event(fmt.Sprintf("evt_%d", i))))
 		}
 		results, errs := ingestAll(b, deliveries)
 		for i := range deliveries {
 			require.NoError(t, errs[i])
 			require.Equal(t, 1, results[i].New)
 			require.Len(t, results[i].Claimed, 1)
-			require.Equal(t, deliveries[i][0].EventID, results[i].Claimed[0].EventID)
+			require.Equal(t, deliveries[i].Events[0].ID, results[i].Claimed[0].EventID)
 		}
 		require.Equal(t, 1, distinctXmin(t, db), "one commit for the whole group")
 		require.Equal(t, 8, countJobs(t, db))
@@ -84,11 +84,11 @@ func TestBatcher(t *testing.T) {
 		db := dbtest.New(t)
 		b := newBatcher(t, db, &inbox.BatcherConfig{})
 		// 64 deliveries over 16 distinct events, two events each.
-		var deliveries [][]inbox.NewEvent
+		var deliveries []*inbox.Delivery
 		for i := range 64 {
-			deliveries = append(deliveries, []inbox.NewEvent{
+			deliveries = append(deliveries, delivery(
 				event(fmt.Sprintf("evt_%02d", i%16)), event(fmt.Sprintf("evt_%02d", (i+5)%16)),
-			})
+			))
 		}
 		results, errs := ingestAll(b, deliveries)
 		newBy := map[string]int{}
@@ -120,7 +120,7 @@ CREATE CONSTRAINT TRIGGER boom AFTER INSERT ON webhook_inbox DEFERRABLE INITIALL
 FOR EACH ROW EXECUTE FUNCTION boom();`)
 		require.NoError(t, err)
 		b := newBatcher(t, db, &inbox.BatcherConfig{MaxEvents: 4, MaxWait: time.Minute, Flushers: 1})
-		_, errs := ingestAll(b, [][]inbox.NewEvent{{event("a")}, {event("b")}, {event("boom")}, {event("c")}})
+		_, errs := ingestAll(b, []*inbox.Delivery{delivery(event("a")), delivery(event("b")), delivery(event("boom")), delivery(event("c"))})
 		for i, err := range errs {
 			require.ErrorContains(t, err, "commit-time failure", "delivery %d", i)
 		}
@@ -134,7 +134,7 @@ FOR EACH ROW EXECUTE FUNCTION boom();`)
 		_, err := db.Pool.Exec(ctx, `ALTER TABLE webhook_inbox ADD CONSTRAINT no_poison CHECK (event_id <> 'poison')`)
 		require.NoError(t, err)
 		b := newBatcher(t, db, &inbox.BatcherConfig{MaxEvents: 4, MaxWait: time.Minute, Flushers: 1})
-		results, errs := ingestAll(b, [][]inbox.NewEvent{{event("a")}, {event("poison")}, {event("b")}, {event("c")}})
+		results, errs := ingestAll(b, []*inbox.Delivery{delivery(event("a")), delivery(event("poison")), delivery(event("b")), delivery(event("c"))})
 		require.ErrorContains(t, errs[1], "no_poison")
 		for _, i := range []int{0, 2, 3} {
 			require.NoError(t, errs[i])
@@ -156,15 +156,15 @@ FOR EACH ROW EXECUTE FUNCTION boom();`)
 		require.NoError(t, err)
 
 		first := make(chan error, 1)
-		go func() { _, err := b.Ingest(ctx, []inbox.NewEvent{event("evt_1")}); first <- err }()
+		go func() { _, err := b.Ingest(ctx, delivery(event("evt_1"))); first <- err }()
 		// Wait until the flusher's claim is blocked on the lock.
 		db.WaitForLockWaiters(t, 1)
 
 		second := make(chan error, 1)
-		go func() { _, err := b.Ingest(ctx, []inbox.NewEvent{event("evt_2")}); second <- err }()
+		go func() { _, err := b.Ingest(ctx, delivery(event("evt_2"))); second <- err }()
 		require.Eventually(t, func() bool { return b.Queued() == 1 }, 30*time.Second, time.Millisecond)
 		// The queue is full: a third delivery is refused at once.
-		_, err = b.Ingest(ctx, []inbox.NewEvent{event("evt_3")})
+		_, err = b.Ingest(ctx, delivery(event("evt_3")))
 		require.ErrorIs(t, err, inbox.ErrOverloaded)
 
 		require.NoError(t, blocker.Rollback(ctx))
@@ -178,10 +178,10 @@ FOR EACH ROW EXECUTE FUNCTION boom();`)
 		b := newBatcher(t, db, &inbox.BatcherConfig{})
 		expired, cancel := context.WithCancel(ctx)
 		cancel()
-		_, err := b.Ingest(expired, []inbox.NewEvent{event("late")})
+		_, err := b.Ingest(expired, delivery(event("late")))
 		require.ErrorIs(t, err, context.Canceled)
 		// A later delivery flushes whatever was queued; late is not in it.
-		_, err = b.Ingest(ctx, []inbox.NewEvent{event("evt_1")})
+		_, err = b.Ingest(ctx, delivery(event("evt_1")))
 		require.NoError(t, err)
 		rows, _ := countRowsAndJobs(t, db)
 		require.Equal(t, 1, rows)

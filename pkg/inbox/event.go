@@ -1,7 +1,13 @@
 // Package inbox is hookinbox's deduplicating event inbox in PostgreSQL: the
 // webhook_inbox table, the claim that lets each event in exactly once, and
 // the row transitions (done, failed, re-enqueued) that workers and the reaper
-// make. All of its SQL lives in store.go.
+// make.
+//
+// It is the table's only owner. Every rule about what may enter it (the key
+// policy: fallback ids, failed-on-arrival reasons, see Delivery) is applied
+// here to whatever a producer hands in, and every statement on it runs
+// through a Store: store.go holds those of the receiver, the workers and the
+// CLI, bulk.go those of benchmarks and demos.
 package inbox
 
 import (

@@ -10,12 +10,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
 )
 
 // Ingester claims a delivery's events and enqueues their jobs in one
 // transaction.
 type Ingester struct {
 	pool   *pgxpool.Pool
+	store  *Store
 	river  *river.Client[pgx.Tx]
 	config *IngesterConfig
 }
@@ -40,29 +43,36 @@ func NewIngester(pool *pgxpool.Pool, riverClient *river.Client[pgx.Tx], config *
 	if c.Now == nil {
 		c.Now = func() time.Time { return time.Time{} }
 	}
-	return &Ingester{pool: pool, river: riverClient, config: &c}
+	return &Ingester{pool: pool, store: NewStore(pool), river: riverClient, config: &c}
 }
 
 // IngestResult says what a delivery changed.
 type IngestResult struct {
 	// Claimed are the rows this delivery inserted, in input order.
 	Claimed []ClaimedRow
-	// New counts the claimed rows. Duplicates counts the skipped events
-	// whose (source, event_id) was taken; Twins those stopped by their twin
-	// key alone: a second logical copy of an event under a new id.
-	New, Duplicates, Twins int
+	// Counts counts the claimed rows (New), the skipped events whose
+	// (source, event_id) was taken (Duplicates), and those stopped by their
+	// twin key alone (Twins).
+	claim.Counts
 }
 
-// Ingest claims events with one INSERT … ON CONFLICT DO NOTHING, enqueues a
-// River job for each newly claimed pending row, links the jobs, and commits.
-// Only after Ingest returns nil may the caller acknowledge the delivery.
+// Ingest applies the inbox's key policy to the delivery's events (see
+// Delivery), claims them with one INSERT … ON CONFLICT DO NOTHING, enqueues
+// a River job for each newly claimed pending row, links the jobs, and
+// commits. Only after Ingest returns nil may the caller acknowledge the
+// delivery.
 //
 // A payload that PostgreSQL's jsonb refuses although Go's decoder accepted
 // it (an unpaired surrogate escape, say) fails the statement; Ingest then
 // finds the offending events, records them as failed with the database's
 // reason, and claims again, so that one bad event neither loses the others
 // nor makes the provider retry forever.
-func (in *Ingester) Ingest(ctx context.Context, events []NewEvent) (*IngestResult, error) {
+func (in *Ingester) Ingest(ctx context.Context, delivery *Delivery) (*IngestResult, error) {
+	return in.ingest(ctx, delivery.events())
+}
+
+// ingest is Ingest of events the key policy made.
+func (in *Ingester) ingest(ctx context.Context, events []newEvent) (*IngestResult, error) {
 	res, err := in.ingestOnce(ctx, events)
 	if err == nil || !isDataException(err) {
 		return res, err
@@ -73,21 +83,31 @@ func (in *Ingester) Ingest(ctx context.Context, events []NewEvent) (*IngestResul
 	return in.ingestOnce(ctx, events)
 }
 
-func (in *Ingester) ingestOnce(ctx context.Context, events []NewEvent) (*IngestResult, error) {
-	results, err := in.IngestGroup(ctx, [][]NewEvent{events})
+func (in *Ingester) ingestOnce(ctx context.Context, events []newEvent) (*IngestResult, error) {
+	results, err := in.ingestGroup(ctx, [][]newEvent{events})
 	if err != nil {
 		return nil, err
 	}
 	return results[0], nil
 }
 
-// IngestGroup claims the events of several deliveries in one transaction:
-// one claim statement, one bulk enqueue, one commit (group commit). It
-// returns each delivery's result; a delivery whose event is also in an
-// earlier delivery of the group sees it as a duplicate. On error nothing of
-// the group was committed, or, for an error during COMMIT, it is unknown
-// whether it was: the caller must not acknowledge any of them.
-func (in *Ingester) IngestGroup(ctx context.Context, group [][]NewEvent) ([]*IngestResult, error) {
+// IngestGroup applies the key policy to several deliveries and claims their
+// events in one transaction: one claim statement, one bulk enqueue, one
+// commit (group commit). It returns each delivery's result; a delivery
+// whose event is also in an earlier delivery of the group sees it as a
+// duplicate. On error nothing of the group was committed, or, for an error
+// during COMMIT, it is unknown whether it was: the caller must not
+// acknowledge any of them.
+func (in *Ingester) IngestGroup(ctx context.Context, group []*Delivery) ([]*IngestResult, error) {
+	events := make([][]newEvent, len(group))
+	for i, d := range group {
+		events[i] = d.events()
+	}
+	return in.ingestGroup(ctx, events)
+}
+
+// ingestGroup is IngestGroup of events the key policy made.
+func (in *Ingester) ingestGroup(ctx context.Context, group [][]newEvent) ([]*IngestResult, error) {
 	// A deadlock or serialization failure rolled everything back: the
 	// transaction can simply run again. Claims insert in key order, so only
 	// twin keys can still deadlock, and rarely.
@@ -99,8 +119,8 @@ func (in *Ingester) IngestGroup(ctx context.Context, group [][]NewEvent) ([]*Ing
 	}
 }
 
-func (in *Ingester) ingestGroupOnce(ctx context.Context, group [][]NewEvent) ([]*IngestResult, error) {
-	var all []NewEvent
+func (in *Ingester) ingestGroupOnce(ctx context.Context, group [][]newEvent) ([]*IngestResult, error) {
+	var all []newEvent
 	if len(group) == 1 {
 		all = group[0]
 	} else {
@@ -113,14 +133,14 @@ func (in *Ingester) ingestGroupOnce(ctx context.Context, group [][]NewEvent) ([]
 		claimed  map[[2]string]ClaimedRow
 	)
 	err := pgx.BeginFunc(ctx, in.pool, func(tx pgx.Tx) error {
-		rows, err := InboxClaim(ctx, tx, all, in.config.Now())
+		rows, err := in.store.claim(ctx, tx, all, in.config.Now())
 		if err != nil {
 			return err
 		}
-		if err := EnqueueTx(ctx, tx, in.river, rows, in.config.QueueFor); err != nil {
+		if err := in.store.EnqueueTx(ctx, tx, in.river, rows, in.config.QueueFor); err != nil {
 			return err
 		}
-		outcomes, claimed, err = classify(ctx, tx, all, rows)
+		outcomes, claimed, err = in.classify(ctx, tx, all, rows)
 		return err
 	})
 	if err != nil {
@@ -159,11 +179,11 @@ const (
 // classify tells, for each event, whether the claim inserted it, skipped it
 // as a duplicate (its source and event id were taken), or skipped it as a
 // twin (only its twin key was taken). Of events with one (source, event id),
-// the first in input order is the inserted one, as InboxClaim inserts. It costs a
-// query only when something was skipped. A skipped event's conflicting row
+// the first in input order is the inserted one, as the claim inserts. It
+// costs a query only when something was skipped. A skipped event's conflicting row
 // was committed, or inserted by this very statement, before the claim
 // returned, so it is visible here.
-func classify(ctx context.Context, tx pgx.Tx, events []NewEvent, rows []ClaimedRow) ([]outcome, map[[2]string]ClaimedRow, error) {
+func (in *Ingester) classify(ctx context.Context, tx pgx.Tx, events []newEvent, rows []ClaimedRow) ([]outcome, map[[2]string]ClaimedRow, error) {
 	claimed := make(map[[2]string]ClaimedRow, len(rows))
 	for _, row := range rows {
 		claimed[[2]string{row.Source, row.EventID}] = row
@@ -187,7 +207,7 @@ func classify(ctx context.Context, tx pgx.Tx, events []NewEvent, rows []ClaimedR
 	for k, i := range skipped {
 		sources[k], ids[k] = events[i].Source, events[i].EventID
 	}
-	existing, err := InboxExistingEventIDs(ctx, tx, sources, ids)
+	existing, err := in.store.existingEventIDs(ctx, tx, sources, ids)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -203,7 +223,7 @@ func classify(ctx context.Context, tx pgx.Tx, events []NewEvent, rows []ClaimedR
 // EnqueueTx inserts a River job for every pending row in rows, on the queue
 // queueFor names for its source, and records it as the row's current job, all
 // in the caller's transaction.
-func EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rows []ClaimedRow, queueFor func(string) string) error {
+func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rows []ClaimedRow, queueFor func(string) string) error {
 	params := make([]river.InsertManyParams, 0, len(rows))
 	ids := make([]int64, 0, len(rows))
 	for _, row := range rows {
@@ -227,21 +247,19 @@ func EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], row
 	for i, r := range results {
 		jobIDs[i] = r.Job.ID
 	}
-	return InboxLinkJobs(ctx, tx, ids, jobIDs)
+	return s.linkJobs(ctx, tx, ids, jobIDs)
 }
 
 // quarantine marks each event whose payload jsonb refuses as failed, and
 // reports whether it found any.
-func (in *Ingester) quarantine(ctx context.Context, events []NewEvent) bool {
+func (in *Ingester) quarantine(ctx context.Context, events []newEvent) bool {
 	found := false
 	for i := range events {
 		ev := &events[i]
 		if ev.FailReason != "" || ev.Payload == nil {
 			continue
 		}
-		var ok bool
-		err := in.pool.QueryRow(ctx, "SELECT $1::text::jsonb IS NOT NULL", string(ev.Payload)).Scan(&ok)
-		if err != nil && isDataException(err) {
+		if err := in.store.checkJSONB(ctx, ev.Payload); err != nil {
 			ev.FailReason = "payload rejected by PostgreSQL jsonb: " + err.Error()
 			ev.Payload = nil
 			found = true

@@ -1,4 +1,4 @@
-package inbox_test
+package inbox
 
 import (
 	"strings"
@@ -6,29 +6,27 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 func TestCheckKey(t *testing.T) {
 	t.Parallel()
-	require.NoError(t, inbox.CheckKey("evt_1"))
-	require.NoError(t, inbox.CheckKey(strings.Repeat("é", inbox.MaxKeyBytes/2)))
+	require.NoError(t, checkKey("evt_1"))
+	require.NoError(t, checkKey(strings.Repeat("é", maxKeyBytes/2)))
 	for key, why := range map[string]string{
-		"":                                       "is empty",
-		strings.Repeat("x", inbox.MaxKeyBytes+1): "more than",
-		"evt\xff":                                "UTF-8",
-		"evt\x00":                                "NUL",
+		"":                                 "is empty",
+		strings.Repeat("x", maxKeyBytes+1): "more than",
+		"evt\xff":                          "UTF-8",
+		"evt\x00":                          "NUL",
 	} {
-		require.ErrorContains(t, inbox.CheckKey(key), why)
+		require.ErrorContains(t, checkKey(key), why)
 	}
 }
 
 func TestCleanText(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "order.created", inbox.CleanText("order.created"))
-	require.Equal(t, "a\uFFFDb\uFFFDc", inbox.CleanText("a\x00b\xffc"))
-	long := inbox.CleanText(strings.Repeat("é", inbox.MaxKeyBytes))
-	require.LessOrEqual(t, len(long), inbox.MaxKeyBytes)
+	require.Equal(t, "order.created", cleanText("order.created"))
+	require.Equal(t, "a\uFFFDb\uFFFDc", cleanText("a\x00b\xffc"))
+	long := cleanText(strings.Repeat("é", maxKeyBytes))
+	require.LessOrEqual(t, len(long), maxKeyBytes)
 	require.True(t, utf8.ValidString(long))
 }

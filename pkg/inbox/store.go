@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // DBTX is the subset of pgx that both *pgxpool.Pool and pgx.Tx satisfy, so
@@ -35,23 +36,17 @@ type DBTX interface {
 // default mode.
 const planned = pgx.QueryExecModeCacheDescribe
 
-// NewEvent is one event to claim.
-type NewEvent struct {
-	Source    string
-	Provider  string
-	EventID   string
-	EventType string
-	// Payload is the event's JSON, or nil when FailReason is set.
-	Payload []byte
-	Body    []byte
-	Headers map[string]string
-	// FailReason, when set, records the event as failed on arrival (an
-	// authentic delivery that cannot be parsed). No job is enqueued for it.
-	FailReason string
-	// TwinKey, when set, is a second identity of the event, unique per
-	// source: an event whose twin key is taken is skipped like a duplicate.
-	TwinKey string
+// Store runs the statements on webhook_inbox: every read and write of the
+// table goes through it (this file holds the ones the receiver, the workers
+// and the CLI run; bulk.go those of benchmarks and demos). A method that may
+// join a caller's transaction takes a DBTX (or a pgx.Tx, where it must run
+// in one); the others run on the store's pool.
+type Store struct {
+	pool *pgxpool.Pool
 }
+
+// NewStore returns a Store whose own statements run on pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // ClaimedRow is a row the claim inserted.
 type ClaimedRow struct {
@@ -61,7 +56,15 @@ type ClaimedRow struct {
 	Status  Status
 }
 
-// InboxClaim inserts the events in one statement. It names no conflict
+// Claim applies the inbox's key policy to the deliveries' events (see
+// Delivery) and inserts them in one statement, in the caller's transaction
+// or on db alone. It enqueues no job: the Ingester claims and enqueues
+// together. now may be zero for the database's clock.
+func (s *Store) Claim(ctx context.Context, db DBTX, deliveries []*Delivery, now time.Time) ([]ClaimedRow, error) {
+	return s.claim(ctx, db, deliveryEvents(deliveries), now)
+}
+
+// claim inserts the events in one statement. It names no conflict
 // target, so every unique key of webhook_inbox is enforced at once (the
 // (source, event_id) key and the (source, twin_key) key), and a row that conflicts
 // with any of them (including an earlier row of the same batch) is skipped.
@@ -73,7 +76,7 @@ type ClaimedRow struct {
 // entries in the same order and cannot deadlock on them. Of several events
 // with one (source, event_id), the first in input order is the one inserted;
 // of twins in one claim (different ids, one twin key), the smaller event id.
-func InboxClaim(ctx context.Context, db DBTX, events []NewEvent, now time.Time) ([]ClaimedRow, error) {
+func (s *Store) claim(ctx context.Context, db DBTX, events []newEvent, now time.Time) ([]ClaimedRow, error) {
 	n := len(events)
 	var (
 		sources, providers, eventIDs, types = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -124,11 +127,10 @@ RETURNING id, source, event_id, status`,
 	return claimed, nil
 }
 
-// InboxExistingEventIDs returns which of the (source, event_id) pairs
-// exist. The receiver asks it about the events a claim skipped: a skipped
-// event whose id exists is a duplicate, any other was stopped by its twin
-// key.
-func InboxExistingEventIDs(ctx context.Context, db DBTX, sources, eventIDs []string) (map[[2]string]bool, error) {
+// existingEventIDs returns which of the (source, event_id) pairs exist. The
+// Ingester asks it about the events a claim skipped: a skipped event whose
+// id exists is a duplicate, any other was stopped by its twin key.
+func (s *Store) existingEventIDs(ctx context.Context, db DBTX, sources, eventIDs []string) (map[[2]string]bool, error) {
 	rows, err := db.Query(ctx, `
 SELECT i.source, i.event_id FROM webhook_inbox AS i
 JOIN unnest($1::text[], $2::text[]) AS u(source, event_id) ON i.source = u.source AND i.event_id = u.event_id`,
@@ -148,8 +150,8 @@ JOIN unnest($1::text[], $2::text[]) AS u(source, event_id) ON i.source = u.sourc
 	return found, rows.Err()
 }
 
-// InboxLinkJobs records each row's current River job.
-func InboxLinkJobs(ctx context.Context, db DBTX, ids, jobIDs []int64) error {
+// linkJobs records each row's current River job.
+func (s *Store) linkJobs(ctx context.Context, db DBTX, ids, jobIDs []int64) error {
 	_, err := db.Exec(ctx, `
 UPDATE webhook_inbox AS i SET river_job_id = u.job_id
 FROM unnest($1::bigint[], $2::bigint[]) AS u(id, job_id)
@@ -159,9 +161,6 @@ WHERE i.id = u.id`, planned, ids, jobIDs)
 	}
 	return nil
 }
-
-const eventColumns = `id, source, provider, event_id, event_type, payload, body, headers, status,
-attempts, coalesce(last_error, ''), received_at`
 
 func scanEvent(row pgx.Row) (*Event, error) {
 	var ev Event
@@ -203,7 +202,7 @@ func WorkTxOptions(asyncCommit bool) pgx.TxOptions {
 	return pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
 }
 
-// InboxTakeForWork locks the row, checks that it is not done, and marks it
+// TakeForWork locks the row, checks that it is not done, and marks it
 // done, in one statement: a worker's whole start of work is one round trip.
 // The caller then runs the handlers in tx; if they fail, tx rolls back and
 // the done mark with it. The returned event carries the row as it was before
@@ -213,7 +212,7 @@ func WorkTxOptions(asyncCommit bool) pgx.TxOptions {
 // already (a stray or replayed job), or gone (pruned). A concurrent worker
 // holding the row makes this wait; once that one commits, the row is done
 // and this returns ErrNotFound.
-func InboxTakeForWork(ctx context.Context, tx pgx.Tx, id, jobID int64, now time.Time) (*Event, error) {
+func (s *Store) TakeForWork(ctx context.Context, tx pgx.Tx, id, jobID int64, now time.Time) (*Event, error) {
 	return scanEvent(tx.QueryRow(ctx, `
 WITH taken AS (
     SELECT id, status, attempts FROM webhook_inbox WHERE id = $1 AND status <> 'done' FOR UPDATE
@@ -227,24 +226,20 @@ RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, i.payload, i.bod
           taken.attempts, coalesce(i.last_error, ''), i.received_at`, planned, id, jobID, nullTime(now)))
 }
 
-// InboxSetNote records a remark on a row, in the caller's transaction.
-func InboxSetNote(ctx context.Context, tx DBTX, id int64, note string) error {
-	if _, err := tx.Exec(ctx, `UPDATE webhook_inbox SET note = $2 WHERE id = $1`, planned, id, note); err != nil {
+// SetNote records a remark on a row, in the caller's transaction or on db
+// alone.
+func (s *Store) SetNote(ctx context.Context, db DBTX, id int64, note string) error {
+	if _, err := db.Exec(ctx, `UPDATE webhook_inbox SET note = $2 WHERE id = $1`, planned, id, note); err != nil {
 		return fmt.Errorf("inbox: set note: %w", err)
 	}
 	return nil
 }
 
-// InboxGet returns the row without locking it.
-func InboxGet(ctx context.Context, db DBTX, id int64) (*Event, error) {
-	return scanEvent(db.QueryRow(ctx, `SELECT `+eventColumns+` FROM webhook_inbox WHERE id = $1`, planned, id))
-}
-
-// InboxRecordFailure counts a failed handler run and keeps its error, in a
+// RecordFailure counts a failed handler run and keeps its error, in a
 // transaction of its own since the handler's rolled back. With final it
 // also marks the row failed (poison, or a permanent error). A row that is
 // already done is left alone.
-func InboxRecordFailure(ctx context.Context, db DBTX, id, jobID int64, reason string, final bool, now time.Time) error {
+func (s *Store) RecordFailure(ctx context.Context, db DBTX, id, jobID int64, reason string, final bool, now time.Time) error {
 	_, err := db.Exec(ctx, `
 UPDATE webhook_inbox
 SET attempts = attempts + 1, last_error = $3, river_job_id = coalesce(nullif($2::bigint, 0), river_job_id),
@@ -268,10 +263,11 @@ type Orphan struct {
 	JobError string
 }
 
-// InboxListOrphans locks up to limit pending rows received before cutoff
-// whose job is missing or finished, skipping rows another transaction holds.
-func InboxListOrphans(ctx context.Context, tx DBTX, cutoff time.Time, limit int) ([]Orphan, error) {
-	rows, err := tx.Query(ctx, `
+// ListOrphans locks up to limit pending rows received before cutoff whose
+// job is missing or finished, skipping rows another transaction holds. db
+// is the caller's transaction, which holds the locks.
+func (s *Store) ListOrphans(ctx context.Context, db DBTX, cutoff time.Time, limit int) ([]Orphan, error) {
+	rows, err := db.Query(ctx, `
 SELECT i.id, i.source, i.event_id, coalesce(j.state::text, ''), coalesce(j.errors[array_length(j.errors, 1)]->>'error', '')
 FROM webhook_inbox AS i
 LEFT JOIN river_job AS j ON j.id = i.river_job_id
@@ -295,18 +291,82 @@ type Counts struct {
 	Pending, Done, Failed int64
 }
 
-// InboxCount counts rows by status, optionally for one source ("" for all).
-func InboxCount(ctx context.Context, db DBTX, source string) (*Counts, error) {
+// Filter selects rows for Count and ListFailed. The zero value, and nil,
+// select every row.
+type Filter struct {
+	// Source, when set, selects the rows of one source.
+	Source string
+	// EventIDPrefix, when set, selects the rows whose event id starts with
+	// it (a demo's run, say).
+	EventIDPrefix string
+}
+
+// Count counts the rows filter selects, by status.
+func (s *Store) Count(ctx context.Context, filter *Filter) (*Counts, error) {
+	if filter == nil {
+		filter = &Filter{}
+	}
 	var c Counts
-	err := db.QueryRow(ctx, `
+	err := s.pool.QueryRow(ctx, `
 SELECT count(*) FILTER (WHERE status = 'pending'),
        count(*) FILTER (WHERE status = 'done'),
        count(*) FILTER (WHERE status = 'failed')
-FROM webhook_inbox WHERE $1 = '' OR source = $1`, source).Scan(&c.Pending, &c.Done, &c.Failed)
+FROM webhook_inbox
+WHERE ($1 = '' OR source = $1) AND ($2 = '' OR starts_with(event_id, $2))`,
+		filter.Source, filter.EventIDPrefix).Scan(&c.Pending, &c.Done, &c.Failed)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: count: %w", err)
 	}
 	return &c, nil
+}
+
+// CountPending counts the pending rows through their partial index: cheap
+// enough to poll on a large inbox.
+func (s *Store) CountPending(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox WHERE status = 'pending'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("inbox: count pending: %w", err)
+	}
+	return n, nil
+}
+
+// Failure is a failed row as ListFailed returns it.
+type Failure struct {
+	// EventID is the row's event id.
+	EventID string
+	// LastError says why it failed.
+	LastError string
+}
+
+// ListFailed returns the failed rows filter selects, oldest first.
+func (s *Store) ListFailed(ctx context.Context, filter *Filter) ([]Failure, error) {
+	if filter == nil {
+		filter = &Filter{}
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT event_id, coalesce(last_error, '') FROM webhook_inbox
+WHERE status = 'failed' AND ($1 = '' OR source = $1) AND ($2 = '' OR starts_with(event_id, $2))
+ORDER BY id`, filter.Source, filter.EventIDPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list failed: %w", err)
+	}
+	failures, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Failure])
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list failed: %w", err)
+	}
+	return failures, nil
+}
+
+// checkJSONB returns PostgreSQL's error when jsonb refuses payload, which
+// Go's decoder accepted (an unpaired surrogate escape, say), and nil when
+// jsonb takes it or the probe itself failed.
+func (s *Store) checkJSONB(ctx context.Context, payload []byte) error {
+	var ok bool
+	err := s.pool.QueryRow(ctx, "SELECT $1::text::jsonb IS NOT NULL", string(payload)).Scan(&ok)
+	if err != nil && isDataException(err) {
+		return err
+	}
+	return nil
 }
 
 func nullTime(t time.Time) *time.Time {

@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 type testBundle struct {
 	db       *dbtest.DB
 	ingester *inbox.Ingester
+	store    *inbox.Store
 }
 
 func setup(t *testing.T) *testBundle {
@@ -25,14 +27,19 @@ func setup(t *testing.T) *testBundle {
 	db := dbtest.New(t)
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
-	return &testBundle{db: db, ingester: inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{})}
+	return &testBundle{db: db, ingester: inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}), store: inbox.NewStore(db.Pool)}
 }
 
-func event(id string) inbox.NewEvent {
-	return inbox.NewEvent{
-		Source: "bank", Provider: "standardwebhooks", EventID: id, EventType: "account.deposit",
-		Payload: []byte(`{"type":"account.deposit"}`), Body: []byte(`{"type":"account.deposit"}`),
-		Headers: map[string]string{"Webhook-Id": id},
+// event returns a well-formed account.deposit event with id.
+func event(id string) inbox.IncomingEvent {
+	return inbox.IncomingEvent{ID: id, Type: "account.deposit", Payload: []byte(`{"type":"account.deposit"}`)}
+}
+
+// delivery returns a delivery of source bank carrying events.
+func delivery(events ...inbox.IncomingEvent) *inbox.Delivery {
+	return &inbox.Delivery{
+		Source: "bank", Provider: "standardwebhooks", Body: []byte(`{"type":"account.deposit"}`),
+		Headers: map[string]string{"Webhook-Id": events[0].ID}, Events: events,
 	}
 }
 
@@ -50,7 +57,7 @@ func TestIngest(t *testing.T) {
 	t.Run("NewEventIsClaimedWithOneLinkedJob", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("msg_1")})
+		res, err := b.ingester.Ingest(ctx, delivery(event("msg_1")))
 		require.NoError(t, err)
 		require.Equal(t, 1, res.New)
 		require.Equal(t, 0, res.Duplicates)
@@ -66,9 +73,9 @@ func TestIngest(t *testing.T) {
 	t.Run("DuplicateDeliveryIsNotEnqueuedTwice", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("msg_1")})
+		_, err := b.ingester.Ingest(ctx, delivery(event("msg_1")))
 		require.NoError(t, err)
-		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("msg_1")})
+		res, err := b.ingester.Ingest(ctx, delivery(event("msg_1")))
 		require.NoError(t, err)
 		require.Equal(t, 0, res.New)
 		require.Equal(t, 1, res.Duplicates)
@@ -78,7 +85,7 @@ func TestIngest(t *testing.T) {
 	t.Run("DuplicateInsideOneBatchIsSkipped", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("a"), event("b"), event("a")})
+		res, err := b.ingester.Ingest(ctx, delivery(event("a"), event("b"), event("a")))
 		require.NoError(t, err)
 		require.Equal(t, 2, res.New)
 		require.Equal(t, 1, res.Duplicates)
@@ -89,18 +96,18 @@ func TestIngest(t *testing.T) {
 	t.Run("TwinKeyStopsASecondIDAndIsCountedApart", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		twin := func(id, key string) inbox.NewEvent {
+		twin := func(id, key string) inbox.IncomingEvent {
 			ev := event(id)
 			ev.TwinKey = key
 			return ev
 		}
-		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{twin("a", "pi_1"), twin("b", "pi_1"), twin("a", "pi_1"), event("c")})
+		res, err := b.ingester.Ingest(ctx, delivery(twin("a", "pi_1"), twin("b", "pi_1"), twin("a", "pi_1"), event("c")))
 		require.NoError(t, err)
 		require.Equal(t, 2, res.New, "a and c")
 		require.Equal(t, 1, res.Duplicates, "the second a, inside the batch")
 		require.Equal(t, 1, res.Twins, "b: a new id for the same twin key")
 
-		res, err = b.ingester.Ingest(ctx, []inbox.NewEvent{twin("d", "pi_1"), twin("c", "other"), twin("e", "pi_2")})
+		res, err = b.ingester.Ingest(ctx, delivery(twin("d", "pi_1"), twin("c", "other"), twin("e", "pi_2")))
 		require.NoError(t, err)
 		require.Equal(t, 1, res.New, "e")
 		require.Equal(t, 1, res.Duplicates, "c exists, whatever its twin key")
@@ -112,26 +119,29 @@ func TestIngest(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		first, second := event("a"), event("b")
-		first.TwinKey, second.TwinKey, second.Source = "k", "k", "other"
-		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{first, second})
+		first.TwinKey, second.TwinKey = "k", "k"
+		other := delivery(second)
+		other.Source = "other"
+		results, err := b.ingester.IngestGroup(ctx, []*inbox.Delivery{delivery(first), other})
 		require.NoError(t, err)
-		require.Equal(t, 2, res.New)
+		require.Equal(t, 1, results[0].New)
+		require.Equal(t, 1, results[1].New)
 	})
 
 	t.Run("OverlappingClaimsInOppositeOrdersDoNotDeadlock", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		for round := range 10 {
-			var forward, backward []inbox.NewEvent
+			var forward, backward []inbox.IncomingEvent
 			for i := range 30 {
 				forward = append(forward, event(fmt.Sprintf("r%d_%02d", round, i)))
 				backward = append(backward, event(fmt.Sprintf("r%d_%02d", round, 29-i)))
 			}
 			results := make(chan *inbox.IngestResult, 2)
 			errs := make(chan error, 2)
-			for _, events := range [][]inbox.NewEvent{forward, backward} {
+			for _, events := range [][]inbox.IncomingEvent{forward, backward} {
 				go func() {
-					res, err := b.ingester.Ingest(ctx, events)
+					res, err := b.ingester.Ingest(ctx, delivery(events...))
 					results <- res
 					errs <- err
 				}()
@@ -148,22 +158,23 @@ func TestIngest(t *testing.T) {
 	t.Run("SameEventIDOnAnotherSourceIsNew", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		other := event("msg_1")
+		other := delivery(event("msg_1"))
 		other.Source = "other"
-		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("msg_1"), other})
+		results, err := b.ingester.IngestGroup(ctx, []*inbox.Delivery{delivery(event("msg_1")), other})
 		require.NoError(t, err)
-		require.Equal(t, 2, res.New)
+		require.Equal(t, 1, results[0].New)
+		require.Equal(t, 1, results[1].New)
 	})
 
 	t.Run("UnparseableEventIsStoredFailedWithoutJob", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		ev := event("sha256:abc")
-		ev.Payload, ev.Body, ev.FailReason = nil, []byte("not json"), "unparseable delivery: not JSON"
-		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{ev})
+		d := delivery(inbox.IncomingEvent{ID: "sha256:abc", ParseError: errors.New("not JSON")})
+		d.Body = []byte("not json")
+		res, err := b.ingester.Ingest(ctx, d)
 		require.NoError(t, err)
 		require.Equal(t, 1, res.New)
-		got, err := inbox.InboxGet(ctx, b.db.Pool, res.Claimed[0].ID)
+		got, err := b.store.Get(ctx, b.db.Pool, res.Claimed[0].ID)
 		require.NoError(t, err)
 		require.Equal(t, inbox.StatusFailed, got.Status)
 		require.Equal(t, "unparseable delivery: not JSON", got.LastError)
@@ -178,10 +189,10 @@ func TestIngest(t *testing.T) {
 		bad := event("bad")
 		// Go's decoder accepts an unpaired surrogate escape; jsonb does not.
 		bad.Payload = []byte(`{"type":"x","s":"\ud800"}`)
-		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{bad, event("good")})
+		res, err := b.ingester.Ingest(ctx, delivery(bad, event("good")))
 		require.NoError(t, err)
 		require.Equal(t, 2, res.New)
-		got, err := inbox.InboxGet(ctx, b.db.Pool, res.Claimed[0].ID)
+		got, err := b.store.Get(ctx, b.db.Pool, res.Claimed[0].ID)
 		require.NoError(t, err)
 		require.Equal(t, inbox.StatusFailed, got.Status)
 		require.Contains(t, got.LastError, "jsonb")
@@ -195,9 +206,9 @@ func TestIngest(t *testing.T) {
 		require.NoError(t, err)
 		pinned := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 		in := inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{Now: func() time.Time { return pinned }})
-		res, err := in.Ingest(ctx, []inbox.NewEvent{event("msg_1")})
+		res, err := in.Ingest(ctx, delivery(event("msg_1")))
 		require.NoError(t, err)
-		got, err := inbox.InboxGet(ctx, db.Pool, res.Claimed[0].ID)
+		got, err := inbox.NewStore(db.Pool).Get(ctx, db.Pool, res.Claimed[0].ID)
 		require.NoError(t, err)
 		require.True(t, pinned.Equal(got.ReceivedAt))
 	})
@@ -214,7 +225,7 @@ func TestIngest(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("msg_race")})
+				res, err := b.ingester.Ingest(ctx, delivery(event("msg_race")))
 				if err != nil {
 					t.Error(err)
 					return
@@ -236,7 +247,7 @@ func TestIngest(t *testing.T) {
 	})
 }
 
-func TestInboxCheckConstraint(t *testing.T) {
+func TestCheckConstraint(t *testing.T) {
 	t.Parallel()
 	db := dbtest.New(t)
 	_, err := db.Pool.Exec(context.Background(),
@@ -244,21 +255,21 @@ func TestInboxCheckConstraint(t *testing.T) {
 	require.ErrorContains(t, err, "webhook_inbox_status_check")
 }
 
-func TestInboxTakeForWork(t *testing.T) {
+func TestStoreTakeForWork(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
 	t.Run("MarksDoneAndReturnsTheRowAsItWas", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("evt_1")})
+		res, err := b.ingester.Ingest(ctx, delivery(event("evt_1")))
 		require.NoError(t, err)
 		id := res.Claimed[0].ID
-		require.NoError(t, inbox.InboxRecordFailure(ctx, b.db.Pool, id, 7, "first try failed", true, time.Time{}))
+		require.NoError(t, b.store.RecordFailure(ctx, b.db.Pool, id, 7, "first try failed", true, time.Time{}))
 
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		ev, err := inbox.InboxTakeForWork(ctx, tx, id, 8, time.Time{})
+		ev, err := b.store.TakeForWork(ctx, tx, id, 8, time.Time{})
 		require.NoError(t, err)
 		require.Equal(t, inbox.StatusFailed, ev.Status, "as it was before the mark: a replay")
 		require.Equal(t, 1, ev.Attempts)
@@ -266,7 +277,7 @@ func TestInboxTakeForWork(t *testing.T) {
 		require.Equal(t, "evt_1", ev.EventID)
 		require.NoError(t, tx.Commit(ctx))
 
-		got, err := inbox.InboxGet(ctx, b.db.Pool, id)
+		got, err := b.store.Get(ctx, b.db.Pool, id)
 		require.NoError(t, err)
 		require.Equal(t, inbox.StatusDone, got.Status)
 		require.Equal(t, 2, got.Attempts)
@@ -275,14 +286,14 @@ func TestInboxTakeForWork(t *testing.T) {
 	t.Run("RolledBackTakeLeavesTheRowPending", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("evt_1")})
+		res, err := b.ingester.Ingest(ctx, delivery(event("evt_1")))
 		require.NoError(t, err)
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		_, err = inbox.InboxTakeForWork(ctx, tx, res.Claimed[0].ID, 1, time.Time{})
+		_, err = b.store.TakeForWork(ctx, tx, res.Claimed[0].ID, 1, time.Time{})
 		require.NoError(t, err)
 		require.NoError(t, tx.Rollback(ctx))
-		got, err := inbox.InboxGet(ctx, b.db.Pool, res.Claimed[0].ID)
+		got, err := b.store.Get(ctx, b.db.Pool, res.Claimed[0].ID)
 		require.NoError(t, err)
 		require.Equal(t, inbox.StatusPending, got.Status)
 		require.Zero(t, got.Attempts)
@@ -291,12 +302,12 @@ func TestInboxTakeForWork(t *testing.T) {
 	t.Run("SecondTakerWaitsThenFindsNothingToDo", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event("evt_1")})
+		res, err := b.ingester.Ingest(ctx, delivery(event("evt_1")))
 		require.NoError(t, err)
 		id := res.Claimed[0].ID
 		first, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		_, err = inbox.InboxTakeForWork(ctx, first, id, 1, time.Time{})
+		_, err = b.store.TakeForWork(ctx, first, id, 1, time.Time{})
 		require.NoError(t, err)
 
 		second := make(chan error, 1)
@@ -307,7 +318,7 @@ func TestInboxTakeForWork(t *testing.T) {
 				return
 			}
 			defer tx.Rollback(ctx) //nolint:errcheck
-			_, err = inbox.InboxTakeForWork(ctx, tx, id, 2, time.Time{})
+			_, err = b.store.TakeForWork(ctx, tx, id, 2, time.Time{})
 			second <- err
 		}()
 		b.db.WaitForLockWaiters(t, 1)
@@ -321,7 +332,7 @@ func TestInboxTakeForWork(t *testing.T) {
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer tx.Rollback(ctx) //nolint:errcheck
-		_, err = inbox.InboxTakeForWork(ctx, tx, 424242, 1, time.Time{})
+		_, err = b.store.TakeForWork(ctx, tx, 424242, 1, time.Time{})
 		require.ErrorIs(t, err, inbox.ErrNotFound)
 	})
 }
@@ -360,21 +371,19 @@ func TestKeyLookupsAreNotCachedAsGenericPlans(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Release()
 	for i := range 8 {
-		res, err := b.ingester.Ingest(ctx, []inbox.NewEvent{event(fmt.Sprintf("msg_%d", i))})
+		res, err := b.ingester.Ingest(ctx, delivery(event(fmt.Sprintf("msg_%d", i))))
 		require.NoError(t, err)
 		id := res.Claimed[0].ID
 		tx, err := conn.Begin(ctx)
 		require.NoError(t, err)
-		_, err = inbox.InboxExistingEventIDs(ctx, tx, []string{"bank"}, []string{"msg_0"})
+		_, err = b.store.ExistingEventIDs(ctx, tx, []string{"bank"}, []string{"msg_0"})
 		require.NoError(t, err)
-		require.NoError(t, inbox.InboxLinkJobs(ctx, tx, []int64{id}, []int64{int64(i + 1)}))
-		_, err = inbox.InboxTakeForWork(ctx, tx, id, int64(i+1), time.Time{})
+		require.NoError(t, b.store.LinkJobs(ctx, tx, []int64{id}, []int64{int64(i + 1)}))
+		_, err = b.store.TakeForWork(ctx, tx, id, int64(i+1), time.Time{})
 		require.NoError(t, err)
-		require.NoError(t, inbox.InboxSetNote(ctx, tx, id, "a note"))
-		require.NoError(t, inbox.InboxRecordFailure(ctx, tx, id, 0, "x", false, time.Time{}))
-		_, err = inbox.InboxListOrphans(ctx, tx, time.Now(), 10)
-		require.NoError(t, err)
-		_, err = inbox.InboxGet(ctx, tx, id)
+		require.NoError(t, b.store.SetNote(ctx, tx, id, "a note"))
+		require.NoError(t, b.store.RecordFailure(ctx, tx, id, 0, "x", false, time.Time{}))
+		_, err = b.store.ListOrphans(ctx, tx, time.Now(), 10)
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit(ctx))
 	}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
 )
 
 func init() {
@@ -130,7 +132,7 @@ func (a *Adyen) checkItem(item adyenItem) error {
 }
 
 // Ack implements Acknowledger with the reply Adyen requires.
-func (a *Adyen) Ack(Counts) Reply {
+func (a *Adyen) Ack(claim.Counts) Reply {
 	return Reply{Status: http.StatusOK, ContentType: "text/plain", Body: []byte("[accepted]")}
 }
 

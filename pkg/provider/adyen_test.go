@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
 )
 
 // Official vectors from /work/shared/providers.md §9: Adyen/adyen-go-api-library
@@ -635,7 +637,7 @@ func TestAdyen(t *testing.T) {
 		ack, ok := verifier.(Acknowledger)
 		require.True(t, ok)
 		require.Equal(t, Reply{Status: http.StatusOK, ContentType: "text/plain", Body: []byte("[accepted]")},
-			ack.Ack(Counts{New: 9, Duplicates: 1}))
+			ack.Ack(claim.Counts{New: 9, Duplicates: 1}))
 	})
 
 	t.Run("SignAdyenBodySignsEveryItem", func(t *testing.T) {
@@ -846,7 +848,7 @@ func ExampleSignAdyenBody() {
 		panic(err)
 	}
 	fmt.Println(delivery.Events[0].ID, delivery.Events[0].Type)
-	fmt.Println(string(verifier.(Acknowledger).Ack(Counts{New: 1}).Body))
+	fmt.Println(string(verifier.(Acknowledger).Ack(claim.Counts{New: 1}).Body))
 
 	// Output:
 	// AUTHORISATION:QFQTPCQ8HXSKGK82 AUTHORISATION

@@ -51,7 +51,7 @@
 // event id yields an Event whose ParseError says why, whose Payload is nil
 // and whose ID is kept when the id did not come from the body. An id or type
 // that PostgreSQL cannot store or index (not UTF-8, a NUL, over 1024 bytes)
-// counts as none. The receiver records such an event as failed instead of
+// counts as none. The inbox records such an event as failed instead of
 // dropping it or answering with an error that makes the provider retry
 // forever. A batch (Marqeta, Adyen) yields one Event per item by the same
 // rules; an item without a usable key is keyed by the SHA-256 of its bytes.

@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"unicode/utf8"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
 )
 
 // marqetaSignatureHeader carries Marqeta's optional hex HMAC of the body.
@@ -74,7 +75,7 @@ func init() {
 //   - a body that is not a batch (not JSON, not an object of arrays, no
 //     notification, a category name that is not UTF-8 text without NUL of at
 //     most 128 bytes, more than 1000 notifications) is one Event with a
-//     ParseError and no ID, which the receiver keys by the body's SHA-256.
+//     ParseError and no ID, which the inbox keys by the body's SHA-256.
 //
 // Marqeta treats any status other than exactly 200 as a failure, so Marqeta
 // implements Acknowledger with 200.
@@ -134,10 +135,9 @@ func (m *Marqeta) checkSignature(body []byte, header http.Header) error {
 
 // Ack implements Acknowledger: Marqeta counts anything but exactly 200 as a
 // failed delivery and sends it again.
-func (m *Marqeta) Ack(counts Counts) Reply {
-	body := `{"new":` + strconv.Itoa(counts.New) + `,"duplicates":` + strconv.Itoa(counts.Duplicates) +
-		`,"twins":` + strconv.Itoa(counts.Twins) + `}`
-	return Reply{Status: http.StatusOK, ContentType: "application/json", Body: []byte(body)}
+func (m *Marqeta) Ack(counts claim.Counts) Reply {
+	body, _ := json.Marshal(counts) // a struct of ints always encodes
+	return Reply{Status: http.StatusOK, ContentType: "application/json", Body: body}
 }
 
 // SignMarqeta returns the X-Marqeta-Signature header value Marqeta would

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
 )
 
 // Derived vectors: Marqeta publishes none (/work/shared/providers.md §5; the
@@ -543,7 +545,7 @@ func TestMarqeta(t *testing.T) {
 		ack, ok := verifier.(Acknowledger)
 		require.True(t, ok)
 		require.Equal(t, Reply{Status: http.StatusOK, ContentType: "application/json", Body: []byte(`{"new":9,"duplicates":1,"twins":0}`)},
-			ack.Ack(Counts{New: 9, Duplicates: 1}))
+			ack.Ack(claim.Counts{New: 9, Duplicates: 1}))
 	})
 
 	t.Run("SignHeadersOutputVerifies", func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sort"
 	"time"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
 )
 
 // Sentinel errors returned by Verify. Every one of them means "not
@@ -23,7 +25,7 @@ var (
 // Event is one event carried by an authentic delivery.
 type Event struct {
 	// ID is the provider's deduplication key for the event. It is empty when
-	// the delivery is authentic but carries no usable id; the receiver then
+	// the delivery is authentic but carries no usable id; the inbox then
 	// derives one from the body's SHA-256.
 	ID string
 	// Type is the provider's event type ("payment_intent.succeeded"). It may
@@ -66,19 +68,13 @@ type Reply struct {
 	Body []byte
 }
 
-// Counts is what the receiver committed for a delivery.
-type Counts struct {
-	// New events were claimed; Duplicates matched an existing event id;
-	// Twins matched an existing twin key under a new id.
-	New, Duplicates, Twins int
-}
-
 // Acknowledger is implemented by verifiers whose provider expects a
 // particular success answer (Adyen's "[accepted]"). Others get
 // 200 {"new":…,"duplicates":…,"twins":…}.
 type Acknowledger interface {
-	// Ack returns the answer to a committed delivery.
-	Ack(counts Counts) Reply
+	// Ack returns the answer to a committed delivery, given what the inbox
+	// committed for it.
+	Ack(counts claim.Counts) Reply
 }
 
 // Preset holds a provider's defaults for what the receiver enforces around

@@ -7,8 +7,6 @@ package receiver
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -68,7 +66,7 @@ type Config struct {
 // returning only after the commit. *inbox.Ingester (a transaction per
 // delivery) and *inbox.Batcher (group commit) are claimers.
 type Claimer interface {
-	Ingest(ctx context.Context, events []inbox.NewEvent) (*inbox.IngestResult, error)
+	Ingest(ctx context.Context, delivery *inbox.Delivery) (*inbox.IngestResult, error)
 }
 
 // Server is the receiver's HTTP server.
@@ -136,13 +134,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdownTimeout tim
 	return nil
 }
 
-// deliveryResult is the 200 body.
-type deliveryResult struct {
-	New        int `json:"new"`
-	Duplicates int `json:"duplicates"`
-	Twins      int `json:"twins"`
-}
-
 type errorBody struct {
 	Error string `json:"error"`
 }
@@ -203,7 +194,7 @@ func (s *Server) handleWebhook(c echo.Context) error {
 
 	ctx, cancel := context.WithDeadline(c.Request().Context(), start.Add(src.AckTimeout))
 	defer cancel()
-	res, err := s.ingester.Ingest(ctx, newEvents(src, body, delivery))
+	res, err := s.ingester.Ingest(ctx, inboxDelivery(src, body, delivery))
 	if err != nil {
 		if errors.Is(err, inbox.ErrOverloaded) {
 			log.Warn("delivery refused: the ingest queue is full; asking the provider to retry")
@@ -215,10 +206,10 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	log.Debug("delivery committed", zap.Int("new", res.New), zap.Int("duplicates", res.Duplicates),
 		zap.Int("twins", res.Twins), zap.Duration("elapsed", time.Since(start)))
 	if ack, ok := src.Verifier.(provider.Acknowledger); ok {
-		r := ack.Ack(provider.Counts{New: res.New, Duplicates: res.Duplicates, Twins: res.Twins})
+		r := ack.Ack(res.Counts)
 		return reply(c, &r)
 	}
-	return c.JSON(http.StatusOK, deliveryResult{New: res.New, Duplicates: res.Duplicates, Twins: res.Twins})
+	return c.JSON(http.StatusOK, res.Counts)
 }
 
 // retryLater answers 503 with Retry-After: nothing of the delivery was
@@ -237,48 +228,15 @@ func reply(c echo.Context, r *provider.Reply) error {
 	return err
 }
 
-// newEvents turns a verified delivery into inbox rows. An event without a
-// usable id (none, or one PostgreSQL could not index) is recorded as failed
-// and keyed by the body's SHA-256 (and its position in a batch), so that
-// resends still deduplicate. A twin key that could not be indexed is
-// dropped, and the event type is cleaned to fit a text column.
-func newEvents(src *Source, body []byte, d *provider.Delivery) []inbox.NewEvent {
-	events := make([]inbox.NewEvent, len(d.Events))
-	var bodyKey string
+// inboxDelivery maps a verified delivery to the inbox's input. What of it
+// may be stored (fallback ids, failed events, unindexable keys) is the
+// inbox's decision, not the receiver's.
+func inboxDelivery(src *Source, body []byte, d *provider.Delivery) *inbox.Delivery {
+	events := make([]inbox.IncomingEvent, len(d.Events))
 	for i, ev := range d.Events {
-		ne := inbox.NewEvent{
-			Source: src.Name, Provider: src.Provider, EventID: ev.ID, EventType: inbox.CleanText(ev.Type),
-			Payload: ev.Payload, Body: body, Headers: d.Headers, TwinKey: ev.TwinKey,
-		}
-		if ev.ParseError != nil {
-			ne.FailReason = "unparseable delivery: " + ev.ParseError.Error()
-			ne.Payload = nil
-		}
-		if ne.EventID != "" {
-			if err := inbox.CheckKey(ne.EventID); err != nil {
-				ne.EventID = ""
-				if ne.FailReason == "" {
-					ne.FailReason = "unusable event id: it " + err.Error()
-					ne.Payload = nil
-				}
-			}
-		}
-		if ne.EventID == "" {
-			if bodyKey == "" {
-				sum := sha256.Sum256(body)
-				bodyKey = "sha256:" + hex.EncodeToString(sum[:])
-			}
-			ne.EventID = bodyKey
-			if i > 0 {
-				ne.EventID += ":" + strconv.Itoa(i)
-			}
-		}
-		if ne.TwinKey != "" && inbox.CheckKey(ne.TwinKey) != nil {
-			ne.TwinKey = ""
-		}
-		events[i] = ne
+		events[i] = inbox.IncomingEvent{ID: ev.ID, Type: ev.Type, Payload: ev.Payload, TwinKey: ev.TwinKey, ParseError: ev.ParseError}
 	}
-	return events
+	return &inbox.Delivery{Source: src.Name, Provider: src.Provider, Body: body, Headers: d.Headers, Events: events}
 }
 
 var errTooLarge = errors.New("body too large")

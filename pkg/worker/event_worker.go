@@ -25,6 +25,7 @@ type eventWorker struct {
 	river.WorkerDefaults[inbox.JobArgs]
 
 	pool         *pgxpool.Pool
+	store        *inbox.Store
 	router       *Router
 	failUnrouted bool
 	asyncCommit  bool
@@ -55,7 +56,7 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 	// the job's final state.
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if recErr := inbox.InboxRecordFailure(recordCtx, w.pool, job.Args.InboxID, job.ID, err.Error(), final, time.Time{}); recErr != nil {
+	if recErr := w.store.RecordFailure(recordCtx, w.pool, job.Args.InboxID, job.ID, err.Error(), final, time.Time{}); recErr != nil {
 		log.Error("could not record the failure on the inbox row", zap.Error(recErr))
 	}
 	switch {
@@ -74,7 +75,7 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]
 	return pgx.BeginTxFunc(ctx, w.pool, inbox.WorkTxOptions(w.asyncCommit), func(tx pgx.Tx) error {
 		// One round trip locks the row, checks it, and marks it done; the
 		// handlers' failure rolls the mark back with everything else.
-		ev, err := inbox.InboxTakeForWork(ctx, tx, job.Args.InboxID, job.ID, time.Time{})
+		ev, err := w.store.TakeForWork(ctx, tx, job.Args.InboxID, job.ID, time.Time{})
 		if errors.Is(err, inbox.ErrNotFound) {
 			// Done already (a stray job, or a retry of a job whose commit
 			// landed), or pruned: never run the effect twice.
@@ -90,7 +91,7 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]
 			if w.failUnrouted {
 				return inbox.Permanent(fmt.Errorf("no route matches source %q, type %q", ev.Source, ev.EventType))
 			}
-			if err := inbox.InboxSetNote(ctx, tx, ev.ID, noteUnrouted); err != nil {
+			if err := w.store.SetNote(ctx, tx, ev.ID, noteUnrouted); err != nil {
 				return err
 			}
 		}

@@ -32,6 +32,7 @@ type reaper struct {
 	river.WorkerDefaults[ReaperArgs]
 
 	pool        *pgxpool.Pool
+	store       *inbox.Store
 	orphanAfter time.Duration
 	queueFor    func(string) string
 	logger      *zap.Logger
@@ -43,7 +44,7 @@ func (r *reaper) Work(ctx context.Context, _ *river.Job[ReaperArgs]) error {
 	if err != nil {
 		return err
 	}
-	_, err = reapOnce(ctx, r.pool, client, r.orphanAfter, r.queueFor, r.logger)
+	_, err = reapOnce(ctx, r.pool, r.store, client, r.orphanAfter, r.queueFor, r.logger)
 	return err
 }
 
@@ -52,12 +53,12 @@ type ReapResult struct {
 	Requeued, Failed int
 }
 
-func reapOnce(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], orphanAfter time.Duration,
-	queueFor func(string) string, logger *zap.Logger,
+func reapOnce(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store, client *river.Client[pgx.Tx],
+	orphanAfter time.Duration, queueFor func(string) string, logger *zap.Logger,
 ) (*ReapResult, error) {
 	res := &ReapResult{}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		orphans, err := inbox.InboxListOrphans(ctx, tx, time.Now().Add(-orphanAfter), reaperBatch)
+		orphans, err := store.ListOrphans(ctx, tx, time.Now().Add(-orphanAfter), reaperBatch)
 		if err != nil {
 			return err
 		}
@@ -66,7 +67,7 @@ func reapOnce(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.
 			switch o.JobState {
 			case "discarded", "cancelled":
 				reason := fmt.Sprintf("job %s: %s", o.JobState, o.JobError)
-				if err := inbox.InboxRecordFailure(ctx, tx, o.ID, 0, reason, true, time.Time{}); err != nil {
+				if err := store.RecordFailure(ctx, tx, o.ID, 0, reason, true, time.Time{}); err != nil {
 					return err
 				}
 				res.Failed++
@@ -75,7 +76,7 @@ func reapOnce(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.
 			}
 		}
 		res.Requeued = len(requeue)
-		return inbox.EnqueueTx(ctx, tx, client, requeue, queueFor)
+		return store.EnqueueTx(ctx, tx, client, requeue, queueFor)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/logging"
 )
 
@@ -157,10 +158,11 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		return nil, err
 	}
 	workers := river.NewWorkers()
+	store := inbox.NewStore(pool)
 	river.AddWorker(workers, &eventWorker{
-		pool: pool, router: router, failUnrouted: c.FailUnrouted, asyncCommit: !c.SynchronousCommit, logger: c.Logger,
+		pool: pool, store: store, router: router, failUnrouted: c.FailUnrouted, asyncCommit: !c.SynchronousCommit, logger: c.Logger,
 	})
-	river.AddWorker(workers, &reaper{pool: pool, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor, logger: c.Logger.Named("reaper")})
+	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor, logger: c.Logger.Named("reaper")})
 
 	queues := make(map[string]river.QueueConfig, len(c.Queues))
 	for q, n := range c.Queues {

@@ -30,6 +30,7 @@ func (fastRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now() }
 type testBundle struct {
 	db       *dbtest.DB
 	ingester *inbox.Ingester
+	store    *inbox.Store
 	// broken makes the "flaky" handler fail while set.
 	broken atomic.Bool
 	// runs counts handler runs per event id, committed or not.
@@ -43,7 +44,7 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{MaxAttempts: 3})
 	require.NoError(t, err)
-	return &testBundle{db: db, ingester: inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{})}
+	return &testBundle{db: db, ingester: inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}), store: inbox.NewStore(db.Pool)}
 }
 
 func (b *testBundle) registry(t *testing.T) *worker.Registry {
@@ -111,28 +112,50 @@ func (b *testBundle) start(t *testing.T, mutate func(*worker.Config)) *worker.Wo
 	return w
 }
 
+// delivery returns a delivery of one event of source bank.
+func delivery(eventID, eventType string) *inbox.Delivery {
+	return &inbox.Delivery{
+		Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
+		Events: []inbox.IncomingEvent{{ID: eventID, Type: eventType, Payload: []byte(`{}`)}},
+	}
+}
+
 func (b *testBundle) ingest(t *testing.T, eventID, eventType string) int64 {
 	t.Helper()
-	res, err := b.ingester.Ingest(context.Background(), []inbox.NewEvent{{
-		Source: "bank", Provider: "standardwebhooks", EventID: eventID, EventType: eventType,
-		Payload: []byte(`{}`), Body: []byte(`{}`),
-	}})
+	res, err := b.ingester.Ingest(context.Background(), delivery(eventID, eventType))
 	require.NoError(t, err)
 	require.Equal(t, 1, res.New)
 	return res.Claimed[0].ID
 }
 
-// waitStatus polls the row until it reaches status, with a deadline.
-func (b *testBundle) waitStatus(t *testing.T, id int64, status inbox.Status) *inbox.Event {
+// row is what the tests read of an inbox row.
+type row struct {
+	Status    inbox.Status
+	Attempts  int
+	LastError string
+	Note      string
+	JobID     int64
+}
+
+// row reads the inbox row id.
+func (b *testBundle) row(t *testing.T, id int64) *row {
 	t.Helper()
-	var ev *inbox.Event
+	var r row
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `
+SELECT status, attempts, coalesce(last_error, ''), coalesce(note, ''), coalesce(river_job_id, 0)
+FROM webhook_inbox WHERE id = $1`, id).Scan(&r.Status, &r.Attempts, &r.LastError, &r.Note, &r.JobID))
+	return &r
+}
+
+// waitStatus polls the row until it reaches status, with a deadline.
+func (b *testBundle) waitStatus(t *testing.T, id int64, status inbox.Status) *row {
+	t.Helper()
+	var r *row
 	require.Eventually(t, func() bool {
-		var err error
-		ev, err = inbox.InboxGet(context.Background(), b.db.Pool, id)
-		require.NoError(t, err)
-		return ev.Status == status
+		r = b.row(t, id)
+		return r.Status == status
 	}, 30*time.Second, 10*time.Millisecond, "row %d never became %s", id, status)
-	return ev
+	return r
 }
 
 func (b *testBundle) effects(t *testing.T, eventID string) int {
@@ -146,9 +169,10 @@ func (b *testBundle) effects(t *testing.T, eventID string) int {
 func (b *testBundle) jobState(t *testing.T, id int64) string {
 	t.Helper()
 	var state string
+	jobID := b.row(t, id).JobID
 	require.Eventually(t, func() bool {
 		require.NoError(t, b.db.Pool.QueryRow(context.Background(),
-			`SELECT j.state::text FROM webhook_inbox i JOIN river_job j ON j.id = i.river_job_id WHERE i.id = $1`, id).Scan(&state))
+			`SELECT state::text FROM river_job WHERE id = $1`, jobID).Scan(&state))
 		return state != "running" && state != "available"
 	}, 30*time.Second, 10*time.Millisecond)
 	return state
@@ -175,9 +199,7 @@ func TestWorker(t *testing.T) {
 		b.start(t, nil)
 		id := b.ingest(t, "evt_flaky", "flaky")
 		require.Eventually(t, func() bool {
-			ev, err := inbox.InboxGet(context.Background(), b.db.Pool, id)
-			require.NoError(t, err)
-			return ev.Attempts >= 1
+			return b.row(t, id).Attempts >= 1
 		}, 30*time.Second, 10*time.Millisecond)
 		b.broken.Store(false)
 		ev := b.waitStatus(t, id, inbox.StatusDone)
@@ -225,10 +247,7 @@ func TestWorker(t *testing.T) {
 		b := setup(t)
 		b.start(t, nil)
 		id := b.ingest(t, "evt_x", "unknown.type")
-		b.waitStatus(t, id, inbox.StatusDone)
-		var note string
-		require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT note FROM webhook_inbox WHERE id = $1`, id).Scan(&note))
-		require.Contains(t, note, "no route matched")
+		require.Contains(t, b.waitStatus(t, id, inbox.StatusDone).Note, "no route matched")
 	})
 
 	t.Run("UnroutedEventFailsWhenConfigured", func(t *testing.T) {
@@ -296,11 +315,8 @@ func TestWorker(t *testing.T) {
 		require.Equal(t, "discarded", b.jobState(t, id))
 		b.broken.Store(false)
 
-		ev, err := inbox.InboxGet(context.Background(), b.db.Pool, id)
-		require.NoError(t, err)
-		var jobID int64
-		require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT river_job_id FROM webhook_inbox WHERE id = $1`, id).Scan(&jobID))
-		_, err = w.Client().JobRetry(context.Background(), jobID) // what River UI's retry button does
+		ev := b.row(t, id)
+		_, err := w.Client().JobRetry(context.Background(), ev.JobID) // what River UI's retry button does
 		require.NoError(t, err)
 		done := b.waitStatus(t, id, inbox.StatusDone)
 		require.Equal(t, ev.Attempts+1, done.Attempts)
@@ -317,10 +333,7 @@ func TestReaper(t *testing.T) {
 		b := setup(t)
 		// A row claimed with no job (as by a build that crashed between
 		// claim and enqueue, or a job deleted by hand), received long ago.
-		claimed, err := inbox.InboxClaim(ctx, b.db.Pool, []inbox.NewEvent{{
-			Source: "bank", Provider: "standardwebhooks", EventID: "evt_orphan", EventType: "account.deposit",
-			Payload: []byte(`{}`), Body: []byte(`{}`),
-		}}, time.Now().Add(-time.Hour))
+		claimed, err := b.store.Claim(ctx, b.db.Pool, []*inbox.Delivery{delivery("evt_orphan", "account.deposit")}, time.Now().Add(-time.Hour))
 		require.NoError(t, err)
 		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Minute })
 		b.waitStatus(t, claimed[0].ID, inbox.StatusDone)
@@ -330,10 +343,7 @@ func TestReaper(t *testing.T) {
 	t.Run("RecentPendingRowIsLeftAlone", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		claimed, err := inbox.InboxClaim(ctx, b.db.Pool, []inbox.NewEvent{{
-			Source: "bank", Provider: "standardwebhooks", EventID: "evt_young", EventType: "account.deposit",
-			Payload: []byte(`{}`), Body: []byte(`{}`),
-		}}, time.Now())
+		claimed, err := b.store.Claim(ctx, b.db.Pool, []*inbox.Delivery{delivery("evt_young", "account.deposit")}, time.Now())
 		require.NoError(t, err)
 		w := b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
 		// Wait for the reaper's run at start to finish, then look.
@@ -343,24 +353,26 @@ func TestReaper(t *testing.T) {
 				`SELECT count(*) FROM river_job WHERE kind = 'hookinbox.reaper' AND state = 'completed'`).Scan(&n))
 			return n == 1
 		}, 30*time.Second, 10*time.Millisecond)
-		ev, err := inbox.InboxGet(ctx, b.db.Pool, claimed[0].ID)
-		require.NoError(t, err)
-		require.Equal(t, inbox.StatusPending, ev.Status)
+		require.Equal(t, inbox.StatusPending, b.row(t, claimed[0].ID).Status)
 		_ = w
 	})
 
 	t.Run("RowWhoseJobWasDiscardedIsFailedNotLooped", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		id := b.ingest(t, "evt_lost", "account.deposit")
+		// Received an hour ago.
+		client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{MaxAttempts: 3})
+		require.NoError(t, err)
+		ingester := inbox.NewIngester(b.db.Pool, client, &inbox.IngesterConfig{Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+		res, err := ingester.Ingest(ctx, delivery("evt_lost", "account.deposit"))
+		require.NoError(t, err)
+		id := res.Claimed[0].ID
 		// The worker died on the last attempt: River's rescuer discarded
 		// the job, and the failure never reached the row.
-		_, err := b.db.Pool.Exec(ctx, `
+		_, err = b.db.Pool.Exec(ctx, `
 UPDATE river_job SET state = 'discarded', finalized_at = now(), attempt = max_attempts,
        errors = ARRAY[jsonb_build_object('error', 'worker died', 'attempt', 3, 'at', now())]
-WHERE id = (SELECT river_job_id FROM webhook_inbox WHERE id = $1)`, id)
-		require.NoError(t, err)
-		_, err = b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET received_at = now() - interval '1 hour' WHERE id = $1`, id)
+WHERE id = $1`, b.row(t, id).JobID)
 		require.NoError(t, err)
 		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Minute })
 		ev := b.waitStatus(t, id, inbox.StatusFailed)
@@ -409,7 +421,7 @@ func TestTwoWorkersRacingOverTheSameRows(t *testing.T) {
 	otherWorker()
 
 	require.Eventually(t, func() bool {
-		c, err := inbox.InboxCount(ctx, b.db.Pool, "")
+		c, err := b.store.Count(ctx, nil)
 		require.NoError(t, err)
 		return c.Done == n
 	}, 60*time.Second, 20*time.Millisecond)

@@ -7,22 +7,24 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // waitSettled polls until no event of this run is pending.
 func waitSettled(ctx context.Context, pool *pgxpool.Pool, runID string) error {
+	store := inbox.NewStore(pool)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		var pending int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox WHERE source = 'bank' AND event_id LIKE $1 || '%' AND status = 'pending'`, runID).Scan(&pending)
+		c, err := store.Count(ctx, &inbox.Filter{Source: "bank", EventIDPrefix: runID})
 		if err != nil {
 			return err
 		}
-		if pending == 0 {
+		if c.Pending == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d events still pending after 2 minutes", pending)
+			return fmt.Errorf("%d events still pending after 2 minutes", c.Pending)
 		}
 		select {
 		case <-ctx.Done():
@@ -35,13 +37,13 @@ func waitSettled(ctx context.Context, pool *pgxpool.Pool, runID string) error {
 // summarize prints what happened and reports whether every balance matches
 // the distinct deposits sent.
 func summarize(ctx context.Context, pool *pgxpool.Pool, b *burst) (bool, error) {
-	var done, failed, entries int
-	err := pool.QueryRow(ctx, `
-SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed')
-FROM webhook_inbox WHERE source = 'bank' AND event_id LIKE $1 || '%'`, b.runID).Scan(&done, &failed)
+	store := inbox.NewStore(pool)
+	run := &inbox.Filter{Source: "bank", EventIDPrefix: b.runID}
+	c, err := store.Count(ctx, run)
 	if err != nil {
 		return false, err
 	}
+	var entries int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM ledger_entries WHERE event_id LIKE $1 || '%'`, b.runID).Scan(&entries); err != nil {
 		return false, err
 	}
@@ -51,24 +53,18 @@ FROM webhook_inbox WHERE source = 'bank' AND event_id LIKE $1 || '%'`, b.runID).
 	fmt.Printf("   other answers        %d\n", b.sent-b.statuses[200]-b.statuses[401])
 	fmt.Printf("   new events           %d\n", b.new)
 	fmt.Printf("   duplicates           %d\n", b.dupes)
-	fmt.Printf("   done                 %d\n", done)
-	fmt.Printf("   failed               %d\n", failed)
-	rows, err := pool.Query(ctx, `SELECT event_id, last_error FROM webhook_inbox WHERE source = 'bank' AND event_id LIKE $1 || '%' AND status = 'failed' ORDER BY id`, b.runID)
+	fmt.Printf("   done                 %d\n", c.Done)
+	fmt.Printf("   failed               %d\n", c.Failed)
+	failures, err := store.ListFailed(ctx, run)
 	if err != nil {
 		return false, err
 	}
-	for rows.Next() {
-		var id, reason string
-		if err := rows.Scan(&id, &reason); err != nil {
-			return false, err
-		}
+	for _, f := range failures {
+		reason := f.LastError
 		if len(reason) > 90 {
 			reason = reason[:90] + "…"
 		}
-		fmt.Printf("     failed %-28s %s\n", id[len(b.runID)+1:], reason)
-	}
-	if err := rows.Err(); err != nil {
-		return false, err
+		fmt.Printf("     failed %-28s %s\n", f.EventID[len(b.runID)+1:], reason)
 	}
 	fmt.Printf("   ledger entries       %d\n", entries)
 

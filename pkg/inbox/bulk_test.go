@@ -1,0 +1,102 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+)
+
+func TestStoreBulkLoad(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	store := inbox.NewStore(db.Pool)
+	received := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+	const n = 10
+	base, err := store.ReserveIDs(ctx, n)
+	require.NoError(t, err)
+	err = store.BulkLoad(ctx, n, func(i int) (*inbox.LoadRow, error) {
+		d := delivery(event(fmt.Sprintf("run1_%02d", i)))
+		row := &inbox.LoadRow{ID: base + int64(i), Delivery: d, ReceivedAt: received}
+		switch {
+		case i < 4: // done 10 ms to 40 ms after arrival
+			row.Status, row.Attempts, row.JobID = inbox.StatusDone, 1, int64(i+1)
+			row.ProcessedAt = received.Add(time.Duration(i+1) * 10 * time.Millisecond)
+		case i == 4: // the key policy fails it, whatever the status says
+			d.Events[0].ParseError = errors.New("not JSON")
+			row.Status = inbox.StatusDone
+		}
+		return row, nil
+	})
+	require.NoError(t, err)
+
+	got, err := store.Get(ctx, db.Pool, base)
+	require.NoError(t, err)
+	require.Equal(t, "run1_00", got.EventID)
+	require.Equal(t, "account.deposit", got.EventType)
+	require.JSONEq(t, `{"type":"account.deposit"}`, string(got.Payload))
+	require.Equal(t, map[string]string{"Webhook-Id": "run1_00"}, got.Headers)
+	require.True(t, received.Equal(got.ReceivedAt))
+
+	// The identity goes on after the reserved ids: a claim does not collide.
+	claimed, err := store.Claim(ctx, db.Pool, []*inbox.Delivery{delivery(event("other_1"))}, time.Time{})
+	require.NoError(t, err)
+	require.Equal(t, base+n, claimed[0].ID)
+
+	c, err := store.Count(ctx, &inbox.Filter{Source: "bank", EventIDPrefix: "run1_"})
+	require.NoError(t, err)
+	require.Equal(t, inbox.Counts{Pending: 5, Done: 4, Failed: 1}, *c)
+	all, err := store.Count(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, inbox.Counts{Pending: 6, Done: 4, Failed: 1}, *all)
+	none, err := store.Count(ctx, &inbox.Filter{Source: "other"})
+	require.NoError(t, err)
+	require.Equal(t, inbox.Counts{}, *none)
+	pending, err := store.CountPending(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), pending)
+
+	failed, err := store.ListFailed(ctx, &inbox.Filter{EventIDPrefix: "run1_"})
+	require.NoError(t, err)
+	require.Equal(t, []inbox.Failure{{EventID: "run1_04", LastError: "unparseable delivery: not JSON"}}, failed)
+
+	last, err := store.LastProcessedAt(ctx)
+	require.NoError(t, err)
+	require.True(t, received.Add(40*time.Millisecond).Equal(last))
+	ages, err := store.DoneAges(ctx, received)
+	require.NoError(t, err)
+	require.Equal(t, inbox.Ages{Done: 4, P50: 20 * time.Millisecond, P99: 40 * time.Millisecond, Max: 40 * time.Millisecond}, *ages)
+	later, err := store.DoneAges(ctx, received.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, inbox.Ages{Done: 4}, *later, "no done row was received since")
+
+	require.NoError(t, store.Vacuum(ctx))
+	size, err := store.TableBytes(ctx)
+	require.NoError(t, err)
+	require.Positive(t, size)
+	require.NoError(t, store.Truncate(ctx))
+	all, err = store.Count(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, inbox.Counts{}, *all)
+	last, err = store.LastProcessedAt(ctx)
+	require.NoError(t, err)
+	require.True(t, last.IsZero())
+}
+
+func TestStoreBulkLoadRefusesABatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := inbox.NewStore(dbtest.New(t).Pool)
+	err := store.BulkLoad(ctx, 1, func(int) (*inbox.LoadRow, error) {
+		return &inbox.LoadRow{ID: 1, Delivery: delivery(event("a"), event("b")), ReceivedAt: time.Now()}, nil
+	})
+	require.ErrorContains(t, err, "row 0 has 2 events, not 1")
+}
