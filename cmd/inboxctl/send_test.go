@@ -154,12 +154,13 @@ func TestSendEveryProvider(t *testing.T) {
 
 			// The receiver answers after the commit, so the row is there.
 			ctx := context.Background()
-			existing, err := inbox.InboxExistingEventIDs(ctx, db.Pool, []string{tt.source}, []string{tt.wantID})
-			require.NoError(t, err)
-			require.True(t, existing[[2]string{tt.source, tt.wantID}], "no event %q", tt.wantID)
-			counts, err := inbox.InboxCount(ctx, db.Pool, tt.source)
+			store := inbox.NewStore(db.Pool)
+			counts, err := store.Count(ctx, &inbox.Filter{Source: tt.source})
 			require.NoError(t, err)
 			require.Equal(t, inbox.Counts{Pending: 1}, *counts, "stored, and not failed")
+			counts, err = store.Count(ctx, &inbox.Filter{Source: tt.source, EventIDPrefix: tt.wantID})
+			require.NoError(t, err)
+			require.Equal(t, inbox.Counts{Pending: 1}, *counts, "stored under event id %q", tt.wantID)
 		})
 	}
 }

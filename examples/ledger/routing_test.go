@@ -90,7 +90,7 @@ func ingest(t *testing.T, pool *pgxpool.Pool, sourceQueues map[string]string, so
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{MaxAttempts: 10})
 	require.NoError(t, err)
 	ingester := inbox.NewIngester(pool, client, &inbox.IngesterConfig{QueueFor: func(s string) string { return sourceQueues[s] }})
-	events := make([]inbox.NewEvent, n)
+	deliveries := make([]*inbox.Delivery, n)
 	ids := make([]string, n)
 	for i := range n {
 		ids[i] = fmt.Sprintf("%s_%04d", source, i)
@@ -99,12 +99,14 @@ func ingest(t *testing.T, pool *pgxpool.Pool, sourceQueues map[string]string, so
 			eventType = "account.deposit"
 			payload = fmt.Sprintf(`{"type":"account.deposit","data":{"account_id":"acc_%d","amount":"1.00"}}`, i%5)
 		}
-		events[i] = inbox.NewEvent{Source: source, Provider: "standardwebhooks", EventID: ids[i],
-			EventType: eventType, Payload: []byte(payload), Body: []byte(payload)}
+		deliveries[i] = &inbox.Delivery{Source: source, Provider: "standardwebhooks", Body: []byte(payload),
+			Events: []inbox.IncomingEvent{{ID: ids[i], Type: eventType, Payload: []byte(payload)}}}
 	}
-	res, err := ingester.Ingest(context.Background(), events)
+	results, err := ingester.IngestGroup(context.Background(), deliveries)
 	require.NoError(t, err)
-	require.Equal(t, n, res.New)
+	for _, res := range results {
+		require.Equal(t, 1, res.New)
+	}
 	return ids
 }
 
@@ -194,7 +196,7 @@ func ledgerEntries(t *testing.T, pool *pgxpool.Pool) map[string][]string {
 
 func counts(t *testing.T, pool *pgxpool.Pool) *inbox.Counts {
 	t.Helper()
-	c, err := inbox.InboxCount(context.Background(), pool, "")
+	c, err := inbox.NewStore(pool).Count(context.Background(), &inbox.Filter{})
 	require.NoError(t, err)
 	return c
 }
