@@ -21,7 +21,9 @@ func daemonConfig(dbURL string) string {
 	return fmt.Sprintf(`
 database: {url: %q}
 receiver: {listen: "127.0.0.1:0"}
-worker: {listen: "127.0.0.1:0"}
+worker:
+  listen: "127.0.0.1:0"
+  routes: [{source: bank, handlers: [noop]}]
 sources:
   - {name: bank, provider: standardwebhooks, secrets: [%q]}
 `, dbURL, secretValue)

@@ -7,6 +7,7 @@ package receiver
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
@@ -56,6 +58,12 @@ type Config struct {
 	// X-Forwarded-For header is believed when checking a source's AllowIPs.
 	// Empty means the TCP peer is the client.
 	TrustedProxies []netip.Prefix
+	// DeliveryLogLevel is the level of the line logged for each delivery
+	// answered 2xx (stored, duplicate, handshake). Refused deliveries are
+	// logged at warn, failed commits at error, and requests for an unknown
+	// source or with another method than POST at debug. The zero value is
+	// info.
+	DeliveryLogLevel zapcore.Level
 	// Ready backs GET /readyz; nil means always ready.
 	Ready func(ctx context.Context) error
 	// Logger defaults to a no-op logger.
@@ -102,6 +110,7 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
+	e.Use(requestID)
 	e.Any("/webhooks/:source", s.handleWebhook)
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", s.handleReady)
@@ -140,19 +149,21 @@ type errorBody struct {
 
 func (s *Server) handleWebhook(c echo.Context) error {
 	start := time.Now()
-	src, ok := s.sources[c.Param("source")]
+	name := c.Param("source")
+	src, ok := s.sources[name]
 	if !ok {
+		s.logRejected(c, zapcore.DebugLevel, name, start, http.StatusNotFound, "unknown_source")
 		return c.JSON(http.StatusNotFound, errorBody{"unknown source"})
 	}
 	if c.Request().Method != http.MethodPost {
+		s.logRejected(c, zapcore.DebugLevel, name, start, http.StatusMethodNotAllowed, "method")
 		c.Response().Header().Set("Allow", http.MethodPost)
 		return c.JSON(http.StatusMethodNotAllowed, errorBody{"only POST is accepted"})
 	}
-	log := s.logger.With(zap.String("source", src.Name))
 	if len(src.AllowIPs) > 0 {
 		ip := clientIP(c.Request(), s.config.TrustedProxies)
 		if !allowed(ip, src.AllowIPs) {
-			log.Warn("delivery rejected", zap.Int("status", http.StatusForbidden), zap.String("client_ip", ip.String()))
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusForbidden, "forbidden_ip", zap.String("client_ip", ip.String()))
 			return c.JSON(http.StatusForbidden, errorBody{"address not allowed"})
 		}
 	}
@@ -161,8 +172,8 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
 	default:
-		log.Warn("delivery refused: receiver.max_in_flight deliveries are being handled; asking the provider to retry",
-			zap.Int("max_in_flight", s.config.MaxInFlight))
+		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "overloaded",
+			zap.String("detail", "receiver.max_in_flight deliveries are being handled"), zap.Int("max_in_flight", s.config.MaxInFlight))
 		return s.retryLater(c)
 	}
 
@@ -172,23 +183,25 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	if err != nil {
 		switch {
 		case errors.Is(err, errTooLarge):
-			log.Warn("delivery rejected", zap.Int("status", http.StatusRequestEntityTooLarge), zap.Int64("limit", src.MaxBodyBytes))
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusRequestEntityTooLarge, "too_large", zap.Int64("limit", src.MaxBodyBytes))
 			return c.JSON(http.StatusRequestEntityTooLarge, errorBody{"body exceeds " + strconv.FormatInt(src.MaxBodyBytes, 10) + " bytes"})
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			log.Warn("delivery rejected: the body did not arrive within the ack timeout", zap.Int("status", http.StatusRequestTimeout))
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusRequestTimeout, "body_timeout",
+				zap.String("detail", "the body did not arrive within the ack timeout"))
 			return c.JSON(http.StatusRequestTimeout, errorBody{"body not received within the ack timeout"})
 		}
+		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusBadRequest, "bad_body", zap.Error(err))
 		return c.JSON(http.StatusBadRequest, errorBody{"could not read body"})
 	}
 
 	delivery, err := src.Verifier.Verify(body, c.Request().Header)
 	if err != nil {
-		log.Warn("delivery rejected", zap.Int("status", http.StatusUnauthorized), zap.Error(err))
+		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusUnauthorized, "signature", zap.Error(err))
 		return c.JSON(http.StatusUnauthorized, errorBody{"signature verification failed"})
 	}
 	if delivery.Reply != nil {
 		// A handshake or health check: answered, never stored.
-		log.Info("handshake answered", zap.Int("status", delivery.Reply.Status))
+		s.logDelivery(c, s.config.DeliveryLogLevel, name, start, "handshake", delivery.Reply.Status)
 		return reply(c, delivery.Reply)
 	}
 
@@ -197,19 +210,70 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	res, err := s.ingester.Ingest(ctx, inboxDelivery(src, body, delivery))
 	if err != nil {
 		if errors.Is(err, inbox.ErrOverloaded) {
-			log.Warn("delivery refused: the ingest queue is full; asking the provider to retry")
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "overloaded",
+				zap.String("detail", "the ingest queue is full"))
 		} else {
-			log.Error("delivery not committed; asking the provider to retry", zap.Error(err))
+			s.logRejected(c, zapcore.ErrorLevel, name, start, http.StatusServiceUnavailable, "db_unavailable",
+				zap.String("detail", "not committed"), zap.Error(err))
 		}
 		return s.retryLater(c)
 	}
-	log.Debug("delivery committed", zap.Int("new", res.New), zap.Int("duplicates", res.Duplicates),
-		zap.Int("twins", res.Twins), zap.Duration("elapsed", time.Since(start)))
+	status := http.StatusOK
+	answer := func() error { return c.JSON(http.StatusOK, res.Counts) }
 	if ack, ok := src.Verifier.(provider.Acknowledger); ok {
 		r := ack.Ack(res.Counts)
-		return reply(c, &r)
+		status, answer = r.Status, func() error { return reply(c, &r) }
 	}
-	return c.JSON(http.StatusOK, res.Counts)
+	s.logDelivery(c, s.config.DeliveryLogLevel, name, start, "accepted", status,
+		zap.Int("new", res.New), zap.Int("duplicates", res.Duplicates), zap.Int("twins", res.Twins))
+	return answer()
+}
+
+// logDelivery writes the one line the receiver logs for a delivery: its
+// source, outcome, answer, latency and request id, then fields.
+func (s *Server) logDelivery(c echo.Context, level zapcore.Level, source string, start time.Time, outcome string, status int, fields ...zap.Field) {
+	ce := s.logger.Check(level, "delivery")
+	if ce == nil {
+		return
+	}
+	ce.Write(append([]zap.Field{
+		zap.String("source", source), zap.String("outcome", outcome), zap.Int("status", status),
+		zap.Duration("latency", time.Since(start)), zap.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+	}, fields...)...)
+}
+
+// logRejected is logDelivery for a delivery answered with an error; reason
+// is one of a small, fixed set (signature, too_large, overloaded, …).
+func (s *Server) logRejected(c echo.Context, level zapcore.Level, source string, start time.Time, status int, reason string, fields ...zap.Field) {
+	s.logDelivery(c, level, source, start, "rejected", status, append([]zap.Field{zap.String("reason", reason)}, fields...)...)
+}
+
+// requestID gives every request an id, sent back in X-Request-Id and logged
+// with its delivery, so that a provider's delivery log, an ingress log and
+// ours can be joined. An id an ingress already set is kept when it looks like
+// one (at most 64 letters, digits, '-', '_' or '.'); anything else is
+// replaced, since the header comes from an unauthenticated client.
+func requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(echo.HeaderXRequestID)
+		if !plausibleRequestID(id) {
+			id = rand.Text()
+		}
+		c.Response().Header().Set(echo.HeaderXRequestID, id)
+		return next(c)
+	}
+}
+
+func plausibleRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // retryLater answers 503 with Retry-After: nothing of the delivery was
