@@ -50,7 +50,7 @@ func TestApplyDefaults(t *testing.T) {
 			FetchPollInterval: time.Second,
 			ReaperInterval:    time.Minute,
 			OrphanAfter:       5 * time.Minute,
-			Unrouted:          UnroutedDone,
+			Unrouted:          UnroutedFailed,
 			SoftStopTimeout:   20 * time.Second,
 			HardStopTimeout:   5 * time.Second,
 			Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}}},
