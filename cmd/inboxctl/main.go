@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/schema"
@@ -29,7 +30,10 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
-	cfg, rest, err := daemon.LoadConfig("inboxctl", args)
+	// What the config must provide depends on the command: this first load
+	// demands nothing (Needs 0) and only finds the command, which loads
+	// what it needs.
+	_, rest, err := daemon.LoadConfig("inboxctl", args, 0)
 	if err != nil {
 		return err
 	}
@@ -41,9 +45,16 @@ func run(ctx context.Context, args []string) error {
 	case "migrate":
 		return daemon.Migrate(ctx, "inboxctl", withoutCommand(args, rest), []*schema.Set{schema.Core()})
 	case "send":
+		cfg, _, err := daemon.LoadConfig("inboxctl", withoutCommand(args, rest), config.NeedReceiver)
+		if err != nil {
+			return err
+		}
+		for _, warning := range cfg.Warnings() {
+			fmt.Fprintln(os.Stderr, "inboxctl: warning:", warning)
+		}
 		return send(ctx, cfg, rest[1:])
 	case "stats":
-		env, _, err := daemon.Boot(ctx, "inboxctl", withoutCommand(args, rest), nil, nil)
+		env, _, err := daemon.Boot(ctx, "inboxctl", withoutCommand(args, rest), config.NeedDatabase, nil, nil)
 		if err != nil {
 			return err
 		}

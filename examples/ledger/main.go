@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -24,7 +25,7 @@ func run(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "migrate" {
 		return daemon.Migrate(ctx, "ledger", args[1:], sets)
 	}
-	env, rest, err := daemon.Boot(ctx, "ledger", args, daemon.WorkerPoolConns, sets)
+	env, rest, err := daemon.Boot(ctx, "ledger", args, config.NeedWorker, daemon.WorkerPoolConns, sets)
 	if err != nil {
 		return err
 	}

@@ -38,26 +38,29 @@ func (e *Env) Close() {
 }
 
 // LoadConfig parses --config from args (falling back to HOOKINBOX_CONFIG) and
-// loads the config. It returns the remaining arguments.
-func LoadConfig(name string, args []string) (*config.Config, []string, error) {
+// loads the config, demanding what needs names (see config.Needs). It
+// returns the remaining arguments. The config's Warnings are the caller's to
+// report.
+func LoadConfig(name string, args []string, needs config.Needs) (*config.Config, []string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	path := fs.String("config", "", "config file (default: $HOOKINBOX_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := config.Load(*path, needs)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cfg, fs.Args(), nil
 }
 
-// Boot loads the config, builds the logger, connects to PostgreSQL with at
-// least minConns(config) connections (minConns may be nil), and, unless sets
-// is nil, refuses to go on when the schema is older than sets (and River)
-// need.
-func Boot(ctx context.Context, name string, args []string, minConns func(*config.Config) int32, sets []*schema.Set) (*Env, []string, error) {
-	cfg, rest, err := LoadConfig(name, args)
+// Boot loads the config demanding what needs names and the database (see
+// config.Needs), builds the logger and logs the config's warnings, connects
+// to PostgreSQL with at least minConns(config) connections (minConns may be
+// nil), and, unless sets is nil, refuses to go on when the schema is older
+// than sets (and River) need.
+func Boot(ctx context.Context, name string, args []string, needs config.Needs, minConns func(*config.Config) int32, sets []*schema.Set) (*Env, []string, error) {
+	cfg, rest, err := LoadConfig(name, args, needs|config.NeedDatabase)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -66,6 +69,9 @@ func Boot(ctx context.Context, name string, args []string, minConns func(*config
 		return nil, nil, err
 	}
 	logger = logger.Named(name)
+	for _, warning := range cfg.Warnings() {
+		logger.Warn(warning)
+	}
 	env := &Env{Config: cfg, Logger: logger}
 
 	poolCfg, err := pgxpool.ParseConfig(cfg.Database.URL)

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
 // Migrate loads the config from args, applies River's migrations and the
 // sets', and prints what it applied.
 func Migrate(ctx context.Context, name string, args []string, sets []*schema.Set) error {
-	env, rest, err := Boot(ctx, name, args, nil, nil)
+	env, rest, err := Boot(ctx, name, args, config.NeedDatabase, nil, nil)
 	if err != nil {
 		return err
 	}

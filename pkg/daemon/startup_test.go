@@ -52,20 +52,37 @@ func TestDaemonsRefuseToStart(t *testing.T) {
 	}
 	const secretValue = "whsec_c2VjcmV0LXRoYXQtbXVzdC1uZXZlci1sZWFr"
 
+	// Each daemon is refused for its own section's bad value, not the
+	// other's.
+	ownKey := map[string]string{"receiver": "receiver.ack_timeout", "worker": "worker.concurrency"}
+	otherKey := map[string]string{"receiver": "worker.concurrency", "worker": "receiver.ack_timeout"}
+
 	for _, name := range []string{"receiver", "worker"} {
 		t.Run(name+"/BadValueIsNamed", func(t *testing.T) {
 			t.Parallel()
 			code, out := runDaemon(t, name, `
 database: {url: "postgres://postgres@127.0.0.1:1/postgres"}
 receiver: {ack_timeout: -4s}
-worker: {concurrency: -1}
+worker: {concurrency: -1, routes: [{source: bank, handlers: [noop]}]}
 sources:
   - {name: bank, provider: standardwebhooks, secrets: ["${BANK_SECRET}"]}
 `, "BANK_SECRET="+secretValue)
 			require.Equal(t, 1, code, out)
-			require.Contains(t, out, "receiver.ack_timeout")
-			require.Contains(t, out, "worker.concurrency")
+			require.Contains(t, out, ownKey[name])
+			require.NotContains(t, out, otherKey[name])
 			require.NotContains(t, out, secretValue)
+		})
+
+		t.Run(name+"/NothingToDoIsRefused", func(t *testing.T) {
+			t.Parallel()
+			code, out := runDaemon(t, name, `
+database: {url: "postgres://postgres@127.0.0.1:1/postgres"}
+`)
+			require.Equal(t, 1, code, out)
+			require.Contains(t, out, map[string]string{
+				"receiver": "sources: the receiver needs at least one source",
+				"worker":   "worker.routes: the worker needs at least one route",
+			}[name])
 		})
 
 		t.Run(name+"/UnsetSecretVariableIsNamed", func(t *testing.T) {
@@ -76,7 +93,7 @@ sources:
   - {name: bank, provider: standardwebhooks, secrets: ["${HOOKINBOX_TEST_UNSET_SECRET}"]}
 `)
 			require.Equal(t, 1, code, out)
-			require.Contains(t, out, "sources[0].secrets[0]")
+			require.Contains(t, out, "sources[bank].secrets[0]")
 			require.Contains(t, out, "HOOKINBOX_TEST_UNSET_SECRET")
 		})
 
@@ -86,13 +103,15 @@ sources:
 			code, out := runDaemon(t, name, fmt.Sprintf(`
 database: {url: %q}
 receiver: {listen: "127.0.0.1:0"}
-worker: {listen: "127.0.0.1:0"}
+worker: {listen: "127.0.0.1:0", routes: [{source: bank, handlers: [noop]}]}
 sources:
   - {name: bank, provider: standardwebhooks, secrets: [%q]}
-`, db.URL, secretValue))
+`, db.URL, secretValue), "HOOKINBOX_RECEIVER_LISEN=127.0.0.1:0")
 			require.Equal(t, 1, code, out)
 			require.Contains(t, out, "older than this build needs; run `inboxctl migrate`")
 			require.NotContains(t, out, secretValue)
+			// Logged once the logger exists, before the schema check.
+			require.Contains(t, out, "HOOKINBOX_RECEIVER_LISEN matches no config key")
 		})
 	}
 }
