@@ -177,8 +177,8 @@ func TestNeedsCovers(t *testing.T) {
 		{key: "workers", migrate: true, receiver: true, worker: true, sourcesOnly: true}, // Not a section: an unknown top-level key.
 	} {
 		require.Equal(t, tt.migrate, NeedDatabase.covers(tt.key), "migrate %s", tt.key)
-		require.Equal(t, tt.receiver, (NeedDatabase|NeedReceiver).covers(tt.key), "receiver %s", tt.key)
-		require.Equal(t, tt.worker, (NeedDatabase|NeedWorker).covers(tt.key), "worker %s", tt.key)
+		require.Equal(t, tt.receiver, (NeedDatabase | NeedReceiver).covers(tt.key), "receiver %s", tt.key)
+		require.Equal(t, tt.worker, (NeedDatabase | NeedWorker).covers(tt.key), "worker %s", tt.key)
 		require.Equal(t, tt.sourcesOnly, NeedSources.covers(tt.key), "sources %s", tt.key)
 	}
 }
