@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/pprof"
 
+	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
@@ -19,7 +20,7 @@ import (
 func runProfiled(ctx context.Context, mode string, args []string) error {
 	fs := flag.NewFlagSet("hookbench "+mode, flag.ContinueOnError)
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
-	config := fs.String("config", "", "config file")
+	configPath := fs.String("config", "", "config file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -34,17 +35,17 @@ func runProfiled(ctx context.Context, mode string, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	bootArgs := []string{"--config", *config}
+	bootArgs := []string{"--config", *configPath}
 	switch mode {
 	case "receiver":
-		env, _, err := daemon.Boot(ctx, "receiver", bootArgs, nil, []*schema.Set{schema.Core()})
+		env, _, err := daemon.Boot(ctx, "receiver", bootArgs, daemon.Verbs{"": config.NeedReceiver}, nil, []*schema.Set{schema.Core()})
 		if err != nil {
 			return err
 		}
 		defer env.Close()
 		return daemon.RunReceiver(ctx, env)
 	case "worker":
-		env, _, err := daemon.Boot(ctx, "worker", bootArgs, daemon.WorkerPoolConns, []*schema.Set{schema.Core()})
+		env, _, err := daemon.Boot(ctx, "worker", bootArgs, daemon.Verbs{"": config.NeedWorker}, daemon.WorkerPoolConns, []*schema.Set{schema.Core()})
 		if err != nil {
 			return err
 		}

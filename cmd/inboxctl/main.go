@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/schema"
@@ -33,7 +34,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
-	env, rest, err := daemon.Boot(ctx, "inboxctl", args, nil, []*schema.Set{schema.Core()})
+	// migrate and stats need only the database; send signs for a source.
+	verbs := daemon.Verbs{"send": config.NeedReceiver}
+	env, rest, err := daemon.Boot(ctx, "inboxctl", args, verbs, nil, []*schema.Set{schema.Core()})
 	if err != nil {
 		return err
 	}

@@ -115,7 +115,7 @@ func TestSendEveryProvider(t *testing.T) {
 	t.Parallel()
 	db := dbtest.New(t)
 	configPath := writeSendConfig(t, db.URL)
-	cfg, err := config.Load(configPath)
+	cfg, err := config.Load(configPath, config.NeedReceiver)
 	require.NoError(t, err)
 	srv, stop, err := daemon.NewReceiver(&daemon.Env{Config: cfg, Logger: zaptest.NewLogger(t), Pool: db.Pool})
 	require.NoError(t, err)

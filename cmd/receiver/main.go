@@ -8,13 +8,14 @@ package main
 import (
 	"context"
 
+	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
 func main() {
 	daemon.Main(func(ctx context.Context, args []string) error {
-		env, _, err := daemon.Boot(ctx, "receiver", args, nil, []*schema.Set{schema.Core()})
+		env, _, err := daemon.Boot(ctx, "receiver", args, daemon.Verbs{"": config.NeedReceiver}, nil, []*schema.Set{schema.Core()})
 		if err != nil {
 			return err
 		}

@@ -9,13 +9,14 @@ package main
 import (
 	"context"
 
+	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
 func main() {
 	daemon.Main(func(ctx context.Context, args []string) error {
-		env, _, err := daemon.Boot(ctx, "worker", args, daemon.WorkerPoolConns, []*schema.Set{schema.Core()})
+		env, _, err := daemon.Boot(ctx, "worker", args, daemon.Verbs{"": config.NeedWorker}, daemon.WorkerPoolConns, []*schema.Set{schema.Core()})
 		if err != nil {
 			return err
 		}

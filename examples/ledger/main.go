@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -23,7 +24,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	sets := []*schema.Set{schema.Core(), Migrations()}
-	env, rest, err := daemon.Boot(ctx, "ledger", args, daemon.WorkerPoolConns, sets)
+	env, rest, err := daemon.Boot(ctx, "ledger", args, daemon.Verbs{"": config.NeedWorker}, daemon.WorkerPoolConns, sets)
 	if err != nil {
 		return err
 	}

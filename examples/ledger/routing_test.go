@@ -343,7 +343,7 @@ func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
 
 	code, out := runToExit(t, workerBin, "../../config/hookinbox.yaml", exampleEnv(db.URL)...)
 	require.Equal(t, 1, code, out)
-	require.Contains(t, out, `works queue "bank" with other routes: it runs [bank account.deposit -> ledger; unrouted -> done], this worker would run [* * -> noop;`)
+	require.Contains(t, out, `works queue "bank" with other routes: it runs [bank account.deposit -> ledger; unrouted -> failed], this worker would run [* * -> noop;`)
 	// Nothing settled, and the only jobs ever taken are the ledger's, still
 	// blocked on the lock.
 	require.Equal(t, &inbox.Counts{Pending: n}, counts(t, db.Pool))

@@ -12,6 +12,9 @@ type Config struct {
 	Receiver ReceiverConfig `mapstructure:"receiver"`
 	Sources  []SourceConfig `mapstructure:"sources"`
 	Worker   WorkerConfig   `mapstructure:"worker"`
+
+	// warnings are Load's warnings (see Warnings).
+	warnings []string
 }
 
 // DatabaseConfig says where PostgreSQL is.
@@ -204,8 +207,9 @@ type WorkerConfig struct {
 	// OrphanAfter is how long a row may stay pending without a live job
 	// before the reaper re-enqueues it. Defaults to 5m.
 	OrphanAfter time.Duration `mapstructure:"orphan_after"`
-	// Unrouted decides what happens to an event no route matches: "done"
-	// (marked done with a note) or "failed". Defaults to "done".
+	// Unrouted decides what happens to an event no route matches: "failed"
+	// (the default: it fails loudly, and can be replayed once the routes
+	// are fixed) or "done" (marked done with a note, and never run).
 	Unrouted string `mapstructure:"unrouted"`
 	// SoftStopTimeout is how long a stopping worker lets running jobs
 	// finish before cancelling them. Defaults to 20s.

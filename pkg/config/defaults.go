@@ -4,11 +4,18 @@ import (
 	"cmp"
 	"time"
 
+	"github.com/riverqueue/river"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/receiver"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
-// The defaults stated in the fields' doc comments. ApplyDefaults is the only
-// place they are applied.
+// The defaults stated in the fields' doc comments, one copy each: a default
+// that a package applies to its own Config is that package's exported
+// …Default constant, referred to here; the rest are config-only. ApplyDefaults
+// is the only place they are applied.
 const (
 	defaultDatabaseMaxConns        int32         = 16
 	defaultLogLevel                              = "info"
@@ -16,29 +23,31 @@ const (
 	defaultReceiverListen                        = "127.0.0.1:8080"
 	defaultReceiverMaxBodyBytes    int64         = 1 << 20
 	defaultReceiverAckTimeout      time.Duration = 4 * time.Second
-	defaultReceiverRetryAfter      time.Duration = 5 * time.Second
+	defaultReceiverRetryAfter                    = receiver.RetryAfterDefault
 	defaultReceiverShutdownTimeout time.Duration = 10 * time.Second
-	defaultReceiverBatchMaxEvents                = 256
-	defaultReceiverBatchFlushers                 = 4
-	defaultReceiverBatchQueue                    = 1024
-	defaultReceiverMaxInFlight                   = 1024
-	defaultSourceTolerance         time.Duration = 5 * time.Minute
-	defaultQueue                                 = "default"
+	defaultReceiverBatchMaxEvents                = inbox.BatchMaxEventsDefault
+	defaultReceiverBatchFlushers                 = inbox.BatchFlushersDefault
+	defaultReceiverBatchQueue                    = inbox.BatchQueueSizeDefault
+	defaultReceiverMaxInFlight                   = receiver.MaxInFlightDefault
+	defaultSourceTolerance                       = provider.DefaultTolerance
+	defaultQueue                                 = river.QueueDefault
 	defaultWorkerListen                          = "127.0.0.1:8081"
-	defaultWorkerConcurrency                     = 32
-	defaultWorkerMaxAttempts                     = 10
-	defaultWorkerJobTimeout        time.Duration = time.Minute
+	defaultWorkerConcurrency                     = worker.ConcurrencyDefault
+	defaultWorkerMaxAttempts                     = worker.MaxAttemptsDefault
+	defaultWorkerJobTimeout                      = worker.JobTimeoutDefault
 	// defaultWorkerRescueMargin is added to worker.job_timeout to give the
 	// default worker.rescue_after.
-	defaultWorkerRescueMargin      time.Duration = 30 * time.Second
-	defaultWorkerFetchCooldown     time.Duration = 10 * time.Millisecond
-	defaultWorkerFetchPollInterval time.Duration = time.Second
-	defaultWorkerReaperInterval    time.Duration = time.Minute
-	defaultWorkerOrphanAfter       time.Duration = 5 * time.Minute
-	defaultWorkerUnrouted                        = UnroutedDone
-	defaultWorkerSoftStopTimeout   time.Duration = 20 * time.Second
-	defaultWorkerHardStopTimeout   time.Duration = 5 * time.Second
-	defaultRouteType                             = "*"
+	defaultWorkerRescueMargin      = worker.RescueAfterMarginDefault
+	defaultWorkerFetchCooldown     = worker.FetchCooldownDefault
+	defaultWorkerFetchPollInterval = worker.FetchPollIntervalDefault
+	defaultWorkerReaperInterval    = worker.ReaperIntervalDefault
+	defaultWorkerOrphanAfter       = worker.OrphanAfterDefault
+	// defaultWorkerUnrouted fails an unrouted event loudly: a failed row can
+	// be replayed once the routes are fixed, a row marked done cannot.
+	defaultWorkerUnrouted                      = UnroutedFailed
+	defaultWorkerSoftStopTimeout               = worker.SoftStopTimeoutDefault
+	defaultWorkerHardStopTimeout time.Duration = 5 * time.Second
+	defaultRouteType                           = "*"
 )
 
 // ApplyDefaults fills every zero-valued field with its documented default. A

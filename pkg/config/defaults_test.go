@@ -2,10 +2,16 @@ package config
 
 import (
 	"cmp"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
@@ -50,7 +56,7 @@ func TestApplyDefaults(t *testing.T) {
 			FetchPollInterval: time.Second,
 			ReaperInterval:    time.Minute,
 			OrphanAfter:       5 * time.Minute,
-			Unrouted:          UnroutedDone,
+			Unrouted:          UnroutedFailed,
 			SoftStopTimeout:   20 * time.Second,
 			HardStopTimeout:   5 * time.Second,
 			Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}}},
@@ -177,4 +183,138 @@ func TestConfigSource(t *testing.T) {
 
 	_, ok = cfg.Source("absent")
 	require.False(t, ok)
+}
+
+// TestDocumentedDefaultsMatchTheConstants keeps config/hookinbox.yaml and
+// README.md's configuration table from drifting from the defaults
+// ApplyDefaults applies: for every scalar key (and a source's tolerance and
+// queue), the example's comment says "Default: X", the value it sets is that
+// default, and the README's table gives X.
+func TestDocumentedDefaultsMatchTheConstants(t *testing.T) {
+	t.Parallel()
+
+	defaults := &Config{Sources: []SourceConfig{{}}}
+	defaults.ApplyDefaults()
+	// documented writes key's default as the docs do.
+	documented := func(key string) string {
+		if key == "worker.rescue_after" {
+			return "job_timeout + " + formatDuration(defaultWorkerRescueMargin)
+		}
+		var v any
+		if source, ok := strings.CutPrefix(key, "sources[]."); ok {
+			f, _ := fieldNamed(reflect.ValueOf(&defaults.Sources[0]).Elem(), source)
+			v = f.Interface()
+		} else {
+			v = fieldByKey(defaults, key).Interface()
+		}
+		if d, ok := v.(time.Duration); ok {
+			return formatDuration(d)
+		}
+		return fmt.Sprint(v)
+	}
+	keys := slices.DeleteFunc(scalarKeys(reflect.TypeFor[Config](), ""), func(key string) bool {
+		return key == "database.url" // Required: no default.
+	})
+	keys = append(keys, "sources[].tolerance", "sources[].queue")
+
+	t.Run("ExampleFile", func(t *testing.T) {
+		t.Parallel()
+
+		data, err := os.ReadFile("../../config/hookinbox.yaml")
+		require.NoError(t, err)
+		var doc yaml.Node
+		require.NoError(t, yaml.Unmarshal(data, &doc))
+		// node returns the key and value nodes of a dotted key; a source's
+		// keys are looked up in the first source.
+		node := func(key string) (*yaml.Node, *yaml.Node) {
+			m := doc.Content[0]
+			path := strings.Split(strings.Replace(key, "sources[].", "sources.0.", 1), ".")
+			var k *yaml.Node
+			for _, name := range path {
+				if m.Kind == yaml.SequenceNode {
+					m = m.Content[0]
+					continue
+				}
+				i := slices.IndexFunc(m.Content, func(n *yaml.Node) bool { return n.Value == name })
+				require.True(t, i >= 0 && i%2 == 0, "config/hookinbox.yaml does not set %s", key)
+				k, m = m.Content[i], m.Content[i+1]
+			}
+			return k, m
+		}
+		for _, key := range keys {
+			k, v := node(key)
+			comment := strings.Join(strings.Fields(strings.ReplaceAll(k.HeadComment, "#", "")), " ")
+			want := "Default: " + documented(key)
+			require.True(t, strings.Contains(comment+" ", want+" ") || strings.Contains(comment, want+".") || strings.Contains(comment, want+","),
+				"config/hookinbox.yaml: the comment on %s does not say %q:\n%s", key, want, comment)
+
+			f := reflect.New(fieldByKeyType(key))
+			require.NoError(t, decodeValue(f.Elem(), v.Value), key)
+			require.Equal(t, documented(key), documentedValue(key, f.Elem().Interface()), "config/hookinbox.yaml sets %s to %s, not its default", key, v.Value)
+		}
+	})
+
+	t.Run("README", func(t *testing.T) {
+		t.Parallel()
+
+		data, err := os.ReadFile("../../README.md")
+		require.NoError(t, err)
+		section := string(data)
+		section = section[strings.Index(section, "## Configuration"):]
+		section = section[:strings.Index(section[1:], "\n## ")+1]
+		table := map[string]string{}
+		for line := range strings.Lines(section) {
+			cells := strings.Split(line, "|")
+			if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+				continue
+			}
+			names := strings.FieldsFunc(cells[1], func(r rune) bool { return r == '/' || r == ',' })
+			values := strings.Split(cells[2], " / ")
+			for i, name := range names {
+				value := values[min(i, len(values)-1)]
+				table[strings.Trim(strings.TrimSpace(name), "`")] = strings.Trim(strings.TrimSpace(value), "`")
+			}
+		}
+		for _, key := range keys {
+			got, ok := table[key]
+			require.True(t, ok, "README.md's configuration table has no row for %s", key)
+			require.Equal(t, documented(key), got, "README.md's configuration table: the default of %s", key)
+		}
+	})
+}
+
+// formatDuration writes d as the docs do: "1m" rather than "1m0s".
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// fieldByKeyType is the type of the field key names.
+func fieldByKeyType(key string) reflect.Type {
+	if source, ok := strings.CutPrefix(key, "sources[]."); ok {
+		f, _ := fieldNamed(reflect.ValueOf(&SourceConfig{}).Elem(), source)
+		return f.Type()
+	}
+	return fieldByKey(&Config{}, key).Type()
+}
+
+// documentedValue writes a value set in the example as documented writes
+// its key's default; worker.rescue_after's default derives from
+// worker.job_timeout, so its set value is compared with the derived one.
+func documentedValue(key string, v any) string {
+	if key == "worker.rescue_after" {
+		if v == defaultWorkerJobTimeout+defaultWorkerRescueMargin {
+			return "job_timeout + " + formatDuration(defaultWorkerRescueMargin)
+		}
+	}
+	if d, ok := v.(time.Duration); ok {
+		return formatDuration(d)
+	}
+	return fmt.Sprint(v)
 }

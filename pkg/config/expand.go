@@ -1,8 +1,6 @@
 package config
 
 import (
-	"errors"
-	"fmt"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -14,39 +12,50 @@ import (
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // expandEnv replaces ${NAME} in every string of c, slices and sources
-// included, with lookup(NAME). A reference to an unset variable is an error
+// included, with lookup(NAME). A reference to an unset variable is a problem
 // naming the key, never the value.
-func (c *Config) expandEnv(lookup func(string) (string, bool)) error {
-	var errs []error
-	expandValue(reflect.ValueOf(c).Elem(), "", lookup, &errs)
-	return errors.Join(errs...)
+func (c *Config) expandEnv(lookup func(string) (string, bool), p *problems) {
+	keys := c.sourceKeys() // Taken before the names are expanded.
+	v := reflect.ValueOf(c).Elem()
+	for i := range v.NumField() {
+		name := tagName(v.Type().Field(i))
+		switch {
+		case name == "" || name == "-":
+		case name == "sources":
+			for j := range c.Sources {
+				expandValue(reflect.ValueOf(&c.Sources[j]).Elem(), keys[j], lookup, p)
+			}
+		default:
+			expandValue(v.Field(i), name, lookup, p)
+		}
+	}
 }
 
-func expandValue(v reflect.Value, key string, lookup func(string) (string, bool), errs *[]error) {
+func expandValue(v reflect.Value, key string, lookup func(string) (string, bool), p *problems) {
 	switch v.Kind() {
 	case reflect.String:
-		v.SetString(expandString(v.String(), key, lookup, errs))
+		v.SetString(expandString(v.String(), key, lookup, p))
 	case reflect.Struct:
 		for i := range v.NumField() {
-			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("mapstructure"), ",")
+			name := tagName(v.Type().Field(i))
 			if name == "" || name == "-" {
 				continue
 			}
 			if key != "" {
 				name = key + "." + name
 			}
-			expandValue(v.Field(i), name, lookup, errs)
+			expandValue(v.Field(i), name, lookup, p)
 		}
 	case reflect.Slice, reflect.Array:
 		for i := range v.Len() {
-			expandValue(v.Index(i), key+"["+strconv.Itoa(i)+"]", lookup, errs)
+			expandValue(v.Index(i), key+"["+strconv.Itoa(i)+"]", lookup, p)
 		}
 	default:
 		// Numbers and durations hold no references.
 	}
 }
 
-func expandString(s, key string, lookup func(string) (string, bool), errs *[]error) string {
+func expandString(s, key string, lookup func(string) (string, bool), p *problems) string {
 	if !strings.Contains(s, "${") {
 		return s
 	}
@@ -54,7 +63,7 @@ func expandString(s, key string, lookup func(string) (string, bool), errs *[]err
 		name := ref[2 : len(ref)-1]
 		value, ok := lookup(name)
 		if !ok {
-			*errs = append(*errs, fmt.Errorf("%s: environment variable %s is not set", key, name))
+			p.addf(key, "environment variable %s is not set", name)
 		}
 		return value
 	})

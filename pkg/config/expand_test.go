@@ -32,7 +32,7 @@ func TestExpandEnv(t *testing.T) {
 				Routes: []RouteConfig{{Source: "${SOURCE}", Types: []string{"${TYPE}.*"}, Handlers: []string{"${HANDLER}"}}},
 			},
 		}
-		err := cfg.expandEnv(lookup(map[string]string{
+		err := expand(cfg, lookup(map[string]string{
 			"DB_HOST": "db", "LEVEL": "debug", "A": "a$1", "B": "", "DIR": "/run/secrets",
 			"QUEUE": "bank", "SOURCE": "stripe", "TYPE": "charge", "HANDLER": "log",
 		}))
@@ -59,7 +59,7 @@ func TestExpandEnv(t *testing.T) {
 				HMAC:      HMACConfig{Header: "${HEADER}", APIKeys: []string{"${KEY_NEW}", "${KEY_OLD}"}},
 			}},
 		}
-		require.NoError(t, cfg.expandEnv(lookup(map[string]string{
+		require.NoError(t, expand(cfg, lookup(map[string]string{
 			"PROXY_NET": "10.0.0.0/8", "USER": "hookinbox", "PW_NEW": "pw-new", "PW_OLD": "pw-old",
 			"HOST": "hooks.example.com", "ALG": "sha1", "TWIN": "invoice.paid", "ALLOW": "203.0.113.7",
 			"HEADER": "X-Signature", "KEY_NEW": "key-new", "KEY_OLD": "key-old",
@@ -85,7 +85,7 @@ func TestExpandEnv(t *testing.T) {
 				HMAC:      HMACConfig{APIKeys: []string{"${API_KEY}"}},
 			},
 		}}
-		err := cfg.expandEnv(lookup(map[string]string{"SET": testSecret}))
+		err := expand(cfg, lookup(map[string]string{"SET": testSecret}))
 		require.EqualError(t, err, "sources[1].basic_auth[1].password: environment variable MARQETA_PW is not set\n"+
 			"sources[1].hmac.api_keys[0]: environment variable API_KEY is not set")
 	})
@@ -96,7 +96,7 @@ func TestExpandEnv(t *testing.T) {
 		cfg := &Config{Sources: []SourceConfig{{
 			Secrets: []string{"$A", "$", "a$b", "${", "${1A}", "${ A }", "$$", "${}"},
 		}}}
-		require.NoError(t, cfg.expandEnv(lookup(map[string]string{"A": "expanded"})))
+		require.NoError(t, expand(cfg, lookup(map[string]string{"A": "expanded"})))
 		require.Equal(t, []string{"$A", "$", "a$b", "${", "${1A}", "${ A }", "$$", "${}"}, cfg.Sources[0].Secrets)
 	})
 
@@ -111,9 +111,32 @@ func TestExpandEnv(t *testing.T) {
 			},
 			Worker: WorkerConfig{Routes: []RouteConfig{{Handlers: []string{"${H}"}}}},
 		}
-		err := cfg.expandEnv(lookup(map[string]string{"SET": testSecret}))
+		err := expand(cfg, lookup(map[string]string{"SET": testSecret}))
 		require.EqualError(t, err, "database.url: environment variable DATABASE_URL is not set\n"+
 			"sources[1].secrets[1]: environment variable STRIPE_WEBHOOK_SECRET is not set\n"+
 			"worker.routes[0].handlers[0]: environment variable H is not set")
 	})
+
+	t.Run("SourcesAreNamedByNameWhereTheyHaveOne", func(t *testing.T) {
+		t.Parallel()
+
+		cfg := &Config{Sources: []SourceConfig{
+			{Name: "stripe", Secrets: []string{"${STRIPE}"}},
+			{Name: "Not Valid", Secrets: []string{"${BAD}"}},
+			{Name: "twin", Secrets: []string{"${TWIN_A}"}},
+			{Name: "twin", Secrets: []string{"${TWIN_B}"}},
+		}}
+		err := expand(cfg, lookup(nil))
+		require.EqualError(t, err, "sources[stripe].secrets[0]: environment variable STRIPE is not set\n"+
+			"sources[1].secrets[0]: environment variable BAD is not set\n"+
+			"sources[2].secrets[0]: environment variable TWIN_A is not set\n"+
+			"sources[3].secrets[0]: environment variable TWIN_B is not set")
+	})
+}
+
+// expand runs expandEnv and returns its problems joined.
+func expand(cfg *Config, lookup func(string) (string, bool)) error {
+	var p problems
+	cfg.expandEnv(lookup, &p)
+	return p.join()
 }

@@ -1,15 +1,10 @@
 package config
 
 import (
-	"cmp"
-	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"strings"
-	"time"
 
-	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 )
 
@@ -26,8 +21,9 @@ const PathEnv = "HOOKINBOX_CONFIG"
 // when neither HOOKINBOX_DATABASE_URL nor database.url is set.
 const DatabaseURLEnv = "DATABASE_URL"
 
-// Load reads the configuration, applies defaults and validates it. It is the
-// only place in the project that touches viper.
+// Load reads the configuration, applies defaults and validates what needs
+// names (see Needs): a command is refused only for the settings it uses. It
+// is the only place in the project that touches viper.
 //
 // path names a YAML file; if it is empty Load uses $HOOKINBOX_CONFIG, and if
 // that is empty too it reads no file and relies on the environment and the
@@ -42,38 +38,110 @@ const DatabaseURLEnv = "DATABASE_URL"
 // braced form is expanded, so a literal $ elsewhere stays. A reference to an
 // unset variable is an error naming the key. Secrets listed in a source's
 // secrets_file are then appended to its secrets (taken literally), defaults
-// are applied (see ApplyDefaults) and the result is validated (see Validate).
-func Load(path string) (*Config, error) {
-	path = cmp.Or(path, os.Getenv(PathEnv))
+// are applied (see ApplyDefaults) and the result is validated.
+//
+// Every problem is reported at once, one a line, each under its key: a
+// source by its name (sources[stripe].secrets[0]), and a key set by a
+// HOOKINBOX_* variable under that variable. A HOOKINBOX_* variable that
+// matches no key is not an error but a warning, returned by the Config's
+// Warnings for the caller to log.
+func Load(path string, needs Needs) (*Config, error) {
+	return load(path, needs, osEnvironment())
+}
 
-	v, err := newViper(path)
+// load is Load reading env instead of the process environment.
+func load(path string, needs Needs, env environment) (*Config, error) {
+	if path == "" {
+		path, _ = env.lookup(PathEnv)
+	}
+	settings, err := readSettings(path)
 	if err != nil {
 		return nil, err
 	}
 
+	var p problems
 	cfg := &Config{}
-	if err := v.UnmarshalExact(cfg, viper.DecodeHook(durationHook)); err != nil {
-		return nil, fmt.Errorf("config: decoding %s: %w", describe(path), err)
+	vars := env.overrides()
+	skip := make(map[string]bool, len(vars))
+	for key := range vars {
+		skip[key] = true
 	}
-
-	if err := cfg.expandEnv(os.LookupEnv); err != nil {
-		return nil, fmt.Errorf("config: expanding ${NAME} in %s:\n%w", describe(path), err)
+	decodeSettings(settings, cfg, skip, &p)
+	env.applyOverrides(cfg, vars, &p)
+	cfg.expandEnv(env.lookup, &p)
+	// Below both HOOKINBOX_DATABASE_URL and database.url. Taken literally:
+	// it is not subject to ${NAME} expansion.
+	if cfg.Database.URL == "" {
+		cfg.Database.URL, _ = env.lookup(DatabaseURLEnv)
 	}
-
-	// Below both HOOKINBOX_DATABASE_URL (bound by newViper) and database.url.
-	// Taken literally: it is not subject to ${NAME} expansion.
-	cfg.Database.URL = cmp.Or(cfg.Database.URL, os.Getenv(DatabaseURLEnv))
-
-	if err := cfg.readSecretsFiles(); err != nil {
-		return nil, fmt.Errorf("config: reading secrets files:\n%w", err)
+	if needs.covers("sources") {
+		cfg.readSecretsFiles(&p)
 	}
+	read := len(p)
 
 	cfg.ApplyDefaults()
+	cfg.validate(&p)
+	cfg.demand(needs, &p)
+	cfg.warnings = env.warnings()
 
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("config: invalid configuration in %s:\n%w", describe(path), err)
+	if err := report(p, read, needs, vars); err != nil {
+		return nil, fmt.Errorf("config: invalid configuration, read from %s:\n%w", describe(path), err)
 	}
 	return cfg, nil
+}
+
+// Warnings returns what Load noticed but did not refuse, one message each:
+// a HOOKINBOX_* environment variable that matches no key, and so is ignored.
+// A Config not made by Load has none.
+func (c *Config) Warnings() []string { return c.warnings }
+
+// demand adds what needs requires beyond valid values: a receiver serves at
+// least one source, and a worker routes by at least one route.
+func (c *Config) demand(needs Needs, p *problems) {
+	if needs&NeedReceiver != 0 && len(c.Sources) == 0 {
+		p.addf("sources", "the receiver needs at least one source")
+	}
+	if needs&NeedWorker != 0 && len(c.Worker.Routes) == 0 {
+		p.addf("worker.routes", "the worker needs at least one route (with none, every event is unrouted)")
+	}
+}
+
+// report joins the problems a command must hear of: those about the file's
+// shape, and those in the parts it needs. A key whose value could not be
+// read (the first read problems: not decodable, an unset ${NAME}) is
+// reported once, not again by the checks that follow, and a key set by a
+// variable is reported under that variable.
+func report(p problems, read int, needs Needs, vars map[string]string) error {
+	unreadable := map[string]bool{}
+	for _, pr := range p[:read] {
+		unreadable[pr.key] = true
+	}
+	var out problems
+	for i, pr := range p {
+		if (!pr.shape && !needs.covers(pr.key)) || (i >= read && unreadable[pr.key]) {
+			continue
+		}
+		if name, ok := vars[pr.key]; ok {
+			pr = &problem{key: name + " (" + pr.key + ")", err: pr.err}
+		}
+		out = append(out, pr)
+	}
+	return out.join()
+}
+
+// readSettings reads the file at path into nested maps; no path, no
+// settings.
+func readSettings(path string) (map[string]any, error) {
+	if path == "" {
+		return map[string]any{}, nil
+	}
+	v := viper.New()
+	v.SetConfigFile(path)
+	v.SetConfigType("yaml")
+	if err := v.ReadInConfig(); err != nil {
+		return nil, fmt.Errorf("config: reading %s: %w", path, err)
+	}
+	return v.AllSettings(), nil
 }
 
 // EnvVar returns the environment variable that overrides the scalar key, e.g.
@@ -82,81 +150,9 @@ func EnvVar(key string) string {
 	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
-// newViper returns a viper that knows every scalar key of Config, so an
-// environment override applies even to a key the file does not mention.
-func newViper(path string) (*viper.Viper, error) {
-	v := viper.New()
-	// Each scalar key is bound explicitly; AutomaticEnv is left off because
-	// it would also let a variable replace a list (sources, routes, queues)
-	// with a single string.
-	for _, key := range scalarKeys(reflect.TypeFor[Config](), "") {
-		if err := v.BindEnv(key, EnvVar(key)); err != nil {
-			return nil, fmt.Errorf("config: binding %s: %w", key, err)
-		}
-	}
-
-	if path == "" {
-		return v, nil
-	}
-	v.SetConfigFile(path)
-	v.SetConfigType("yaml")
-	if err := v.ReadInConfig(); err != nil {
-		return nil, fmt.Errorf("config: reading %s: %w", path, err)
-	}
-	return v, nil
-}
-
-// scalarKeys lists the dotted keys of t's non-slice leaf fields, from their
-// mapstructure tags, so the list of overridable keys never drifts from the
-// structs.
-func scalarKeys(t reflect.Type, prefix string) []string {
-	var keys []string
-	for i := range t.NumField() {
-		field := t.Field(i)
-		name, _, _ := strings.Cut(field.Tag.Get("mapstructure"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		switch field.Type.Kind() {
-		case reflect.Struct:
-			keys = append(keys, scalarKeys(field.Type, prefix+name+".")...)
-		case reflect.Slice, reflect.Array, reflect.Map:
-			// Come from the file only.
-		default:
-			keys = append(keys, prefix+name)
-		}
-	}
-	return keys
-}
-
-var durationType = reflect.TypeFor[time.Duration]()
-
-// durationHook decodes "4s"-style strings into time.Duration, and refuses a
-// bare number, which would otherwise silently decode as nanoseconds.
-func durationHook(from, to reflect.Type, data any) (any, error) {
-	if to != durationType || from == durationType {
-		return data, nil
-	}
-	switch from.Kind() {
-	case reflect.String:
-		if data.(string) == "" {
-			return time.Duration(0), nil
-		}
-		return time.ParseDuration(data.(string))
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
-		reflect.Float32, reflect.Float64:
-		return nil, fmt.Errorf("must be a duration with a unit such as \"30s\" or \"5m\", not the bare number %v", data)
-	default:
-		return data, nil
-	}
-}
-
-var _ mapstructure.DecodeHookFuncType = durationHook
-
 // readSecretsFiles appends each source's secrets_file to its secrets.
-func (c *Config) readSecretsFiles() error {
-	var errs []error
+func (c *Config) readSecretsFiles(p *problems) {
+	keys := c.sourceKeys()
 	for i := range c.Sources {
 		source := &c.Sources[i]
 		if source.SecretsFile == "" {
@@ -164,12 +160,11 @@ func (c *Config) readSecretsFiles() error {
 		}
 		secrets, err := readSecretsFile(source.SecretsFile)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("sources[%d].secrets_file: %w", i, err))
+			p.add(keys[i]+".secrets_file", err)
 			continue
 		}
 		source.Secrets = append(source.Secrets, secrets...)
 	}
-	return errors.Join(errs...)
 }
 
 // readSecretsFile returns the secrets in the file name: one a line, trimmed,
@@ -192,7 +187,7 @@ func readSecretsFile(name string) ([]string, error) {
 
 func describe(path string) string {
 	if path == "" {
-		return "environment (no config file)"
+		return "the environment (no config file)"
 	}
-	return path
+	return path + " and the environment"
 }

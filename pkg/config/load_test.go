@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +37,7 @@ worker:
       types: ["payment_intent.*", "charge.refunded"]
       handlers: [log, noop]
 `)
-		cfg, err := Load(path)
+		cfg, err := loadIn(path, everything, nil)
 		require.NoError(t, err)
 
 		require.Equal(t, "debug", cfg.Log.Level)
@@ -72,7 +74,7 @@ worker:
     - source: "*"
       handlers: [noop]
 `)
-		cfg, err := Load(path)
+		cfg, err := loadIn(path, everything, nil)
 		require.NoError(t, err)
 
 		require.Equal(t, &Config{
@@ -109,7 +111,7 @@ worker:
 				FetchPollInterval: time.Second,
 				ReaperInterval:    time.Minute,
 				OrphanAfter:       5 * time.Minute,
-				Unrouted:          "done",
+				Unrouted:          "failed",
 				SoftStopTimeout:   20 * time.Second,
 				HardStopTimeout:   5 * time.Second,
 				Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}}},
@@ -127,7 +129,7 @@ receiver:
 worker:
   orphan_after: 2h
 `)
-		cfg, err := Load(path)
+		cfg, err := loadIn(path, NeedDatabase|NeedReceiver, nil)
 		require.NoError(t, err)
 		require.Equal(t, 1500*time.Millisecond, cfg.Receiver.AckTimeout)
 		require.Equal(t, 90*time.Second, cfg.Receiver.ShutdownTimeout)
@@ -141,7 +143,7 @@ worker:
 receiver:
   ack_timeout: 4
 `)
-		_, err := Load(path)
+		_, err := loadIn(path, everything, nil)
 		require.ErrorContains(t, err, "receiver.ack_timeout")
 		require.ErrorContains(t, err, "must be a duration with a unit")
 	})
@@ -153,7 +155,7 @@ receiver:
 worker:
   job_timeout: soon
 `)
-		_, err := Load(path)
+		_, err := loadIn(path, everything, nil)
 		require.ErrorContains(t, err, "worker.job_timeout")
 	})
 
@@ -164,7 +166,7 @@ worker:
 receiver:
   max_body_byte: 10
 `)
-		_, err := Load(path)
+		_, err := loadIn(path, everything, nil)
 		require.ErrorContains(t, err, "receiver")
 		require.ErrorContains(t, err, "max_body_byte")
 	})
@@ -180,9 +182,8 @@ sources:
     provider: stripe
     secret: "`+testSecret+`"
 `)
-		_, err := Load(path)
-		require.ErrorContains(t, err, "sources[0]")
-		require.ErrorContains(t, err, "secret")
+		_, err := loadIn(path, everything, nil)
+		require.ErrorContains(t, err, "sources[stripe].secret: unknown key (did you mean secrets?)")
 		require.NotContains(t, err.Error(), testSecret)
 	})
 
@@ -196,7 +197,7 @@ sources:
     basic_auth: [{username: u, pasword: p}]
     hmac: {hedaer: X-Signature}
 `)
-		_, err := Load(path)
+		_, err := loadIn(path, everything, nil)
 		require.ErrorContains(t, err, "pasword")
 		require.ErrorContains(t, err, "hedaer")
 	})
@@ -210,7 +211,7 @@ sources:
     secrets: ["`+testSecret+`"]
     twin_types: []
 `)
-		cfg, err := Load(path)
+		cfg, err := loadIn(path, NeedDatabase|NeedReceiver, nil)
 		require.NoError(t, err)
 		require.Nil(t, cfg.Sources[0].TwinTypes, "unset: the default list")
 		require.NotNil(t, cfg.Sources[1].TwinTypes, "[]: twin keys off")
@@ -247,7 +248,7 @@ sources:
 receiver:
   trusted_proxies: [10.0.0.0/8, "192.0.2.1"]
 `)
-		cfg, err := Load(path)
+		cfg, err := loadIn(path, NeedDatabase|NeedReceiver, nil)
 		require.NoError(t, err)
 
 		require.Equal(t, []string{"10.0.0.0/8", "192.0.2.1"}, cfg.Receiver.TrustedProxies)
@@ -267,7 +268,7 @@ receiver:
 		t.Parallel()
 
 		path := filepath.Join(t.TempDir(), "absent.yaml")
-		_, err := Load(path)
+		_, err := loadIn(path, everything, nil)
 		require.ErrorIs(t, err, os.ErrNotExist)
 		require.ErrorContains(t, err, path)
 	})
@@ -276,7 +277,7 @@ receiver:
 		t.Parallel()
 
 		path := writeFile(t, "hookinbox.yaml", "database: [unclosed\n")
-		_, err := Load(path)
+		_, err := loadIn(path, everything, nil)
 		require.ErrorContains(t, err, path)
 	})
 
@@ -284,7 +285,7 @@ receiver:
 		t.Parallel()
 
 		path := writeFile(t, "config", minimalYAML)
-		cfg, err := Load(path)
+		cfg, err := loadIn(path, NeedDatabase|NeedReceiver, nil)
 		require.NoError(t, err)
 		require.Equal(t, "stripe", cfg.Sources[0].Name)
 	})
@@ -299,7 +300,7 @@ worker:
   job_timeout: 2m
   rescue_after: 1m
 `)
-		_, err := Load(path)
+		_, err := loadIn(path, everything, nil)
 		require.ErrorContains(t, err, "log.level")
 		require.ErrorContains(t, err, "worker.rescue_after: must exceed worker.job_timeout")
 		require.ErrorContains(t, err, path)
@@ -316,7 +317,7 @@ sources:
     provider: stripe
     secrets: ["a$b", "$HOME", "$", "${", "$${x"]
 `)
-		cfg, err := Load(path)
+		cfg, err := loadIn(path, NeedDatabase|NeedReceiver, nil)
 		require.NoError(t, err)
 		require.Equal(t, []string{"a$b", "$HOME", "$", "${", "$${x"}, cfg.Sources[0].Secrets)
 	})
@@ -338,7 +339,7 @@ sources:
     secrets: ["inline"]
     secrets_file: `+secretsPath+`
 `)
-		cfg, err := Load(path)
+		cfg, err := loadIn(path, NeedDatabase|NeedReceiver, nil)
 		require.NoError(t, err)
 		require.Equal(t, []string{"inline", "new-secret", "old-secret", "last-without-newline"}, cfg.Sources[0].Secrets)
 		require.Equal(t, secretsPath, cfg.Sources[0].SecretsFile)
@@ -356,7 +357,7 @@ sources:
     provider: shopify
     secrets_file: `+secretsPath+`
 `)
-		cfg, err := Load(path)
+		cfg, err := loadIn(path, NeedDatabase|NeedReceiver, nil)
 		require.NoError(t, err)
 		require.Equal(t, []string{testSecret}, cfg.Sources[0].Secrets)
 	})
@@ -373,8 +374,8 @@ sources:
     provider: shopify
     secrets_file: `+secretsPath+`
 `)
-		_, err := Load(path)
-		require.ErrorContains(t, err, "sources[0]: shopify: secrets: at least one is required")
+		_, err := loadIn(path, everything, nil)
+		require.ErrorContains(t, err, "sources[shopify]: shopify: secrets: at least one is required")
 	})
 
 	t.Run("UnreadableFileNamesTheKey", func(t *testing.T) {
@@ -391,93 +392,112 @@ sources:
     provider: shopify
     secrets_file: /nonexistent/hookinbox/secrets
 `)
-		_, err := Load(path)
+		_, err := loadIn(path, everything, nil)
 		require.ErrorIs(t, err, os.ErrNotExist)
-		require.ErrorContains(t, err, "sources[1].secrets_file: open /nonexistent/hookinbox/secrets")
+		require.ErrorContains(t, err, "sources[shopify].secrets_file: open /nonexistent/hookinbox/secrets")
 	})
 }
 
-// The tests below set environment variables, so they cannot be parallel.
+func TestLoadEnvironment(t *testing.T) {
+	t.Parallel()
 
-func TestLoadEnvOverridesScalarAbsentFromFile(t *testing.T) {
-	t.Setenv("HOOKINBOX_RECEIVER_LISTEN", "0.0.0.0:8443")
-	t.Setenv("HOOKINBOX_RECEIVER_MAX_BODY_BYTES", "4096")
-	t.Setenv("HOOKINBOX_RECEIVER_ACK_TIMEOUT", "3s")
-	t.Setenv("HOOKINBOX_WORKER_CONCURRENCY", "7")
-	t.Setenv("HOOKINBOX_WORKER_SOFT_STOP_TIMEOUT", "30s")
-	t.Setenv("HOOKINBOX_LOG_LEVEL", "warn")
-	t.Setenv("HOOKINBOX_DATABASE_MAX_CONNS", "3")
+	t.Run("OverridesScalarAbsentFromFile", func(t *testing.T) {
+		t.Parallel()
 
-	cfg, err := Load(writeFile(t, "hookinbox.yaml", minimalYAML))
-	require.NoError(t, err)
-	require.Equal(t, "0.0.0.0:8443", cfg.Receiver.Listen)
-	require.Equal(t, int64(4096), cfg.Receiver.MaxBodyBytes)
-	require.Equal(t, 3*time.Second, cfg.Receiver.AckTimeout)
-	require.Equal(t, int64(4096), cfg.Sources[0].MaxBodyBytes, "a source inherits the overridden receiver value")
-	require.Equal(t, 7, cfg.Worker.Concurrency)
-	require.Equal(t, 30*time.Second, cfg.Worker.SoftStopTimeout)
-	require.Equal(t, "warn", cfg.Log.Level)
-	require.Equal(t, int32(3), cfg.Database.MaxConns)
-}
+		cfg, err := loadIn(writeFile(t, "hookinbox.yaml", minimalYAML), NeedDatabase|NeedReceiver, map[string]string{
+			"HOOKINBOX_RECEIVER_LISTEN":           "0.0.0.0:8443",
+			"HOOKINBOX_RECEIVER_MAX_BODY_BYTES":   "4096",
+			"HOOKINBOX_RECEIVER_ACK_TIMEOUT":      "3s",
+			"HOOKINBOX_WORKER_CONCURRENCY":        "7",
+			"HOOKINBOX_WORKER_SOFT_STOP_TIMEOUT":  "30s",
+			"HOOKINBOX_WORKER_SYNCHRONOUS_COMMIT": "true",
+			"HOOKINBOX_LOG_LEVEL":                 "warn",
+			"HOOKINBOX_DATABASE_MAX_CONNS":        "3",
+		})
+		require.NoError(t, err)
+		require.Equal(t, "0.0.0.0:8443", cfg.Receiver.Listen)
+		require.Equal(t, int64(4096), cfg.Receiver.MaxBodyBytes)
+		require.Equal(t, 3*time.Second, cfg.Receiver.AckTimeout)
+		require.Equal(t, int64(4096), cfg.Sources[0].MaxBodyBytes, "a source inherits the overridden receiver value")
+		require.Equal(t, 7, cfg.Worker.Concurrency)
+		require.Equal(t, 30*time.Second, cfg.Worker.SoftStopTimeout)
+		require.True(t, cfg.Worker.SynchronousCommit)
+		require.Equal(t, "warn", cfg.Log.Level)
+		require.Equal(t, int32(3), cfg.Database.MaxConns)
+		require.Empty(t, cfg.Warnings())
+	})
 
-func TestLoadEnvOverridesFileValue(t *testing.T) {
-	t.Setenv("HOOKINBOX_LOG_FORMAT", "console")
+	t.Run("OverridesFileValue", func(t *testing.T) {
+		t.Parallel()
 
-	cfg, err := Load(writeFile(t, "hookinbox.yaml", minimalYAML+`
+		cfg, err := loadIn(writeFile(t, "hookinbox.yaml", minimalYAML+`
 log:
   format: json
-`))
-	require.NoError(t, err)
-	require.Equal(t, "console", cfg.Log.Format)
-}
+receiver:
+  ack_timeout: nonsense
+`), NeedDatabase|NeedReceiver, map[string]string{"HOOKINBOX_LOG_FORMAT": "console", "HOOKINBOX_RECEIVER_ACK_TIMEOUT": "2s"})
+		require.NoError(t, err, "a file value the environment overrides is not read")
+		require.Equal(t, "console", cfg.Log.Format)
+		require.Equal(t, 2*time.Second, cfg.Receiver.AckTimeout)
+	})
 
-func TestLoadEnvOverrideIsValidated(t *testing.T) {
-	t.Setenv("HOOKINBOX_WORKER_CONCURRENCY", "lots")
+	t.Run("EmptyVariableOverridesNothing", func(t *testing.T) {
+		t.Parallel()
 
-	_, err := Load(writeFile(t, "hookinbox.yaml", minimalYAML))
-	require.ErrorContains(t, err, "worker.concurrency")
-}
+		cfg, err := loadIn(writeFile(t, "hookinbox.yaml", minimalYAML+`
+log:
+  format: console
+`), NeedDatabase|NeedReceiver, map[string]string{"HOOKINBOX_LOG_FORMAT": ""})
+		require.NoError(t, err)
+		require.Equal(t, "console", cfg.Log.Format)
+	})
 
-func TestLoadWithoutFile(t *testing.T) {
-	t.Setenv("HOOKINBOX_DATABASE_URL", "postgres://localhost/hookinbox")
-	t.Setenv("HOOKINBOX_WORKER_LISTEN", ":9090")
+	t.Run("WithoutFile", func(t *testing.T) {
+		t.Parallel()
 
-	cfg, err := Load("")
-	require.NoError(t, err)
-	require.Equal(t, "postgres://localhost/hookinbox", cfg.Database.URL)
-	require.Equal(t, ":9090", cfg.Worker.Listen)
-	require.Equal(t, "127.0.0.1:8080", cfg.Receiver.Listen)
-	require.Empty(t, cfg.Sources)
-}
+		cfg, err := loadIn("", NeedDatabase, map[string]string{
+			"HOOKINBOX_DATABASE_URL":  "postgres://localhost/hookinbox",
+			"HOOKINBOX_WORKER_LISTEN": ":9090",
+		})
+		require.NoError(t, err)
+		require.Equal(t, "postgres://localhost/hookinbox", cfg.Database.URL)
+		require.Equal(t, ":9090", cfg.Worker.Listen)
+		require.Equal(t, "127.0.0.1:8080", cfg.Receiver.Listen)
+		require.Empty(t, cfg.Sources)
+	})
 
-func TestLoadWithoutFileRequiresDatabaseURL(t *testing.T) {
-	_, err := Load("")
-	require.ErrorContains(t, err, "database.url: required")
-}
+	t.Run("WithoutFileRequiresDatabaseURL", func(t *testing.T) {
+		t.Parallel()
 
-func TestLoadPathFromEnv(t *testing.T) {
-	t.Setenv(PathEnv, writeFile(t, "hookinbox.yaml", minimalYAML))
+		_, err := loadIn("", NeedDatabase, nil)
+		require.ErrorContains(t, err, "database.url: required")
+		require.ErrorContains(t, err, "read from the environment (no config file)")
+	})
 
-	cfg, err := Load("")
-	require.NoError(t, err)
-	require.Equal(t, "stripe", cfg.Sources[0].Name)
-}
+	t.Run("PathFromEnv", func(t *testing.T) {
+		t.Parallel()
 
-func TestLoadExplicitPathBeatsPathEnv(t *testing.T) {
-	t.Setenv(PathEnv, filepath.Join(t.TempDir(), "absent.yaml"))
+		cfg, err := loadIn("", NeedDatabase|NeedReceiver, map[string]string{PathEnv: writeFile(t, "hookinbox.yaml", minimalYAML)})
+		require.NoError(t, err)
+		require.Equal(t, "stripe", cfg.Sources[0].Name)
+		require.Empty(t, cfg.Warnings(), "HOOKINBOX_CONFIG is a known variable")
+	})
 
-	cfg, err := Load(writeFile(t, "hookinbox.yaml", minimalYAML))
-	require.NoError(t, err)
-	require.Equal(t, "stripe", cfg.Sources[0].Name)
-}
+	t.Run("ExplicitPathBeatsPathEnv", func(t *testing.T) {
+		t.Parallel()
 
-func TestLoadExpandsEnvInSecrets(t *testing.T) {
-	t.Setenv("STRIPE_WEBHOOK_SECRET", testSecret)
-	t.Setenv("STRIPE_WEBHOOK_SECRET_OLD", "whsec_old")
-	t.Setenv("SECRETS_DIR", t.TempDir())
-	require.NoError(t, os.WriteFile(filepath.Join(os.Getenv("SECRETS_DIR"), "bank"), []byte(testBankSecret+"\n"), 0o600))
+		cfg, err := loadIn(writeFile(t, "hookinbox.yaml", minimalYAML), NeedDatabase|NeedReceiver,
+			map[string]string{PathEnv: filepath.Join(t.TempDir(), "absent.yaml")})
+		require.NoError(t, err)
+		require.Equal(t, "stripe", cfg.Sources[0].Name)
+	})
 
-	cfg, err := Load(writeFile(t, "hookinbox.yaml", `
+	t.Run("ExpandsEnvInSecrets", func(t *testing.T) {
+		t.Parallel()
+
+		secretsDir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(secretsDir, "bank"), []byte(testBankSecret+"\n"), 0o600))
+		cfg, err := loadIn(writeFile(t, "hookinbox.yaml", `
 database:
   url: postgres://localhost/hookinbox
 sources:
@@ -487,16 +507,20 @@ sources:
   - name: bank
     provider: standardwebhooks
     secrets_file: ${SECRETS_DIR}/bank
-`))
-	require.NoError(t, err)
-	require.Equal(t, []string{testSecret, "prefix-whsec_old"}, cfg.Sources[0].Secrets)
-	require.Equal(t, []string{testBankSecret}, cfg.Sources[1].Secrets)
-}
+`), NeedDatabase|NeedReceiver, map[string]string{
+			"STRIPE_WEBHOOK_SECRET":     testSecret,
+			"STRIPE_WEBHOOK_SECRET_OLD": "whsec_old",
+			"SECRETS_DIR":               secretsDir,
+		})
+		require.NoError(t, err)
+		require.Equal(t, []string{testSecret, "prefix-whsec_old"}, cfg.Sources[0].Secrets)
+		require.Equal(t, []string{testBankSecret}, cfg.Sources[1].Secrets)
+	})
 
-func TestLoadUnsetEnvReferenceNamesKeyNotValue(t *testing.T) {
-	t.Setenv("SET_ONE", testSecret)
+	t.Run("UnsetEnvReferenceNamesKeyNotValue", func(t *testing.T) {
+		t.Parallel()
 
-	_, err := Load(writeFile(t, "hookinbox.yaml", `
+		_, err := loadIn(writeFile(t, "hookinbox.yaml", `
 database:
   url: postgres://localhost/hookinbox
 sources:
@@ -505,13 +529,31 @@ sources:
     secrets: ["${SET_ONE}", "${STRIPE_WEBHOOK_SECRET}"]
 worker:
   listen: ${WORKER_ADDR}
-`))
-	require.ErrorContains(t, err, "sources[0].secrets[1]: environment variable STRIPE_WEBHOOK_SECRET is not set")
-	require.ErrorContains(t, err, "worker.listen: environment variable WORKER_ADDR is not set")
-	require.NotContains(t, err.Error(), testSecret)
+  routes: [{source: stripe, handlers: [log]}]
+`), NeedDatabase|NeedWorker, map[string]string{"SET_ONE": testSecret})
+		require.ErrorContains(t, err, "sources[stripe].secrets[1]: environment variable STRIPE_WEBHOOK_SECRET is not set")
+		require.ErrorContains(t, err, "worker.listen: environment variable WORKER_ADDR is not set")
+		require.NotContains(t, err.Error(), testSecret)
+	})
+}
+
+// TestLoadReadsTheProcessEnvironment checks Load itself, which reads the
+// process environment. It sets variables, so it is serial.
+func TestLoadReadsTheProcessEnvironment(t *testing.T) {
+	t.Setenv(PathEnv, writeFile(t, "hookinbox.yaml", minimalYAML))
+	t.Setenv("HOOKINBOX_WORKER_CONCURRENCY", "7")
+	t.Setenv("HOOKINBOX_RECEIVER_LISEN", ":1")
+
+	cfg, err := Load("", NeedDatabase|NeedReceiver)
+	require.NoError(t, err)
+	require.Equal(t, "stripe", cfg.Sources[0].Name)
+	require.Equal(t, 7, cfg.Worker.Concurrency)
+	require.Equal(t, []string{"HOOKINBOX_RECEIVER_LISEN matches no config key, so it is ignored (did you mean HOOKINBOX_RECEIVER_LISTEN?)"}, cfg.Warnings())
 }
 
 func TestLoadDatabaseURLPrecedence(t *testing.T) {
+	t.Parallel()
+
 	const (
 		fromPrefixed = "postgres://prefixed/hookinbox"
 		fromFile     = "postgres://file/hookinbox"
@@ -539,12 +581,15 @@ func TestLoadDatabaseURLPrecedence(t *testing.T) {
 		{name: "FileReferencingPlain", file: "${DATABASE_URL}", plain: fromPlain, want: fromPlain},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			env := map[string]string{}
 			for name, value := range map[string]string{"HOOKINBOX_DATABASE_URL": tt.prefixed, DatabaseURLEnv: tt.plain} {
 				if value != "" {
-					t.Setenv(name, value)
+					env[name] = value
 				}
 			}
-			cfg, err := Load(fileWith(t, tt.file))
+			cfg, err := loadIn(fileWith(t, tt.file), NeedDatabase, env)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, cfg.Database.URL)
 		})
@@ -566,4 +611,180 @@ func TestScalarKeys(t *testing.T) {
 	}, keys)
 	require.Equal(t, "HOOKINBOX_DATABASE_URL", EnvVar("database.url"))
 	require.Equal(t, "HOOKINBOX_WORKER_SOFT_STOP_TIMEOUT", EnvVar("worker.soft_stop_timeout"))
+}
+
+// TestLoadReportsEveryProblemByItsCause checks that Load reports every
+// problem of a file and its environment in one pass, each once, under the
+// name the operator must fix: the key, the source's name, the variable.
+func TestLoadReportsEveryProblemByItsCause(t *testing.T) {
+	t.Parallel()
+
+	const twoSources = `
+database:
+  url: postgres://localhost/hookinbox
+sources:
+  - name: stripe
+    provider: stripe
+    secrets: ["` + testSecret + `"]
+  - name: bank
+    provider: standardwebhooks
+    secrets: ["` + testBankSecret + `"]
+worker:
+  routes: [{source: "*", handlers: [noop]}]
+`
+	for _, tt := range []struct {
+		name string
+		yaml string
+		env  map[string]string
+		// want are lines the error must have; once are substrings it must
+		// have exactly once.
+		want, once []string
+	}{
+		{
+			name: "TopLevelTypoIsNamed",
+			yaml: twoSources + "recever:\n  listen: 0.0.0.0:8080\n",
+			want: []string{"recever: unknown key (did you mean receiver?)"},
+		},
+		{
+			name: "TyposHideNoValueErrors",
+			yaml: `
+database:
+  url: postgres://localhost/hookinbox
+  max_con: 3
+receiver:
+  lisen: 0.0.0.0:8080
+  ack_timeout: 4
+sources:
+  - name: stripe
+    provider: stripe
+    secrets: ["${STRIPE_WEBHOOK_SECRET}"]
+    tolerence: 5m
+  - name: bank
+    provider: standardwebhooks
+    secrets: [""]
+worker:
+  concurrency: -1
+  routes: [{source: "*", handlers: [noop], type: ["*"]}]
+`,
+			want: []string{
+				"database.max_con: unknown key (did you mean max_conns?)",
+				"receiver.lisen: unknown key (did you mean listen?)",
+				`receiver.ack_timeout: must be a duration with a unit such as "30s" or "5m", not the bare number 4`,
+				"sources[stripe].tolerence: unknown key (did you mean tolerance?)",
+				"worker.routes[0].type: unknown key (did you mean types?)",
+				"sources[stripe].secrets[0]: environment variable STRIPE_WEBHOOK_SECRET is not set",
+				"sources[bank].secrets[0]: must not be empty",
+				"worker.concurrency: must be positive",
+			},
+		},
+		{
+			name: "SourceWithoutAValidNameIsNamedByIndex",
+			yaml: `
+database:
+  url: postgres://localhost/hookinbox
+sources:
+  - name: stripe
+    provider: stripe
+    secrets: ["` + testSecret + `"]
+  - provider: stripe
+    secrets: [""]
+  - name: Bad Name
+    provider: stripe
+    tolerance: -1m
+worker:
+  routes: [{source: "*", handlers: [noop]}]
+`,
+			want: []string{
+				"sources[1].name: required",
+				"sources[1].secrets[0]: must not be empty",
+				`sources[2].name: "Bad Name" must match`,
+				"sources[2].tolerance: must be positive",
+			},
+		},
+		{
+			name: "UndecodableVariableIsBlamedOnceOnTheVariable",
+			yaml: twoSources,
+			env:  map[string]string{"HOOKINBOX_RECEIVER_ACK_TIMEOUT": "abc"},
+			want: []string{`HOOKINBOX_RECEIVER_ACK_TIMEOUT (receiver.ack_timeout): "abc" is not a duration such as "30s" or "5m"`},
+			once: []string{"ack_timeout"},
+		},
+		{
+			name: "InvalidVariableIsBlamedOnceOnTheVariable",
+			yaml: twoSources,
+			env:  map[string]string{"HOOKINBOX_RECEIVER_ACK_TIMEOUT": "-1s", "HOOKINBOX_RECEIVER_MAX_BODY_BYTES": "0x"},
+			want: []string{
+				"HOOKINBOX_RECEIVER_ACK_TIMEOUT (receiver.ack_timeout): must be positive",
+				"HOOKINBOX_RECEIVER_MAX_BODY_BYTES (receiver.max_body_bytes): cannot parse value as 'int64'",
+			},
+			once: []string{"ack_timeout", "max_body_bytes"},
+		},
+		{
+			name: "InvalidInheritedFileValueIsReportedOnce",
+			yaml: twoSources + "receiver:\n  ack_timeout: -1s\n",
+			want: []string{"receiver.ack_timeout: must be positive"},
+			once: []string{"ack_timeout"},
+		},
+		{
+			name: "VariableOfAnotherSectionIsBlamedOnTheVariable",
+			yaml: twoSources,
+			env:  map[string]string{"HOOKINBOX_WORKER_CONCURRENCY": "lots", "HOOKINBOX_WORKER_LISTEN": "${UNSET_ADDR}"},
+			want: []string{
+				"HOOKINBOX_WORKER_CONCURRENCY (worker.concurrency): cannot parse value as 'int'",
+				"HOOKINBOX_WORKER_LISTEN (worker.listen): environment variable UNSET_ADDR is not set",
+			},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			path := writeFile(t, "hookinbox.yaml", tt.yaml)
+			_, err := loadIn(path, everything, tt.env)
+			require.Error(t, err)
+			msg := err.Error()
+			lines := strings.Split(msg, "\n")
+			require.Equal(t, "config: invalid configuration, read from "+path+" and the environment:", lines[0])
+			for _, want := range tt.want {
+				require.True(t, slices.ContainsFunc(lines[1:], func(line string) bool { return strings.HasPrefix(line, want) }),
+					"no line starts with %q in:\n%s", want, msg)
+			}
+			require.Len(t, lines, 1+len(tt.want), "exactly the problems expected:\n%s", msg)
+			for _, once := range tt.once {
+				require.Equal(t, 1, strings.Count(msg, once), "%q more than once in:\n%s", once, msg)
+			}
+			require.NotContains(t, msg, "''")
+			require.NotContains(t, msg, testSecret)
+		})
+	}
+}
+
+func TestLoadWarnsOfUnknownVariables(t *testing.T) {
+	t.Parallel()
+
+	cfg, err := loadIn(writeFile(t, "hookinbox.yaml", minimalYAML), NeedDatabase|NeedReceiver, map[string]string{
+		"HOOKINBOX_RECEIVER_LISEN":     ":1",
+		"HOOKINBOX_SOURCES":            "stripe",
+		"HOOKINBOX_SOMETHING_ELSE":     "x",
+		"HOOKINBOX_RECEIVER_LISTEN":    "127.0.0.1:0",
+		"HOOKINBOX_DATABASE_URL":       "postgres://localhost/hookinbox",
+		PathEnv:                        "",
+		"HOOKINBOXED":                  "not ours",
+		"STRIPE_WEBHOOK_SECRET":        "not ours either",
+		"HOOKINBOX_WORKER_CONCURENCY":  "3",
+		"HOOKINBOX_WORKER_CONCURRENCY": "4",
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"HOOKINBOX_RECEIVER_LISEN matches no config key, so it is ignored (did you mean HOOKINBOX_RECEIVER_LISTEN?)",
+		"HOOKINBOX_SOMETHING_ELSE matches no config key, so it is ignored",
+		"HOOKINBOX_SOURCES matches no config key, so it is ignored (sources is a list, which comes from the config file only)",
+		"HOOKINBOX_WORKER_CONCURENCY matches no config key, so it is ignored (did you mean HOOKINBOX_WORKER_CONCURRENCY?)",
+	}, cfg.Warnings())
+
+	t.Run("ABadConfigStillFailsWithoutWarnings", func(t *testing.T) {
+		t.Parallel()
+
+		_, err := loadIn("", NeedDatabase, map[string]string{"HOOKINBOX_RECEIVER_LISEN": ":1"})
+		require.ErrorContains(t, err, "database.url: required")
+		require.NotContains(t, err.Error(), "LISEN", "a warning is not an error")
+	})
 }

@@ -11,9 +11,10 @@ import (
 )
 
 // TestMain unsets the variables Load reads, so that a developer's or CI's
-// HOOKINBOX_* or DATABASE_URL cannot change what the parallel tests see.
-// Tests that set variables use t.Setenv and so run serially. A goroutine
-// left running by a test fails the package.
+// HOOKINBOX_* or DATABASE_URL cannot change what the tests of Load itself
+// see. Most tests call load with an environment of their own (loadIn), and
+// so run in parallel; the few that set variables use t.Setenv and so run
+// serially. A goroutine left running by a test fails the package.
 func TestMain(m *testing.M) {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
@@ -22,6 +23,31 @@ func TestMain(m *testing.M) {
 		}
 	}
 	goleak.VerifyTestMain(m)
+}
+
+// everything is what the receiver and the worker need together: every
+// section checked, at least one source and one route demanded.
+const everything = NeedDatabase | NeedReceiver | NeedWorker
+
+// loadIn loads path with needs, reading env instead of the process
+// environment, so that tests stay parallel.
+func loadIn(path string, needs Needs, env map[string]string) (*Config, error) {
+	return load(path, needs, mapEnvironment(env))
+}
+
+// mapEnvironment is an environment holding env's variables.
+func mapEnvironment(env map[string]string) environment {
+	var environ []string
+	for name, value := range env {
+		environ = append(environ, name+"="+value)
+	}
+	return environment{
+		lookup: func(name string) (string, bool) {
+			value, ok := env[name]
+			return value, ok
+		},
+		environ: environ,
+	}
 }
 
 // testSecret is a signing secret that must never appear in an error or a log.

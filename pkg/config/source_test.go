@@ -169,9 +169,9 @@ func TestValidateProviderRequirements(t *testing.T) {
 			cfg.Sources = append(cfg.Sources, source)
 			cfg.ApplyDefaults()
 			err := cfg.Validate()
-			require.ErrorContains(t, err, "sources[2]: "+tt.missing.Provider+": ")
-			require.NotContains(t, err.Error(), "sources[0]")
-			require.NotContains(t, err.Error(), "sources[1]")
+			require.ErrorContains(t, err, "sources[under-test]: "+tt.missing.Provider+": ")
+			require.NotContains(t, err.Error(), "sources[stripe]")
+			require.NotContains(t, err.Error(), "sources[bank]")
 
 			tt.fix(&cfg.Sources[2])
 			require.NoError(t, cfg.Validate())

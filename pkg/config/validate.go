@@ -26,28 +26,30 @@ var (
 
 const queueNameMaxLen = 64 // River's limit.
 
-// problems collects validation errors, each prefixed with its key.
-type problems []error
-
-func (p *problems) addf(key, format string, args ...any) {
-	*p = append(*p, errors.New(key+": "+fmt.Sprintf(format, args...)))
-}
-
 // Validate checks c, which should already have its defaults applied (Load
-// does both). It reports every problem at once, joined, each naming its key
-// ("receiver.ack_timeout: must be positive"). Each source is also given to
-// provider.New, so that what its provider requires (marqeta's basic_auth,
-// square's url …) is checked at start-up and reported under the source's key
-// ("sources[2]: marqeta: basic_auth: …"). No message ever contains a secret,
-// a password, an API key or the database URL.
+// does both). It checks every section, whatever a command needs, and demands
+// no source and no route (Load does, for the commands that need them). It
+// reports every problem at once, joined, each naming its key
+// ("receiver.ack_timeout: must be positive"), a source by its name
+// ("sources[stripe].tolerance"), or by its index when the name is missing,
+// invalid or shared. Each source is also given to provider.New, so that
+// what its provider requires (marqeta's basic_auth, square's url …) is
+// checked at start-up and reported under the source's key
+// ("sources[marqeta]: marqeta: basic_auth: …"). No message ever contains a
+// secret, a password, an API key or the database URL.
 func (c *Config) Validate() error {
 	var p problems
-	c.validateDatabase(&p)
-	c.validateLog(&p)
-	c.validateReceiver(&p)
-	c.validateSources(&p)
-	c.validateWorker(&p)
-	return errors.Join(p...)
+	c.validate(&p)
+	return p.join()
+}
+
+// validate adds c's problems to p.
+func (c *Config) validate(p *problems) {
+	c.validateDatabase(p)
+	c.validateLog(p)
+	c.validateReceiver(p)
+	c.validateSources(p)
+	c.validateWorker(p)
 }
 
 func (c *Config) validateDatabase(p *problems) {

@@ -12,9 +12,10 @@ import (
 func (c *Config) validateSources(p *problems) {
 	known := provider.Names()
 	firstIndex := make(map[string]int, len(c.Sources))
+	keys := c.sourceKeys()
 	for i := range c.Sources {
 		s := &c.Sources[i]
-		key := fmt.Sprintf("sources[%d]", i)
+		key := keys[i]
 
 		switch first, dup := firstIndex[s.Name]; {
 		case s.Name == "":
@@ -47,8 +48,14 @@ func (c *Config) validateSources(p *problems) {
 			}
 		}
 
-		positive(p, key+".max_body_bytes", s.MaxBodyBytes)
-		positive(p, key+".ack_timeout", s.AckTimeout)
+		// A value inherited from the receiver is reported once, under
+		// the receiver's key.
+		if s.MaxBodyBytes != c.Receiver.MaxBodyBytes {
+			positive(p, key+".max_body_bytes", s.MaxBodyBytes)
+		}
+		if s.AckTimeout != c.Receiver.AckTimeout {
+			positive(p, key+".ack_timeout", s.AckTimeout)
+		}
 		queueName(p, key+".queue", s.Queue)
 		prefixes(p, key+".allow_ips", s.AllowIPs)
 	}

@@ -54,28 +54,40 @@ func (e *Env) Close() {
 	_ = e.Logger.Sync()
 }
 
+// Verbs says what each of a binary's commands demands of the config (see
+// config.Needs), by verb; "" is the binary run without one. Boot adds
+// config.NeedDatabase to all of them, and an unknown verb demands only that.
+type Verbs map[string]config.Needs
+
 // loadConfig parses --config from args (before or after the verb, see
-// parseArgs; falling back to HOOKINBOX_CONFIG) and loads the config.
-func loadConfig(name string, args []string) (cfg *config.Config, path string, rest []string, err error) {
+// parseArgs; falling back to HOOKINBOX_CONFIG) and loads the config,
+// demanding what the verb needs.
+func loadConfig(name string, args []string, verbs Verbs) (cfg *config.Config, path string, rest []string, err error) {
 	path, rest, err = parseArgs(name, args)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	cfg, err = config.Load(path)
+	verb := ""
+	if len(rest) > 0 {
+		verb = rest[0]
+	}
+	cfg, err = config.Load(path, verbs[verb]|config.NeedDatabase)
 	if err != nil {
 		return nil, "", nil, err
 	}
 	return cfg, path, rest, nil
 }
 
-// Boot loads the config named by --config, given before or after the verb, builds the logger and a pool of at
-// least minConns(config) connections (minConns may be nil). It does not
-// reach the database: RunReceiver and RunWorker wait for it, Migrate and
-// CheckSchema try once. sets are the migration sets the binary needs (Core,
-// and a worker binary's own). It returns the arguments left after --config:
-// the verb first, then its own.
-func Boot(ctx context.Context, name string, args []string, minConns func(*config.Config) int32, sets []*schema.Set) (*Env, []string, error) {
-	cfg, path, rest, err := loadConfig(name, args)
+// Boot loads the config named by --config, given before or after the verb,
+// demanding what verbs says the verb needs; builds the logger and logs the
+// config's warnings; and builds a pool of at least minConns(config)
+// connections (minConns may be nil). It does not reach the database:
+// RunReceiver and RunWorker wait for it, Migrate and CheckSchema try once.
+// sets are the migration sets the binary needs (Core, and a worker binary's
+// own). It returns the arguments left after --config: the verb first, then
+// its own.
+func Boot(ctx context.Context, name string, args []string, verbs Verbs, minConns func(*config.Config) int32, sets []*schema.Set) (*Env, []string, error) {
+	cfg, path, rest, err := loadConfig(name, args, verbs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -84,6 +96,9 @@ func Boot(ctx context.Context, name string, args []string, minConns func(*config
 		return nil, nil, err
 	}
 	logger = logger.Named(name)
+	for _, warning := range cfg.Warnings() {
+		logger.Warn(warning)
+	}
 	env := &Env{Config: cfg, Logger: logger, Name: name, ConfigPath: path, Sets: sets}
 
 	poolCfg, err := pgxpool.ParseConfig(cfg.Database.URL)

@@ -77,9 +77,16 @@ type process struct {
 	err     error // valid once exited is closed
 }
 
+// start runs the named binary with args in the background until the test
+// ends.
 func start(t *testing.T, name string, args ...string) *process {
 	t.Helper()
-	cmd := command(t, name, args...)
+	return startCmd(t, command(t, name, args...))
+}
+
+// startCmd runs cmd (from command) in the background until the test ends.
+func startCmd(t *testing.T, cmd *exec.Cmd) *process {
+	t.Helper()
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	cmd.Stdout, cmd.Stderr = w, w

@@ -53,13 +53,18 @@ func TestDaemonsRefuseToStart(t *testing.T) {
 		t.Skip("builds the daemons")
 	}
 
+	// Each daemon is refused for its own section's bad value, not the
+	// other's.
+	ownKey := map[string]string{"receiver": "receiver.ack_timeout", "worker": "worker.concurrency"}
+	otherKey := map[string]string{"receiver": "worker.concurrency", "worker": "receiver.ack_timeout"}
+
 	for _, name := range []string{"receiver", "worker"} {
 		t.Run(name+"/BadValueIsNamed", func(t *testing.T) {
 			t.Parallel()
 			path := writeConfig(t, `
 database: {url: "postgres://postgres@127.0.0.1:1/postgres"}
 receiver: {ack_timeout: -4s}
-worker: {concurrency: -1}
+worker: {concurrency: -1, routes: [{source: bank, handlers: [noop]}]}
 sources:
   - {name: bank, provider: standardwebhooks, secrets: ["${BANK_SECRET}"]}
 `)
@@ -68,9 +73,21 @@ sources:
 			out, err := cmd.CombinedOutput()
 			require.Error(t, err)
 			require.Equal(t, 1, cmd.ProcessState.ExitCode(), string(out))
-			require.Contains(t, string(out), "receiver.ack_timeout")
-			require.Contains(t, string(out), "worker.concurrency")
+			require.Contains(t, string(out), ownKey[name])
+			require.NotContains(t, string(out), otherKey[name])
 			require.NotContains(t, string(out), secretValue)
+		})
+
+		t.Run(name+"/NothingToDoIsRefused", func(t *testing.T) {
+			t.Parallel()
+			code, out := run(t, name, "--config", writeConfig(t, `
+database: {url: "postgres://postgres@127.0.0.1:1/postgres"}
+`))
+			require.Equal(t, 1, code, out)
+			require.Contains(t, out, map[string]string{
+				"receiver": "sources: the receiver needs at least one source",
+				"worker":   "worker.routes: the worker needs at least one route",
+			}[name])
 		})
 
 		t.Run(name+"/UnsetSecretVariableIsNamed", func(t *testing.T) {
@@ -81,7 +98,7 @@ sources:
   - {name: bank, provider: standardwebhooks, secrets: ["${HOOKINBOX_TEST_UNSET_SECRET}"]}
 `))
 			require.Equal(t, 1, code, out)
-			require.Contains(t, out, "sources[0].secrets[0]")
+			require.Contains(t, out, "sources[bank].secrets[0]")
 			require.Contains(t, out, "HOOKINBOX_TEST_UNSET_SECRET")
 		})
 	}
@@ -173,8 +190,12 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 			t.Parallel()
 			db := dbtest.NewEmpty(t)
 			path := writeConfig(t, daemonConfig(db.URL))
-			p := start(t, name, "--config", path)
+			cmd := command(t, name, "--config", path)
+			cmd.Env = append(cmd.Env, "HOOKINBOX_RECEIVER_LISEN=127.0.0.1:0")
+			p := startCmd(t, cmd)
 			addr := p.addr(t, name)
+			// Logged once the logger exists, before the database is reached.
+			p.waitLine(t, `"level":"warn"`, "HOOKINBOX_RECEIVER_LISEN matches no config key")
 			p.waitLine(t, `"level":"error"`, "database schema is too old",
 				"the database has no hookinbox schema; run `inboxctl migrate --config "+path+"`")
 			require.Equal(t, http.StatusServiceUnavailable, get(t, "http://"+addr+"/readyz"))

@@ -43,7 +43,7 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		FetchPollInterval: wc.FetchPollInterval,
 		ReaperInterval:    wc.ReaperInterval,
 		OrphanAfter:       wc.OrphanAfter,
-		FailUnrouted:      wc.Unrouted == "failed",
+		UnroutedDone:      wc.Unrouted == config.UnroutedDone,
 		SynchronousCommit: wc.SynchronousCommit,
 		Routes:            routes,
 		Sources:           sources,

@@ -15,6 +15,16 @@ import (
 // (503 with Retry-After) rather than left to time out.
 var ErrOverloaded = errors.New("inbox: ingest queue is full")
 
+// The defaults NewBatcher applies to a zero BatcherConfig field.
+const (
+	// BatchMaxEventsDefault is BatcherConfig.MaxEvents's default.
+	BatchMaxEventsDefault = 256
+	// BatchFlushersDefault is BatcherConfig.Flushers's default.
+	BatchFlushersDefault = 4
+	// BatchQueueSizeDefault is BatcherConfig.QueueSize's default.
+	BatchQueueSizeDefault = 1024
+)
+
 // BatcherConfig configures a Batcher.
 type BatcherConfig struct {
 	// MaxEvents caps the events of one group transaction. A delivery is
@@ -65,9 +75,9 @@ type ingestOutcome struct {
 // with Stop.
 func NewBatcher(ingester *Ingester, config *BatcherConfig) *Batcher {
 	c := *config
-	c.MaxEvents = cmp.Or(c.MaxEvents, 256)
-	c.Flushers = cmp.Or(c.Flushers, 4)
-	c.QueueSize = cmp.Or(c.QueueSize, 1024)
+	c.MaxEvents = cmp.Or(c.MaxEvents, BatchMaxEventsDefault)
+	c.Flushers = cmp.Or(c.Flushers, BatchFlushersDefault)
+	c.QueueSize = cmp.Or(c.QueueSize, BatchQueueSizeDefault)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}

@@ -43,6 +43,17 @@ type Source struct {
 	AllowIPs []netip.Prefix
 }
 
+// The defaults New applies to a zero Config field.
+const (
+	// RetryAfterDefault is Config.RetryAfter's default.
+	RetryAfterDefault = 5 * time.Second
+	// MaxInFlightDefault is Config.MaxInFlight's default.
+	MaxInFlightDefault = 1024
+)
+
+// readHeaderTimeout bounds the time a client may take to send its headers.
+const readHeaderTimeout = 10 * time.Second
+
 // Config configures a Server.
 type Config struct {
 	// Sources are the endpoints served. At least one.
@@ -91,8 +102,8 @@ type Server struct {
 // New returns a Server that claims deliveries through ingester.
 func New(ingester Claimer, config *Config) (*Server, error) {
 	c := *config
-	c.RetryAfter = cmp.Or(c.RetryAfter, 5*time.Second)
-	c.MaxInFlight = cmp.Or(c.MaxInFlight, 1024)
+	c.RetryAfter = cmp.Or(c.RetryAfter, RetryAfterDefault)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, MaxInFlightDefault)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -124,7 +135,7 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Serve answers requests on ln until ctx is done, then shuts down gracefully
 // within shutdownTimeout: in-flight deliveries finish and are answered.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdownTimeout time.Duration) error {
-	srv := &http.Server{Handler: s.echo, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.echo, ReadHeaderTimeout: readHeaderTimeout}
 	errCh := make(chan error, 1)
 	go func() { errCh <- srv.Serve(ln) }()
 	select {

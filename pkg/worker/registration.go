@@ -45,7 +45,7 @@ func newRegistration(pool *pgxpool.Pool, c *Config) *registration {
 	slices.Sort(queues)
 	routes := make([]string, len(queues))
 	for i, q := range queues {
-		routes[i] = queueRoutes(c.Routes, c.Sources, q, c.FailUnrouted)
+		routes[i] = queueRoutes(c.Routes, c.Sources, q, !c.UnroutedDone)
 	}
 	host, _ := os.Hostname()
 	var id [8]byte

@@ -47,7 +47,7 @@ func TestWorkersSharingAQueueShareItsRoutes(t *testing.T) {
 		var conflict *worker.RoutesConflictError
 		require.ErrorAs(t, err, &conflict)
 		require.Equal(t, river.QueueDefault, conflict.Queue)
-		require.Equal(t, "bank * -> noop; unrouted -> done", conflict.Routes)
+		require.Equal(t, "bank * -> noop; unrouted -> failed", conflict.Routes)
 		require.Contains(t, conflict.TheirRoutes, "bank account.* -> effect; ")
 		require.Contains(t, err.Error(), `worker.routes: a live worker (host `)
 		require.Contains(t, err.Error(), `works queue "default" with other routes`)

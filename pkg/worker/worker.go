@@ -28,6 +28,30 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/logging"
 )
 
+// The defaults New applies to a zero Config field.
+const (
+	// ConcurrencyDefault is the concurrency of the one queue worked when
+	// Config.Queues is empty.
+	ConcurrencyDefault = 32
+	// MaxAttemptsDefault is Config.MaxAttempts's default.
+	MaxAttemptsDefault = 10
+	// JobTimeoutDefault is Config.JobTimeout's default.
+	JobTimeoutDefault = time.Minute
+	// RescueAfterMarginDefault is added to Config.JobTimeout to give
+	// Config.RescueAfter's default.
+	RescueAfterMarginDefault = 30 * time.Second
+	// FetchCooldownDefault is Config.FetchCooldown's default.
+	FetchCooldownDefault = 10 * time.Millisecond
+	// FetchPollIntervalDefault is Config.FetchPollInterval's default.
+	FetchPollIntervalDefault = time.Second
+	// ReaperIntervalDefault is Config.ReaperInterval's default.
+	ReaperIntervalDefault = time.Minute
+	// OrphanAfterDefault is Config.OrphanAfter's default.
+	OrphanAfterDefault = 5 * time.Minute
+	// SoftStopTimeoutDefault is Config.SoftStopTimeout's default.
+	SoftStopTimeoutDefault = 20 * time.Second
+)
+
 // Config configures a Worker.
 type Config struct {
 	// Queues maps each River queue this worker works to its concurrency.
@@ -52,9 +76,10 @@ type Config struct {
 	// OrphanAfter is how long a row may stay pending with no live job
 	// before the reaper heals it. Defaults to 5m.
 	OrphanAfter time.Duration
-	// FailUnrouted fails an event no route matches, instead of marking it
-	// done with a note.
-	FailUnrouted bool
+	// UnroutedDone marks an event no route matches done with a note. By
+	// default such an event is failed with the reason, loudly: a failed row
+	// can be replayed once the routes are fixed, a done one never is.
+	UnroutedDone bool
 	// SynchronousCommit makes each event's COMMIT wait for the WAL flush.
 	// Off by default, on purpose: a worker's commit lost in a crash loses
 	// the effect, the done mark and the job's completion together, so the
@@ -93,16 +118,16 @@ type Config struct {
 func (c *Config) withDefaults() *Config {
 	out := *c
 	if len(out.Queues) == 0 {
-		out.Queues = map[string]int{river.QueueDefault: 32}
+		out.Queues = map[string]int{river.QueueDefault: ConcurrencyDefault}
 	}
-	out.MaxAttempts = cmp.Or(out.MaxAttempts, 10)
-	out.JobTimeout = cmp.Or(out.JobTimeout, time.Minute)
-	out.RescueAfter = cmp.Or(out.RescueAfter, out.JobTimeout+30*time.Second)
-	out.FetchCooldown = cmp.Or(out.FetchCooldown, 10*time.Millisecond)
-	out.FetchPollInterval = cmp.Or(out.FetchPollInterval, time.Second)
-	out.ReaperInterval = cmp.Or(out.ReaperInterval, time.Minute)
-	out.OrphanAfter = cmp.Or(out.OrphanAfter, 5*time.Minute)
-	out.SoftStopTimeout = cmp.Or(out.SoftStopTimeout, 20*time.Second)
+	out.MaxAttempts = cmp.Or(out.MaxAttempts, MaxAttemptsDefault)
+	out.JobTimeout = cmp.Or(out.JobTimeout, JobTimeoutDefault)
+	out.RescueAfter = cmp.Or(out.RescueAfter, out.JobTimeout+RescueAfterMarginDefault)
+	out.FetchCooldown = cmp.Or(out.FetchCooldown, FetchCooldownDefault)
+	out.FetchPollInterval = cmp.Or(out.FetchPollInterval, FetchPollIntervalDefault)
+	out.ReaperInterval = cmp.Or(out.ReaperInterval, ReaperIntervalDefault)
+	out.OrphanAfter = cmp.Or(out.OrphanAfter, OrphanAfterDefault)
+	out.SoftStopTimeout = cmp.Or(out.SoftStopTimeout, SoftStopTimeoutDefault)
 	if out.Logger == nil {
 		out.Logger = zap.NewNop()
 	}
@@ -160,7 +185,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	workers := river.NewWorkers()
 	store := inbox.NewStore(pool)
 	river.AddWorker(workers, &eventWorker{
-		pool: pool, store: store, router: router, failUnrouted: c.FailUnrouted, asyncCommit: !c.SynchronousCommit, logger: c.Logger,
+		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, logger: c.Logger,
 	})
 	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor, logger: c.Logger.Named("reaper")})
 

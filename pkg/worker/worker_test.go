@@ -242,18 +242,18 @@ func TestWorker(t *testing.T) {
 		require.Contains(t, ev.LastError, "handler panicked: handler bug")
 	})
 
-	t.Run("UnroutedEventIsDoneWithANote", func(t *testing.T) {
+	t.Run("UnroutedEventIsDoneWithANoteWhenConfigured", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.start(t, nil)
+		b.start(t, func(c *worker.Config) { c.UnroutedDone = true })
 		id := b.ingest(t, "evt_x", "unknown.type")
 		require.Contains(t, b.waitStatus(t, id, inbox.StatusDone).Note, "no route matched")
 	})
 
-	t.Run("UnroutedEventFailsWhenConfigured", func(t *testing.T) {
+	t.Run("UnroutedEventFailsByDefault", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.start(t, func(c *worker.Config) { c.FailUnrouted = true })
+		b.start(t, nil)
 		id := b.ingest(t, "evt_x", "unknown.type")
 		ev := b.waitStatus(t, id, inbox.StatusFailed)
 		require.Contains(t, ev.LastError, `no route matches source "bank", type "unknown.type"`)

@@ -1,0 +1,80 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// environment is what Load reads from the process environment. Tests inject
+// their own, so that they can run in parallel.
+type environment struct {
+	// lookup returns a variable's value, as os.LookupEnv does.
+	lookup func(name string) (string, bool)
+	// environ lists NAME=value entries, as os.Environ does; Load warns
+	// about each HOOKINBOX_* name in it that matches no key.
+	environ []string
+}
+
+func osEnvironment() environment {
+	return environment{lookup: os.LookupEnv, environ: os.Environ()}
+}
+
+// overrides returns the scalar keys that HOOKINBOX_* variables override,
+// each with its variable. A variable set to "" overrides nothing.
+func (env environment) overrides() map[string]string {
+	vars := map[string]string{}
+	for _, key := range scalarKeys(reflect.TypeFor[Config](), "") {
+		if value, ok := env.lookup(EnvVar(key)); ok && value != "" {
+			vars[key] = EnvVar(key)
+		}
+	}
+	return vars
+}
+
+// applyOverrides sets each overridden key of cfg from its variable,
+// reporting a bad value under the key (Load names the variable).
+func (env environment) applyOverrides(cfg *Config, vars map[string]string, p *problems) {
+	for _, key := range slices.Sorted(maps.Keys(vars)) {
+		value, _ := env.lookup(vars[key])
+		if err := decodeValue(fieldByKey(cfg, key), value); err != nil {
+			p.add(key, err)
+		}
+	}
+}
+
+// warnings returns a warning for each HOOKINBOX_* variable that matches no
+// key: a misspelt override is otherwise silently ignored.
+func (env environment) warnings() []string {
+	scalars, lists := settingKeys(reflect.TypeFor[Config](), "")
+	known := map[string]bool{PathEnv: true}
+	var names []string
+	for _, key := range scalars {
+		known[EnvVar(key)] = true
+		names = append(names, EnvVar(key))
+	}
+	listVars := map[string]string{}
+	for _, key := range lists {
+		listVars[EnvVar(key)] = key
+	}
+
+	var warnings []string
+	for _, entry := range env.environ {
+		name, _, _ := strings.Cut(entry, "=")
+		if !strings.HasPrefix(name, EnvPrefix+"_") || known[name] {
+			continue
+		}
+		msg := fmt.Sprintf("%s matches no config key, so it is ignored", name)
+		if key, ok := listVars[name]; ok {
+			msg += fmt.Sprintf(" (%s is a list, which comes from the config file only)", key)
+		} else if near, ok := nearest(name, names); ok {
+			msg += fmt.Sprintf(" (did you mean %s?)", near)
+		}
+		warnings = append(warnings, msg)
+	}
+	slices.Sort(warnings)
+	return slices.Compact(warnings)
+}

@@ -1,0 +1,53 @@
+package config
+
+// Needs names the parts of the configuration a command uses; combine them
+// with |. Load demands only what needs names: ${NAME} references that must
+// be set, secrets files that must be readable, values that must be valid and
+// lists that must not be empty. The log section is always needed, and the
+// file's shape always matters: an unknown key anywhere is an error for every
+// command. The parts needs leaves out are still decoded and defaulted, but
+// are neither checked nor fully expanded (an unset ${NAME} there reads as
+// ""), so a command must not use them.
+//
+// The commands' needs:
+//
+//	inboxctl migrate, inboxctl stats   NeedDatabase
+//	receiver                           NeedDatabase | NeedReceiver
+//	worker (and worker binaries)       NeedDatabase | NeedWorker
+//	inboxctl send                      NeedReceiver
+type Needs uint8
+
+const (
+	// NeedDatabase needs database.url (required) and database.max_conns.
+	NeedDatabase Needs = 1 << iota
+	// NeedSources needs the sources: their ${NAME} references set, their
+	// secrets files read, each one valid and its verifier buildable. A
+	// command that needs sources may still have none.
+	NeedSources
+	// NeedReceiver needs the receiver section, worker.max_attempts (which
+	// the receiver stamps on the jobs it enqueues) and the sources, of
+	// which there must be at least one.
+	NeedReceiver
+	// NeedWorker needs the worker section, of whose routes there must be at
+	// least one, and the sources, which routes and queues refer to.
+	NeedWorker
+)
+
+// covers reports whether key ("receiver.ack_timeout",
+// "sources[stripe].secrets[0]") is in a part that n needs.
+func (n Needs) covers(key string) bool {
+	switch {
+	case within(key, "database"):
+		return n&NeedDatabase != 0
+	case within(key, "receiver"):
+		return n&NeedReceiver != 0
+	case within(key, "sources"):
+		return n&(NeedSources|NeedReceiver|NeedWorker) != 0
+	case key == "worker.max_attempts":
+		return n&(NeedReceiver|NeedWorker) != 0
+	case within(key, "worker"):
+		return n&NeedWorker != 0
+	default:
+		return true // log, and unknown top-level keys.
+	}
+}

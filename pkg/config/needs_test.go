@@ -1,0 +1,184 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestLoadDemandsOnlyWhatACommandNeeds loads one file, wrong in every
+// section, as each command does, and checks that each is refused for the
+// settings it uses, and only for those.
+func TestLoadDemandsOnlyWhatACommandNeeds(t *testing.T) {
+	t.Parallel()
+
+	// Everything below is wrong or missing except database.url and log.
+	const database = `
+database:
+  url: postgres://localhost/hookinbox
+`
+	const sources = `
+sources:
+  - name: stripe
+    provider: stripe
+    secrets: ["${STRIPE_WEBHOOK_SECRET}"]
+`
+	const receiver = `
+receiver:
+  ack_timeout: -1s
+`
+	const worker = `
+worker:
+  concurrency: -1
+  max_attempts: -1
+`
+	const routes = `
+  routes: [{source: stripe, handlers: [log]}]
+`
+	set := map[string]string{"STRIPE_WEBHOOK_SECRET": testSecret}
+
+	for _, tt := range []struct {
+		name  string
+		needs Needs
+		yaml  string
+		env   map[string]string
+		// want are the problems expected, all of them, in order (what could
+		// not be read, then what is invalid); none means Load succeeds.
+		want []string
+	}{
+		{
+			name:  "MigrateNeedsOnlyTheDatabase",
+			needs: NeedDatabase,
+			yaml:  database + sources + receiver + worker,
+		},
+		{
+			name:  "MigrateNeedsADatabaseURL",
+			needs: NeedDatabase,
+			yaml:  sources + receiver + worker,
+			want:  []string{"database.url: required"},
+		},
+		{
+			name:  "MigrateStillRefusesATypoAnywhere",
+			needs: NeedDatabase,
+			yaml:  database + sources + "    secret: x\n" + "worker:\n  concurency: 3\n",
+			want: []string{
+				"sources[stripe].secret: unknown key (did you mean secrets?)",
+				"worker.concurency: unknown key (did you mean concurrency?)",
+			},
+		},
+		{
+			name:  "MigrateStillNeedsTheLog",
+			needs: NeedDatabase,
+			yaml:  database + "log:\n  level: loud\n",
+			want:  []string{`log.level: must be debug, info, warn or error, not "loud"`},
+		},
+		{
+			name:  "MigrateIgnoresBadValuesOfOtherSections",
+			needs: NeedDatabase,
+			yaml:  database + sources + "receiver:\n  ack_timeout: soon\n",
+			env:   map[string]string{"HOOKINBOX_WORKER_CONCURRENCY": "lots"},
+		},
+		{
+			name:  "ReceiverNeedsItsSectionTheSourcesAndMaxAttempts",
+			needs: NeedDatabase | NeedReceiver,
+			yaml:  database + sources + receiver + worker,
+			want: []string{
+				"sources[stripe].secrets[0]: environment variable STRIPE_WEBHOOK_SECRET is not set",
+				"receiver.ack_timeout: must be positive",
+				"worker.max_attempts: must be positive",
+			},
+		},
+		{
+			name:  "ReceiverNeedsASource",
+			needs: NeedDatabase | NeedReceiver,
+			yaml:  database,
+			want:  []string{"sources: the receiver needs at least one source"},
+		},
+		{
+			name:  "ReceiverNeedsNoRoute",
+			needs: NeedDatabase | NeedReceiver,
+			yaml:  database + sources,
+			env:   set,
+		},
+		{
+			name:  "WorkerNeedsItsSectionAndTheSources",
+			needs: NeedDatabase | NeedWorker,
+			yaml:  database + sources + receiver + worker + routes,
+			want: []string{
+				"sources[stripe].secrets[0]: environment variable STRIPE_WEBHOOK_SECRET is not set",
+				"worker.concurrency: must be positive",
+				"worker.max_attempts: must be positive",
+			},
+		},
+		{
+			name:  "WorkerNeedsARoute",
+			needs: NeedDatabase | NeedWorker,
+			yaml:  database + sources,
+			env:   set,
+			want:  []string{"worker.routes: the worker needs at least one route (with none, every event is unrouted)"},
+		},
+		{
+			name:  "WorkerRoutesNameSources",
+			needs: NeedDatabase | NeedWorker,
+			yaml:  database + "worker:\n" + routes,
+			want:  []string{`worker.routes[0].source: unknown source "stripe"`},
+		},
+		{
+			name:  "SendNeedsNoDatabase",
+			needs: NeedReceiver,
+			yaml:  sources,
+			env:   set,
+		},
+		{
+			name:  "NeedSourcesAloneAllowsNone",
+			needs: NeedSources,
+			yaml:  "",
+		},
+		{
+			name:  "SecretsFilesAreReadOnlyWhenSourcesAreNeeded",
+			needs: NeedDatabase,
+			yaml:  database + sources + "    secrets_file: /nonexistent/hookinbox/secrets\n",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			cfg, err := loadIn(writeFile(t, "hookinbox.yaml", tt.yaml), tt.needs, tt.env)
+			if len(tt.want) == 0 {
+				require.NoError(t, err)
+				require.NotNil(t, cfg)
+				return
+			}
+			require.Error(t, err)
+			lines := strings.Split(err.Error(), "\n")[1:]
+			require.Len(t, lines, len(tt.want), err.Error())
+			for i, want := range tt.want {
+				require.True(t, strings.HasPrefix(lines[i], want), "line %d: want %q, got %q", i, want, lines[i])
+			}
+		})
+	}
+}
+
+func TestNeedsCovers(t *testing.T) {
+	t.Parallel()
+
+	for _, tt := range []struct {
+		key                                    string
+		migrate, receiver, worker, sourcesOnly bool
+	}{
+		{key: "database.url", migrate: true, receiver: true, worker: true},
+		{key: "log.level", migrate: true, receiver: true, worker: true, sourcesOnly: true},
+		{key: "receiver.ack_timeout", receiver: true},
+		{key: "sources", receiver: true, worker: true, sourcesOnly: true},
+		{key: "sources[stripe].secrets[0]", receiver: true, worker: true, sourcesOnly: true},
+		{key: "worker.max_attempts", receiver: true, worker: true},
+		{key: "worker.routes[0].source", worker: true},
+		{key: "workers", migrate: true, receiver: true, worker: true, sourcesOnly: true}, // Not a section: an unknown top-level key.
+	} {
+		require.Equal(t, tt.migrate, NeedDatabase.covers(tt.key), "migrate %s", tt.key)
+		require.Equal(t, tt.receiver, (NeedDatabase | NeedReceiver).covers(tt.key), "receiver %s", tt.key)
+		require.Equal(t, tt.worker, (NeedDatabase | NeedWorker).covers(tt.key), "worker %s", tt.key)
+		require.Equal(t, tt.sourcesOnly, NeedSources.covers(tt.key), "sources %s", tt.key)
+	}
+}
