@@ -67,6 +67,11 @@ type ReceiverConfig struct {
 	// before its body is read. It bounds the memory that bodies and
 	// waiting requests hold. Defaults to 1024.
 	MaxInFlight int `mapstructure:"max_in_flight"`
+	// DeliveryLogLevel is the level of the line logged for each delivery
+	// answered 2xx: debug, info, warn or error. Refused deliveries are
+	// logged at warn and failed commits at error whatever it says. Defaults
+	// to info.
+	DeliveryLogLevel string `mapstructure:"delivery_log_level"`
 	// TrustedProxies are the networks of reverse proxies (an ingress, a load
 	// balancer) whose X-Forwarded-For header is believed when a source's
 	// allow_ips is checked; entries are written like allow_ips entries.

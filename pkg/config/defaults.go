@@ -17,24 +17,25 @@ import (
 // …Default constant, referred to here; the rest are config-only. ApplyDefaults
 // is the only place they are applied.
 const (
-	defaultDatabaseMaxConns        int32         = 16
-	defaultLogLevel                              = "info"
-	defaultLogFormat                             = "json"
-	defaultReceiverListen                        = "127.0.0.1:8080"
-	defaultReceiverMaxBodyBytes    int64         = 1 << 20
-	defaultReceiverAckTimeout      time.Duration = 4 * time.Second
-	defaultReceiverRetryAfter                    = receiver.RetryAfterDefault
-	defaultReceiverShutdownTimeout time.Duration = 10 * time.Second
-	defaultReceiverBatchMaxEvents                = inbox.BatchMaxEventsDefault
-	defaultReceiverBatchFlushers                 = inbox.BatchFlushersDefault
-	defaultReceiverBatchQueue                    = inbox.BatchQueueSizeDefault
-	defaultReceiverMaxInFlight                   = receiver.MaxInFlightDefault
-	defaultSourceTolerance                       = provider.DefaultTolerance
-	defaultQueue                                 = river.QueueDefault
-	defaultWorkerListen                          = "127.0.0.1:8081"
-	defaultWorkerConcurrency                     = worker.ConcurrencyDefault
-	defaultWorkerMaxAttempts                     = worker.MaxAttemptsDefault
-	defaultWorkerJobTimeout                      = worker.JobTimeoutDefault
+	defaultDatabaseMaxConns         int32         = 16
+	defaultLogLevel                               = "info"
+	defaultLogFormat                              = "json"
+	defaultReceiverListen                         = "127.0.0.1:8080"
+	defaultReceiverMaxBodyBytes     int64         = 1 << 20
+	defaultReceiverAckTimeout       time.Duration = 4 * time.Second
+	defaultReceiverRetryAfter                     = receiver.RetryAfterDefault
+	defaultReceiverShutdownTimeout  time.Duration = 10 * time.Second
+	defaultReceiverBatchMaxEvents                 = inbox.BatchMaxEventsDefault
+	defaultReceiverBatchFlushers                  = inbox.BatchFlushersDefault
+	defaultReceiverBatchQueue                     = inbox.BatchQueueSizeDefault
+	defaultReceiverMaxInFlight                    = receiver.MaxInFlightDefault
+	defaultReceiverDeliveryLogLevel               = "info"
+	defaultSourceTolerance                        = provider.DefaultTolerance
+	defaultQueue                                  = river.QueueDefault
+	defaultWorkerListen                           = "127.0.0.1:8081"
+	defaultWorkerConcurrency                      = worker.ConcurrencyDefault
+	defaultWorkerMaxAttempts                      = worker.MaxAttemptsDefault
+	defaultWorkerJobTimeout                       = worker.JobTimeoutDefault
 	// defaultWorkerRescueMargin is added to worker.job_timeout to give the
 	// default worker.rescue_after.
 	defaultWorkerRescueMargin      = worker.RescueAfterMarginDefault
@@ -76,6 +77,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	r.BatchFlushers = cmp.Or(r.BatchFlushers, defaultReceiverBatchFlushers)
 	r.BatchQueue = cmp.Or(r.BatchQueue, defaultReceiverBatchQueue)
 	r.MaxInFlight = cmp.Or(r.MaxInFlight, defaultReceiverMaxInFlight)
+	r.DeliveryLogLevel = cmp.Or(r.DeliveryLogLevel, defaultReceiverDeliveryLogLevel)
 
 	for i := range c.Sources {
 		s := &c.Sources[i]

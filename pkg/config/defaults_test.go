@@ -36,7 +36,7 @@ func TestApplyDefaults(t *testing.T) {
 			AckTimeout:      4 * time.Second,
 			RetryAfter:      5 * time.Second,
 			ShutdownTimeout: 10 * time.Second,
-			BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024,
+			BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024, DeliveryLogLevel: "info",
 		}, cfg.Receiver)
 		require.Equal(t, SourceConfig{
 			Name:         "stripe",

@@ -89,7 +89,7 @@ worker:
 				AckTimeout:      4 * time.Second,
 				RetryAfter:      5 * time.Second,
 				ShutdownTimeout: 10 * time.Second,
-				BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024,
+				BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024, DeliveryLogLevel: "info",
 			},
 			Sources: []SourceConfig{{
 				Name:         "stripe",
@@ -605,6 +605,7 @@ func TestScalarKeys(t *testing.T) {
 		"log.level", "log.format",
 		"receiver.listen", "receiver.max_body_bytes", "receiver.ack_timeout", "receiver.retry_after", "receiver.shutdown_timeout",
 		"receiver.batch_max_events", "receiver.batch_max_wait", "receiver.batch_flushers", "receiver.batch_queue", "receiver.max_in_flight",
+		"receiver.delivery_log_level",
 		"worker.listen", "worker.concurrency", "worker.max_attempts", "worker.job_timeout", "worker.rescue_after",
 		"worker.fetch_cooldown", "worker.fetch_poll_interval",
 		"worker.reaper_interval", "worker.orphan_after", "worker.unrouted", "worker.soft_stop_timeout", "worker.hard_stop_timeout", "worker.synchronous_commit",

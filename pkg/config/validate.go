@@ -61,8 +61,11 @@ func (c *Config) validateDatabase(p *problems) {
 	positive(p, "database.max_conns", c.Database.MaxConns)
 }
 
+// logLevels are the levels a config may name.
+var logLevels = []string{"debug", "info", "warn", "error"}
+
 func (c *Config) validateLog(p *problems) {
-	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+	if !slices.Contains(logLevels, c.Log.Level) {
 		p.addf("log.level", "must be debug, info, warn or error, not %q", c.Log.Level)
 	}
 	if !slices.Contains([]string{"json", "console"}, c.Log.Format) {
@@ -81,6 +84,9 @@ func (c *Config) validateReceiver(p *problems) {
 	positive(p, "receiver.batch_flushers", r.BatchFlushers)
 	positive(p, "receiver.batch_queue", r.BatchQueue)
 	positive(p, "receiver.max_in_flight", r.MaxInFlight)
+	if !slices.Contains(logLevels, r.DeliveryLogLevel) {
+		p.addf("receiver.delivery_log_level", "must be debug, info, warn or error, not %q", r.DeliveryLogLevel)
+	}
 	if r.BatchMaxWait < 0 {
 		p.addf("receiver.batch_max_wait", "must not be negative")
 	}

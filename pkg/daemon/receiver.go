@@ -7,6 +7,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
@@ -49,13 +50,19 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		QueueSize: cfg.Receiver.BatchQueue,
 		Logger:    env.Logger.Named("batcher"),
 	})
+	deliveryLevel, err := zapcore.ParseLevel(cfg.Receiver.DeliveryLogLevel)
+	if err != nil {
+		batcher.Stop()
+		return nil, nil, fmt.Errorf("receiver.delivery_log_level: %w", err)
+	}
 	srv, err = receiver.New(batcher, &receiver.Config{
-		Sources:        sources,
-		RetryAfter:     cfg.Receiver.RetryAfter,
-		MaxInFlight:    cfg.Receiver.MaxInFlight,
-		TrustedProxies: trustedProxies,
-		Ready:          Ready(env, schema.Core()),
-		Logger:         env.Logger,
+		Sources:          sources,
+		RetryAfter:       cfg.Receiver.RetryAfter,
+		MaxInFlight:      cfg.Receiver.MaxInFlight,
+		DeliveryLogLevel: deliveryLevel,
+		TrustedProxies:   trustedProxies,
+		Ready:            Ready(env, schema.Core()),
+		Logger:           env.Logger,
 	})
 	if err != nil {
 		batcher.Stop()
