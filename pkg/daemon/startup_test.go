@@ -101,6 +101,18 @@ sources:
 			require.Contains(t, out, "sources[bank].secrets[0]")
 			require.Contains(t, out, "HOOKINBOX_TEST_UNSET_SECRET")
 		})
+
+		t.Run(name+"/BadEnvironmentOverrideIsBlamedOnTheVariable", func(t *testing.T) {
+			t.Parallel()
+			cmd := command(t, name, "--config", writeConfig(t, daemonConfig("postgres://postgres@127.0.0.1:1/postgres")))
+			cmd.Env = append(cmd.Env, "HOOKINBOX_RECEIVER_ACK_TIMEOUT=abc", "HOOKINBOX_WORKER_CONCURRENCY=lots")
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err)
+			require.Equal(t, 1, cmd.ProcessState.ExitCode(), string(out))
+			own := map[string]string{"receiver": "HOOKINBOX_RECEIVER_ACK_TIMEOUT (receiver.ack_timeout)", "worker": "HOOKINBOX_WORKER_CONCURRENCY (worker.concurrency)"}[name]
+			require.Contains(t, string(out), own)
+			require.Equal(t, 1, strings.Count(string(out), own), "reported once, not again for the sources that inherit it")
+		})
 	}
 }
 
@@ -130,6 +142,8 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 		p.waitLine(t, "receiver accepting webhooks")
 		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/readyz"))
 		require.Equal(t, http.StatusOK, postWebhook(t, addr, "msg_1"))
+		// One line for the delivery, at info, with what it did.
+		p.waitLine(t, `"level":"info"`, `"msg":"delivery"`, `"source":"bank"`, `"outcome":"accepted"`, `"new":1,`, `"request_id":"`)
 		var jobs int
 		require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job`).Scan(&jobs))
 		require.Equal(t, 1, jobs, "only the delivery after the database arrived was claimed")
