@@ -111,9 +111,6 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's http.Handler, for tests and embedding.
-func (s *Server) Handler() http.Handler { return s.echo }
-
 // Serve answers requests on ln until ctx is done, then shuts down gracefully
 // within shutdownTimeout: in-flight deliveries finish and are answered.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdownTimeout time.Duration) error {

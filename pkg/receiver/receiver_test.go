@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -65,9 +64,24 @@ func setupWith(t *testing.T, pool *pgxpool.Pool, ackTimeout time.Duration, mutat
 	}
 	srv, err := receiver.New(ingester, cfg)
 	require.NoError(t, err)
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return ts.URL
+	return serve(t, srv)
+}
+
+// serve runs srv's Serve on a loopback port, as cmd/receiver does, until the
+// test ends, and returns its base URL. The cleanup shuts the server down
+// gracefully and requires Serve to return cleanly.
+func serve(t *testing.T, srv *receiver.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln, 30*time.Second) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-served)
+	})
+	return "http://" + ln.Addr().String()
 }
 
 func setupDB(t *testing.T) *testBundle {

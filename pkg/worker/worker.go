@@ -180,9 +180,6 @@ func firstQueue(queues map[string]int) string {
 	return first
 }
 
-// Client returns the underlying River client (for subscriptions and River UI).
-func (w *Worker) Client() *river.Client[pgx.Tx] { return w.client }
-
 // Start starts fetching and working jobs. It returns at once.
 func (w *Worker) Start(ctx context.Context) error {
 	return w.client.Start(ctx)
