@@ -28,7 +28,7 @@ func waitDrained(ctx context.Context, store *inbox.Store, workers []*Proc, deadl
 		for _, w := range workers {
 			select {
 			case <-w.done:
-				return false, fmt.Errorf("%s exited with %d events pending: %v (log: %s)", w.Name, n, w.err, w.tail())
+				return false, fmt.Errorf("%s exited with %d events pending: %w (log: %s)", w.Name, n, w.err, w.tail())
 			default:
 			}
 		}

@@ -223,7 +223,7 @@ func (l *loadRun) openLoop(ctx context.Context) {
 	total := min(int64(l.spec.Rate*(l.spec.Warmup+l.spec.Duration).Seconds()), l.spec.MaxRequests)
 	interval := time.Duration(float64(time.Second) / l.spec.Rate)
 schedule:
-	for seq := int64(0); seq < total; seq++ {
+	for seq := range total {
 		at := l.start.Add(time.Duration(seq) * interval)
 		if wait := time.Until(at); wait > 200*time.Microsecond {
 			select {

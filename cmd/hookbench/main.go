@@ -139,13 +139,13 @@ func (o *options) quick(set map[string]bool) {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	var err error
 	if len(os.Args) > 1 && (os.Args[1] == "receiver" || os.Args[1] == "worker") {
 		err = runProfiled(ctx, os.Args[1], os.Args[2:])
 	} else {
 		err = run(ctx, os.Args[1:])
 	}
+	stop() // before os.Exit, which skips deferred calls
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "hookbench:", err)
 		os.Exit(1)

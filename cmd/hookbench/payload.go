@@ -14,7 +14,7 @@ import (
 const (
 	benchSource   = "bank"
 	benchProvider = "standardwebhooks"
-	benchSecret   = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	benchSecret   = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" //nolint:gosec // G101: the demo's public test secret
 	benchType     = "account.deposit"
 	// benchAccounts spreads deposits over this many ledger accounts, so the
 	// ledger drain measures the handler rather than one hot row.

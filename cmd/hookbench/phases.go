@@ -48,7 +48,7 @@ func unique(prefix string) func(int, int64) Delivery {
 	}
 }
 
-// closedLoop returns a closed-loop load of clients clients delivering next.
+// closedLoop returns a closed-loop load of that many clients, each delivering next.
 func (b *bench) closedLoop(url string, clients int, next func(int, int64) Delivery) *LoadSpec {
 	return &LoadSpec{
 		URL: url, Clients: clients, Warmup: b.opts.Warmup, Duration: b.opts.Window,
@@ -94,7 +94,7 @@ func (b *bench) phaseDuplicates(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer b.stop(p)
+	defer b.release(p)
 	const seeds = 1000
 	seed := func(_ int, seq int64) Delivery {
 		if seq == seeds {
@@ -176,12 +176,12 @@ func (b *bench) phaseSteady(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer b.stop(recv)
+	defer b.release(recv)
 	w, readyURL, err := b.startWorker("worker-f", "worker", "noop", "")
 	if err != nil {
 		return err
 	}
-	defer b.stop(w)
+	defer b.release(w)
 	// Unlike a drain, the steady load starts on a running worker, so that
 	// no event's age includes the worker's start-up.
 	if err := w.waitReady(ctx, readyURL, 30*time.Second); err != nil {
@@ -268,7 +268,7 @@ func (b *bench) phaseScale(ctx context.Context) error {
 		if err := b.startUnderTest(ctx, rv); err != nil {
 			return err
 		}
-		defer b.stop(rv.proc)
+		defer b.release(rv.proc)
 		all = append(all, rv.ms[:]...)
 	}
 	b.interleave(ctx, all)

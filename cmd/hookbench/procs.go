@@ -62,7 +62,7 @@ func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 // Sample reads the process's peak RSS (VmHWM) and CPU time while it runs,
 // keeping the last values read, and returns them.
 func (p *Proc) Sample() (peakRSS int64, cpu time.Duration) {
-	if rss, err := readVmHWM(p.Pid()); err == nil {
+	if rss, err := readVMHWM(p.Pid()); err == nil {
 		p.peakRSS = max(p.peakRSS, rss)
 	}
 	if t, err := readCPU(p.Pid(), false); err == nil {
@@ -123,7 +123,7 @@ func (p *Proc) waitReady(ctx context.Context, url string, timeout time.Duration)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-p.done:
-			return fmt.Errorf("%s exited before it was ready: %v (log: %s)", p.Name, p.err, p.tail())
+			return fmt.Errorf("%s exited before it was ready: %w (log: %s)", p.Name, p.err, p.tail())
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
@@ -140,8 +140,8 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// readVmHWM returns a process's peak resident set size in bytes.
-func readVmHWM(pid int) (int64, error) {
+// readVMHWM returns a process's peak resident set size in bytes.
+func readVMHWM(pid int) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err

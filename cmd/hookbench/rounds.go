@@ -88,7 +88,7 @@ func (b *bench) phaseABC(ctx context.Context) error {
 		if err := b.startUnderTest(ctx, rv); err != nil {
 			return err
 		}
-		defer b.stop(rv.proc)
+		defer b.release(rv.proc)
 		all = append(all, rv.ms[:]...)
 	}
 	b.interleave(ctx, all)

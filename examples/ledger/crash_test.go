@@ -30,7 +30,7 @@ var buildLedger = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(dir, "ledger")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return bin, nil
 })

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -72,7 +71,7 @@ func TestDeposit(t *testing.T) {
 			require.Error(t, err, payload)
 			require.True(t, inbox.IsPermanent(err), payload)
 			var pe *inbox.PermanentError
-			require.True(t, errors.As(err, &pe))
+			require.ErrorAs(t, err, &pe)
 		}
 	})
 }

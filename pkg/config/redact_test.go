@@ -64,7 +64,7 @@ func TestRedacted(t *testing.T) {
 			"%v":             fmt.Sprintf("%v", cfg),
 			"%+v":            fmt.Sprintf("%+v", *cfg),
 			"%#v":            fmt.Sprintf("%#v", cfg),
-			"%s":             fmt.Sprintf("%s", cfg),
+			"%s":             fmt.Sprintf("%s", cfg), //nolint:staticcheck // S1025: the %s verb is the case under test
 			"SourceValue%+v": fmt.Sprintf("%+v", cfg.Sources[0]),
 			"Source%#v":      fmt.Sprintf("%#v", cfg.Sources),
 			"Database%+v":    fmt.Sprintf("%+v", cfg.Database),

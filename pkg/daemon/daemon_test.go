@@ -19,6 +19,7 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/receiver"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -44,9 +45,8 @@ func TestReceiverAndWorkerFromConfig(t *testing.T) {
 
 	srv, stop, err := daemon.NewReceiver(env)
 	require.NoError(t, err)
-	t.Cleanup(stop)
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
+	t.Cleanup(stop) // runs after serveReceiver's shutdown: cleanups run last-in, first-out
+	url := serveReceiver(t, srv)
 
 	var runs atomic.Int64
 	registry := worker.NewRegistry(env.Logger)
@@ -73,7 +73,7 @@ func TestReceiverAndWorkerFromConfig(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			req, _ := http.NewRequest(http.MethodPost, ts.URL+"/webhooks/bank", strings.NewReader(body))
+			req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/bank", strings.NewReader(body))
 			req.Header = header
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -116,4 +116,13 @@ func TestQueueFor(t *testing.T) {
 	require.Equal(t, "qa", queueFor("a"))
 	require.Equal(t, "default", queueFor("b"))
 	require.Equal(t, "default", queueFor("unknown"))
+}
+
+// serveReceiver serves srv's handler on a loopback port until the test ends and
+// returns its base URL.
+func serveReceiver(t *testing.T, srv *receiver.Server) string {
+	t.Helper()
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return ts.URL
 }

@@ -2,7 +2,6 @@ package daemon_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -84,10 +83,8 @@ func TestReceiverTrustedProxies(t *testing.T) {
 		require.NoError(t, cfg.Validate())
 		srv, stop, err := daemon.NewReceiver(&daemon.Env{Config: cfg, Logger: zaptest.NewLogger(t), Pool: db.Pool})
 		require.NoError(t, err)
-		ts := httptest.NewServer(srv.Handler())
-		t.Cleanup(stop)
-		t.Cleanup(ts.Close)
-		return ts.URL
+		t.Cleanup(stop) // runs after serveReceiver's shutdown: cleanups run last-in, first-out
+		return serveReceiver(t, srv)
 	}
 	post := func(t *testing.T, url, eventID, forwardedFor string) int {
 		t.Helper()

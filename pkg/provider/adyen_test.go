@@ -140,7 +140,7 @@ func adyenSigner() signer {
 			return events
 		},
 		signature:    func(r request) string { return adyenFirstSignature(r.body) },
-		setSignature: func(r request, encoded string) request { return adyenReplaceFirstSignature(r, encoded) },
+		setSignature: adyenReplaceFirstSignature,
 		decode:       base64.StdEncoding.DecodeString,
 		encode:       base64.StdEncoding.EncodeToString,
 		dropSignature: func(r request) []request {

@@ -50,7 +50,8 @@ func (s signer) requireEvents(t *testing.T, delivery *Delivery, r request, ids .
 	require.Len(t, delivery.Events, len(want))
 	for i, event := range delivery.Events {
 		require.NoError(t, event.ParseError)
-		require.Equal(t, want[i], Event{ID: event.ID, Type: event.Type, TwinKey: event.TwinKey}, "event %d", i)
+		got := Event{ID: event.ID, Type: event.Type, TwinKey: event.TwinKey}
+		require.Equal(t, want[i], got, "event %d", i)
 		if s.batch || s.formBody {
 			require.True(t, json.Valid(event.Payload), "event %d: payload %q", i, event.Payload)
 			require.Contains(t, string(event.Payload), ids[i])

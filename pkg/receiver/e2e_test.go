@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -43,10 +42,8 @@ func setupE2E(t *testing.T, sources ...config.SourceConfig) *e2eBundle {
 	env := &daemon.Env{Config: cfg, Logger: zaptest.NewLogger(t), Pool: db.Pool}
 	srv, stop, err := daemon.NewReceiver(env)
 	require.NoError(t, err)
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(stop) // runs after ts.Close: cleanups run last-in, first-out
-	t.Cleanup(ts.Close)
-	return &e2eBundle{db: db, url: ts.URL}
+	t.Cleanup(stop) // runs after serve's shutdown: cleanups run last-in, first-out
+	return &e2eBundle{db: db, url: serve(t, srv)}
 }
 
 // jobCount counts River's jobs.

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -129,30 +128,9 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's http.Handler, for tests and embedding.
+// Handler returns the server's http.Handler. pkg/daemon serves it behind
+// its front door once the database is ready.
 func (s *Server) Handler() http.Handler { return s.echo }
-
-// Serve answers requests on ln until ctx is done, then shuts down gracefully
-// within shutdownTimeout: in-flight deliveries finish and are answered.
-func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdownTimeout time.Duration) error {
-	srv := &http.Server{Handler: s.echo, ReadHeaderTimeout: readHeaderTimeout}
-	errCh := make(chan error, 1)
-	go func() { errCh <- srv.Serve(ln) }()
-	select {
-	case err := <-errCh:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("receiver: shutdown: %w", err)
-	}
-	if err := <-errCh; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
 
 type errorBody struct {
 	Error string `json:"error"`

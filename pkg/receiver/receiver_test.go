@@ -65,6 +65,13 @@ func setupWith(t *testing.T, pool *pgxpool.Pool, ackTimeout time.Duration, mutat
 	}
 	srv, err := receiver.New(ingester, cfg)
 	require.NoError(t, err)
+	return serve(t, srv)
+}
+
+// serve serves srv's handler on a loopback port until the test ends and
+// returns its base URL.
+func serve(t *testing.T, srv *receiver.Server) string {
+	t.Helper()
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return ts.URL

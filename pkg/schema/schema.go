@@ -105,7 +105,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) ([]Applied, 
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
 		return nil, fmt.Errorf("schema: take migration lock: %w", err)
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey) //nolint:errcheck
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey) //nolint:errcheck // an unlock fails only on a broken connection, which the pool closes, ending the lock
 
 	var applied []Applied
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)

@@ -234,9 +234,6 @@ func firstQueue(queues map[string]int) string {
 	return first
 }
 
-// Client returns the underlying River client (for subscriptions and River UI).
-func (w *Worker) Client() *river.Client[pgx.Tx] { return w.client }
-
 // Start starts fetching and working jobs. It returns at once.
 //
 // First it records the routes it runs on each of its queues, and returns a

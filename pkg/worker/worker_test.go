@@ -28,7 +28,10 @@ type fastRetry struct{}
 func (fastRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now() }
 
 type testBundle struct {
-	db       *dbtest.DB
+	db *dbtest.DB
+	// client is an insert-only River client on db, as a receiver (or River
+	// UI) has: it enqueues and retries jobs that a started worker works.
+	client   *river.Client[pgx.Tx]
 	ingester *inbox.Ingester
 	store    *inbox.Store
 	// broken makes the "flaky" handler fail while set.
@@ -44,7 +47,7 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{MaxAttempts: 3})
 	require.NoError(t, err)
-	return &testBundle{db: db, ingester: inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}), store: inbox.NewStore(db.Pool)}
+	return &testBundle{db: db, client: client, ingester: inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}), store: inbox.NewStore(db.Pool)}
 }
 
 func (b *testBundle) registry(t *testing.T) *worker.Registry {
@@ -262,14 +265,14 @@ func TestWorker(t *testing.T) {
 	t.Run("DoneRowIsNeverProcessedAgain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		w := b.start(t, nil)
+		b.start(t, nil)
 		id := b.ingest(t, "evt_1", "account.deposit")
 		b.waitStatus(t, id, inbox.StatusDone)
 		// A stray second job for the same row (a replay of a done event).
-		res, err := w.Client().Insert(context.Background(), inbox.JobArgs{InboxID: id}, nil)
+		res, err := b.client.Insert(context.Background(), inbox.JobArgs{InboxID: id}, nil)
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
-			job, err := w.Client().JobGet(context.Background(), res.Job.ID)
+			job, err := b.client.JobGet(context.Background(), res.Job.ID)
 			require.NoError(t, err)
 			return job.State == rivertype.JobStateCompleted
 		}, 30*time.Second, 10*time.Millisecond)
@@ -309,14 +312,14 @@ func TestWorker(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.broken.Store(true)
-		w := b.start(t, nil)
+		b.start(t, nil)
 		id := b.ingest(t, "evt_replay", "flaky")
 		b.waitStatus(t, id, inbox.StatusFailed)
 		require.Equal(t, "discarded", b.jobState(t, id))
 		b.broken.Store(false)
 
 		ev := b.row(t, id)
-		_, err := w.Client().JobRetry(context.Background(), ev.JobID) // what River UI's retry button does
+		_, err := b.client.JobRetry(context.Background(), ev.JobID) // what River UI's retry button does
 		require.NoError(t, err)
 		done := b.waitStatus(t, id, inbox.StatusDone)
 		require.Equal(t, ev.Attempts+1, done.Attempts)

@@ -24,15 +24,16 @@ import (
 )
 
 // secret is the demo bank's Standard Webhooks signing secret.
-const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" //nolint:gosec // G101: the demo's public test secret
 
 func main() {
 	bin := flag.String("bin", "bin", "folder holding the receiver and ledger binaries")
 	deposits := flag.Int("deposits", 200, "distinct deposits to send")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *bin, *deposits); err != nil {
+	err := run(ctx, *bin, *deposits)
+	stop() // before os.Exit, which skips deferred calls
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
