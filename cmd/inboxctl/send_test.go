@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -32,7 +31,7 @@ var buildInboxctl = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(dir, "inboxctl")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return bin, nil
 })
@@ -196,7 +195,7 @@ func TestSendRefusesWithoutHeaderKeys(t *testing.T) {
 			args := append([]string{"--source", tt.source, "--url", ts.URL, "--data", `{"type":"t","id":"in_the_body"}`}, tt.args...)
 			stdout, stderr, err := runSend(t, configPath, args...)
 			var exit *exec.ExitError
-			require.True(t, errors.As(err, &exit), "want a non-zero exit, got %v; stdout: %s", err, stdout)
+			require.ErrorAs(t, err, &exit, "want a non-zero exit; stdout: %s", stdout)
 			require.Equal(t, 1, exit.ExitCode())
 			require.Contains(t, stderr, tt.want)
 			require.Empty(t, stdout)

@@ -202,7 +202,7 @@ SELECT 'acc_' || g FROM generate_series(0, $1 - 1) AS g`, accounts)
 	require.NoError(t, err)
 	lock, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
-	defer lock.Rollback(ctx) //nolint:errcheck // released explicitly below; this is for a failed test
+	defer lock.Rollback(ctx) // Released explicitly below; this is for a failed test.
 	_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts WHERE account_id = 'acc_0' FOR UPDATE`)
 	require.NoError(t, err)
 

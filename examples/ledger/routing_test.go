@@ -39,7 +39,7 @@ var buildWorker = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(dir, "worker")
 	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/worker").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return bin, nil
 })
@@ -335,7 +335,7 @@ func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
 	require.NoError(t, err)
 	lock, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
-	defer lock.Rollback(ctx) //nolint:errcheck // released explicitly below; this is for a failed test
+	defer lock.Rollback(ctx) // Released explicitly below; this is for a failed test.
 	_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts FOR UPDATE`)
 	require.NoError(t, err)
 	ingest(t, db.Pool, queues, "bank", n)
@@ -353,7 +353,7 @@ func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
 
 	require.NoError(t, lock.Rollback(ctx))
 	ledger.waitUntil(t, 60*time.Second, ledgerLogs, func() bool { return counts(t, db.Pool).Done == n })
-	require.Equal(t, n, len(ledgerEntries(t, db.Pool)["bank"]))
+	require.Len(t, ledgerEntries(t, db.Pool)["bank"], n)
 	t.Logf("the ledger then applied all %d deposits", n)
 
 	// Once the ledger has stopped, its record is gone, and the example

@@ -141,8 +141,8 @@ func tagName(field reflect.StructField) string {
 // scalarKeys lists the dotted keys of t's non-slice leaf fields, from their
 // mapstructure tags, so the list of overridable keys never drifts from the
 // structs.
-func scalarKeys(t reflect.Type, prefix string) []string {
-	scalars, _ := settingKeys(t, prefix)
+func scalarKeys(t reflect.Type) []string {
+	scalars, _ := settingKeys(t, "")
 	return scalars
 }
 

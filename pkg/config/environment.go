@@ -27,7 +27,7 @@ func osEnvironment() environment {
 // each with its variable. A variable set to "" overrides nothing.
 func (env environment) overrides() map[string]string {
 	vars := map[string]string{}
-	for _, key := range scalarKeys(reflect.TypeFor[Config](), "") {
+	for _, key := range scalarKeys(reflect.TypeFor[Config]()) {
 		if value, ok := env.lookup(EnvVar(key)); ok && value != "" {
 			vars[key] = EnvVar(key)
 		}

@@ -19,9 +19,9 @@ func (c *Config) expandEnv(lookup func(string) (string, bool), p *problems) {
 	v := reflect.ValueOf(c).Elem()
 	for i := range v.NumField() {
 		name := tagName(v.Type().Field(i))
-		switch {
-		case name == "" || name == "-":
-		case name == "sources":
+		switch name {
+		case "", "-":
+		case "sources":
 			for j := range c.Sources {
 				expandValue(reflect.ValueOf(&c.Sources[j]).Elem(), keys[j], lookup, p)
 			}

@@ -599,7 +599,7 @@ func TestLoadDatabaseURLPrecedence(t *testing.T) {
 func TestScalarKeys(t *testing.T) {
 	t.Parallel()
 
-	keys := scalarKeys(reflect.TypeFor[Config](), "")
+	keys := scalarKeys(reflect.TypeFor[Config]())
 	require.Equal(t, []string{
 		"database.url", "database.max_conns",
 		"log.level", "log.format",
@@ -659,7 +659,7 @@ sources:
   - name: stripe
     provider: stripe
     secrets: ["${STRIPE_WEBHOOK_SECRET}"]
-    tolerence: 5m
+    toleranse: 5m
   - name: bank
     provider: standardwebhooks
     secrets: [""]
@@ -671,7 +671,7 @@ worker:
 				"database.max_con: unknown key (did you mean max_conns?)",
 				"receiver.lisen: unknown key (did you mean listen?)",
 				`receiver.ack_timeout: must be a duration with a unit such as "30s" or "5m", not the bare number 4`,
-				"sources[stripe].tolerence: unknown key (did you mean tolerance?)",
+				"sources[stripe].toleranse: unknown key (did you mean tolerance?)",
 				"worker.routes[0].type: unknown key (did you mean types?)",
 				"sources[stripe].secrets[0]: environment variable STRIPE_WEBHOOK_SECRET is not set",
 				"sources[bank].secrets[0]: must not be empty",

@@ -88,7 +88,7 @@ func TestRedacted(t *testing.T) {
 		t.Parallel()
 
 		redacted := setup().Redacted()
-		for _, key := range scalarKeys(reflect.TypeFor[Config](), "") {
+		for _, key := range scalarKeys(reflect.TypeFor[Config]()) {
 			section, name, _ := strings.Cut(key, ".")
 			require.Contains(t, redacted[section], name, key)
 		}

@@ -30,7 +30,7 @@ var buildCommands = sync.OnceValues(func() (string, error) {
 	}
 	out, err := exec.Command("go", "build", "-o", dir+"/", "../../cmd/receiver", "../../cmd/worker", "../../cmd/inboxctl").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return dir, nil
 })

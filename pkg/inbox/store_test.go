@@ -317,7 +317,7 @@ func TestStoreTakeForWork(t *testing.T) {
 				second <- err
 				return
 			}
-			defer tx.Rollback(ctx) //nolint:errcheck
+			defer tx.Rollback(ctx)
 			_, err = b.store.TakeForWork(ctx, tx, id, 2, time.Time{})
 			second <- err
 		}()
@@ -331,7 +331,7 @@ func TestStoreTakeForWork(t *testing.T) {
 		b := setup(t)
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		defer tx.Rollback(ctx) //nolint:errcheck
+		defer tx.Rollback(ctx)
 		_, err = b.store.TakeForWork(ctx, tx, 424242, 1, time.Time{})
 		require.ErrorIs(t, err, inbox.ErrNotFound)
 	})

@@ -122,7 +122,7 @@ func testConformance(t *testing.T, s signer) {
 			signed, err := Sign(s.signParams(c.id, c.typ))
 			if errors.Is(err, c.missing) {
 				r := s.valid(t, "evt_1")
-				if c.missing == ErrEventIDRequired {
+				if errors.Is(c.missing, ErrEventIDRequired) {
 					r = s.deliver(t, s.secrets[0], testNow, "", s.body("evt_1"))
 				} else {
 					requireDeleteHeaderValued(t, r.header, want.Type)

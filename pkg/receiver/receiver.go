@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -49,9 +50,6 @@ const (
 	// MaxInFlightDefault is Config.MaxInFlight's default.
 	MaxInFlightDefault = 1024
 )
-
-// readHeaderTimeout bounds the time a client may take to send its headers.
-const readHeaderTimeout = 10 * time.Second
 
 // Config configures a Server.
 type Config struct {
@@ -257,12 +255,9 @@ func plausibleRequestID(id string) bool {
 	if id == "" || len(id) > 64 {
 		return false
 	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return false
-		}
-	}
-	return true
+	return strings.IndexFunc(id, func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '-' && r != '_' && r != '.'
+	}) < 0
 }
 
 // retryLater answers 503 with Retry-After: nothing of the delivery was

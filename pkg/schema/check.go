@@ -19,14 +19,14 @@ import (
 // it).
 var ErrTooOld = errors.New("database schema is older than this build needs")
 
-// tooOld is the error Check returns: its own message, matching ErrTooOld.
-type tooOld struct{ msg string }
+// tooOldError is the error Check returns: its own message, matching ErrTooOld.
+type tooOldError struct{ msg string }
 
-func (e *tooOld) Error() string { return e.msg }
-func (e *tooOld) Unwrap() error { return ErrTooOld }
+func (e *tooOldError) Error() string { return e.msg }
+func (e *tooOldError) Unwrap() error { return ErrTooOld }
 
 func tooOldf(format string, args ...any) error {
-	return &tooOld{msg: ErrTooOld.Error() + " (" + fmt.Sprintf(format, args...) + ")"}
+	return &tooOldError{msg: ErrTooOld.Error() + " (" + fmt.Sprintf(format, args...) + ")"}
 }
 
 // Check returns an error wrapping ErrTooOld when River's schema or any of the
@@ -42,7 +42,7 @@ func Check(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) error {
 		return fmt.Errorf("schema: check: %w", err)
 	}
 	if !haveHookinbox && !haveRiver {
-		return &tooOld{msg: "the database has no hookinbox schema"}
+		return &tooOldError{msg: "the database has no hookinbox schema"}
 	}
 
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
