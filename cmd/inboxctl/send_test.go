@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -20,21 +19,8 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/proctest"
 )
-
-// buildInboxctl compiles this package's binary once per test run.
-var buildInboxctl = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "inboxctl-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "inboxctl")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %w\n%s", err, out)
-	}
-	return bin, nil
-})
 
 // sendSources configures one source of every provider, with every
 // credential the provider can check, and a second source where a provider
@@ -98,8 +84,7 @@ func writeSendConfig(t *testing.T, databaseURL string) string {
 // standard output and error; err is the process's exit error, if any.
 func runSend(t *testing.T, configPath string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	bin, buildErr := buildInboxctl()
-	require.NoError(t, buildErr)
+	bin := proctest.Build(t, ".")[0]
 	var out, errOut strings.Builder
 	cmd := exec.CommandContext(t.Context(), bin, append([]string{"--config", configPath, "send"}, args...)...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut

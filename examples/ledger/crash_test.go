@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,38 +16,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/proctest"
 )
 
-// buildLedger compiles this package's binary once per test run.
-var buildLedger = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "ledger-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "ledger")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %w\n%s", err, out)
-	}
-	return bin, nil
-})
-
-// syncBuffer collects a subprocess's log for the test's failure output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// ledgerCommand returns a command running bin (the ledger or cmd/worker)
+// with args, and with an environment that names no config and no database
+// beyond env: only the test's config does.
+func ledgerCommand(bin string, env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL=", "HOOKINBOX_CONFIG="), env...)
+	return cmd
 }
 
 // writeConfig writes a ledger config for the test's database. jobTimeout
@@ -75,48 +50,6 @@ worker:
     - {source: bank, types: ["account.deposit"], handlers: [ledger]}
 `, dbURL, crashConcurrency, jobTimeout, jobTimeout+time.Second)), 0o600))
 	return path
-}
-
-// process is a running ledger binary.
-type process struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error // valid once exited is closed
-}
-
-func startLedger(t *testing.T, bin, config string, logs *syncBuffer) *process {
-	t.Helper()
-	cmd := exec.Command(bin, "--config", config)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.Env = append(os.Environ(), "DATABASE_URL=")
-	require.NoError(t, cmd.Start())
-	p := &process{cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.exited
-	})
-	return p
-}
-
-// waitUntil polls cond until it holds, failing at once if the process
-// exits first.
-func (p *process) waitUntil(t *testing.T, timeout time.Duration, logs *syncBuffer, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		select {
-		case <-p.exited:
-			t.Fatalf("%s exited early (%v); logs:\n%s", filepath.Base(p.cmd.Path), p.err, logs)
-		case <-time.After(2 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s; logs:\n%s", timeout, logs)
-		}
-	}
 }
 
 func countDone(t *testing.T, pool *pgxpool.Pool) int64 {
@@ -169,8 +102,7 @@ func TestSIGKILLMidBatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills a subprocess")
 	}
-	bin, err := buildLedger()
-	require.NoError(t, err)
+	bin := proctest.Build(t, ".")[0]
 	db := ledgerDB(t)
 	ctx := context.Background()
 
@@ -206,11 +138,9 @@ SELECT 'acc_' || g FROM generate_series(0, $1 - 1) AS g`, accounts)
 	_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts WHERE account_id = 'acc_0' FOR UPDATE`)
 	require.NoError(t, err)
 
-	logs := &syncBuffer{}
-	first := startLedger(t, bin, writeConfig(t, db.URL, 5*time.Minute), logs)
-	first.waitUntil(t, 90*time.Second, logs, func() bool { return lockWaiters(t, db.Pool) == crashConcurrency })
-	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
-	<-first.exited
+	first := proctest.Start(t, ledgerCommand(bin, nil, "--config", writeConfig(t, db.URL, 5*time.Minute)))
+	first.WaitUntil(t, 90*time.Second, func() bool { return lockWaiters(t, db.Pool) == crashConcurrency })
+	first.Kill(t)
 
 	// What the kill interrupted: every slot held an acc_0 deposit whose done
 	// mark and ledger entry were written but not committed.
@@ -227,8 +157,8 @@ SELECT 'acc_' || g FROM generate_series(0, $1 - 1) AS g`, accounts)
 	t.Logf("killed with %d of %d done and %d events mid-transaction", doneAtKill, n, len(inFlight))
 	restart := time.Now()
 
-	second := startLedger(t, bin, writeConfig(t, db.URL, 2*time.Second), logs)
-	second.waitUntil(t, 180*time.Second, logs, func() bool { return countDone(t, db.Pool) == n })
+	second := proctest.Start(t, ledgerCommand(bin, nil, "--config", writeConfig(t, db.URL, 2*time.Second)))
+	second.WaitUntil(t, 180*time.Second, func() bool { return countDone(t, db.Pool) == n })
 	t.Logf("all done %s after the restart", time.Since(restart).Round(time.Second))
 	var entries, distinct int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT event_id) FROM ledger_entries`).Scan(&entries, &distinct))
@@ -239,7 +169,5 @@ SELECT 'acc_' || g FROM generate_series(0, $1 - 1) AS g`, accounts)
 	}
 
 	// SIGTERM stops the worker gracefully: exit status 0.
-	require.NoError(t, second.cmd.Process.Signal(syscall.SIGTERM))
-	<-second.exited
-	require.NoError(t, second.err, "logs:\n%s", logs)
+	second.Stop(t)
 }

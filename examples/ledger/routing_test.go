@@ -4,15 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,26 +19,13 @@ import (
 
 	"github.com/hookinbox/hookinbox/pkg/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/proctest"
 )
 
 // These tests run the stock worker (cmd/worker) and this package's ledger
 // binary side by side on one database, as an operator would, and check who
 // settles which event: an event is only ever marked done by a worker that
 // has a route for it.
-
-// buildWorker compiles cmd/worker once per test run.
-var buildWorker = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "worker-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "worker")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/worker").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %w\n%s", err, out)
-	}
-	return bin, nil
-})
 
 const bankSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -110,56 +93,11 @@ func ingest(t *testing.T, pool *pgxpool.Pool, sourceQueues map[string]string, so
 	return ids
 }
 
-// runToExit runs bin until it exits on its own (a minute at most) and
-// returns its exit code and output.
-func runToExit(t *testing.T, bin, config string, env ...string) (int, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--config", config)
-	cmd.Env = append(append(os.Environ(), "DATABASE_URL="), env...)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, ctx.Err(), "the worker did not exit on its own; output:\n%s", out)
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
-		return exitErr.ExitCode(), string(out)
-	}
-	require.NoError(t, err)
-	return 0, string(out)
-}
-
-// startWorker starts bin in the background until the test ends.
-func startWorker(t *testing.T, bin, config string, logs *syncBuffer, env ...string) *process {
-	t.Helper()
-	cmd := exec.Command(bin, "--config", config)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.Env = append(append(os.Environ(), "DATABASE_URL="), env...)
-	require.NoError(t, cmd.Start())
-	p := &process{cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.exited
-	})
-	return p
-}
-
-// stop sends SIGTERM and requires a clean exit.
-func (p *process) stop(t *testing.T, logs *syncBuffer) {
-	t.Helper()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	<-p.exited
-	require.NoError(t, p.err, "logs:\n%s", logs)
-}
-
 // logged returns the event ids the built-in log handler logged, by source.
-func logged(t *testing.T, logs *syncBuffer) map[string][]string {
+func logged(t *testing.T, p *proctest.Process) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	sc := bufio.NewScanner(strings.NewReader(p.Log()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var line struct {
@@ -236,10 +174,7 @@ func TestTwoWorkerBinariesOnTwoQueues(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs subprocesses")
 	}
-	ledgerBin, err := buildLedger()
-	require.NoError(t, err)
-	workerBin, err := buildWorker()
-	require.NoError(t, err)
+	ledgerBin, workerBin := proctest.Build(t, ".")[0], proctest.Build(t, "../../cmd/worker")[0]
 	db := ledgerDB(t)
 
 	const n = 200
@@ -247,20 +182,15 @@ func TestTwoWorkerBinariesOnTwoQueues(t *testing.T) {
 	shopIDs := ingest(t, db.Pool, queues, "shop", n)
 	bankIDs := ingest(t, db.Pool, queues, "bank", n)
 
-	stockLogs, ledgerLogs := &syncBuffer{}, &syncBuffer{}
-	stock := startWorker(t, workerBin, workerConfig(t, db.URL, queues, "qa", `{source: shop, handlers: [log]}`), stockLogs)
-	ledger := startWorker(t, ledgerBin, workerConfig(t, db.URL, queues, "qb",
-		`{source: bank, types: ["account.deposit"], handlers: [ledger]}`), ledgerLogs)
-	stock.waitUntil(t, 90*time.Second, stockLogs, func() bool {
-		select {
-		case <-ledger.exited:
-			t.Fatalf("ledger exited early (%v); logs:\n%s", ledger.err, ledgerLogs)
-		default:
-		}
+	stock := proctest.Start(t, ledgerCommand(workerBin, nil, "--config", workerConfig(t, db.URL, queues, "qa", `{source: shop, handlers: [log]}`)))
+	ledger := proctest.Start(t, ledgerCommand(ledgerBin, nil, "--config", workerConfig(t, db.URL, queues, "qb",
+		`{source: bank, types: ["account.deposit"], handlers: [ledger]}`)))
+	stock.WaitUntil(t, 90*time.Second, func() bool {
+		ledger.RequireRunning(t)
 		return counts(t, db.Pool).Done == 2*n
 	})
-	stock.stop(t, stockLogs)
-	ledger.stop(t, ledgerLogs)
+	stock.Stop(t)
+	ledger.Stop(t)
 
 	require.Equal(t, &inbox.Counts{Done: 2 * n}, counts(t, db.Pool))
 	var noted int
@@ -268,7 +198,7 @@ func TestTwoWorkerBinariesOnTwoQueues(t *testing.T) {
 		`SELECT count(*) FROM webhook_inbox WHERE note IS NOT NULL OR last_error IS NOT NULL`).Scan(&noted))
 	require.Zero(t, noted, "an event was settled without a route, or failed")
 
-	stockLogged, ledgerLogged := logged(t, stockLogs), logged(t, ledgerLogs)
+	stockLogged, ledgerLogged := logged(t, stock), logged(t, ledger)
 	entries := ledgerEntries(t, db.Pool)
 	t.Logf("shop (queue qa): %d events, %d logged by cmd/worker, %d by the ledger, %d ledger entries",
 		n, len(stockLogged["shop"]), len(ledgerLogged["shop"]), len(entries["shop"]))
@@ -287,8 +217,7 @@ func TestWorkerWithoutARouteForASourceOnItsQueueRefusesToStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs subprocesses")
 	}
-	workerBin, err := buildWorker()
-	require.NoError(t, err)
+	workerBin := proctest.Build(t, "../../cmd/worker")[0]
 	db := ledgerDB(t)
 
 	const n = 50
@@ -296,7 +225,7 @@ func TestWorkerWithoutARouteForASourceOnItsQueueRefusesToStart(t *testing.T) {
 	ingest(t, db.Pool, queues, "shop", n)
 	ingest(t, db.Pool, queues, "bank", n)
 
-	code, out := runToExit(t, workerBin, workerConfig(t, db.URL, queues, "qa", `{source: shop, handlers: [log]}`))
+	code, out := proctest.Run(t, ledgerCommand(workerBin, nil, "--config", workerConfig(t, db.URL, queues, "qa", `{source: shop, handlers: [log]}`)))
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, `worker.routes: no route for source "bank", whose events go to queue "qa" (worker.queues); add a route or stop working that queue`)
 	untouched(t, db, 2*n)
@@ -314,24 +243,20 @@ func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs subprocesses")
 	}
-	ledgerBin, err := buildLedger()
-	require.NoError(t, err)
-	workerBin, err := buildWorker()
-	require.NoError(t, err)
+	ledgerBin, workerBin := proctest.Build(t, ".")[0], proctest.Build(t, "../../cmd/worker")[0]
 	db := ledgerDB(t)
 	ctx := context.Background()
 
 	queues := map[string]string{"shop": "default", "bank": "bank"}
-	ledgerLogs := &syncBuffer{}
-	ledger := startWorker(t, ledgerBin, workerConfig(t, db.URL, queues, "bank",
-		`{source: bank, types: ["account.deposit"], handlers: [ledger]}`), ledgerLogs)
-	ledger.waitUntil(t, 60*time.Second, ledgerLogs, func() bool { return records(t, db.Pool, "bank") == 1 })
+	ledger := proctest.Start(t, ledgerCommand(ledgerBin, nil, "--config", workerConfig(t, db.URL, queues, "bank",
+		`{source: bank, types: ["account.deposit"], handlers: [ledger]}`)))
+	ledger.WaitUntil(t, 60*time.Second, func() bool { return records(t, db.Pool, "bank") == 1 })
 	// Hold every account the deposits credit, so that the ledger's handlers
 	// block inside their transactions: the ledger stays alive (its routes
 	// record stays live, renewed by its heartbeat) but settles nothing, and
 	// the deposits it has not taken wait for whoever takes them.
 	const n = 100
-	_, err = db.Pool.Exec(ctx, `INSERT INTO ledger_accounts (account_id) SELECT 'acc_' || g FROM generate_series(0, 4) AS g`)
+	_, err := db.Pool.Exec(ctx, `INSERT INTO ledger_accounts (account_id) SELECT 'acc_' || g FROM generate_series(0, 4) AS g`)
 	require.NoError(t, err)
 	lock, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
@@ -339,9 +264,9 @@ func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
 	_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts FOR UPDATE`)
 	require.NoError(t, err)
 	ingest(t, db.Pool, queues, "bank", n)
-	ledger.waitUntil(t, 60*time.Second, ledgerLogs, func() bool { return lockWaiters(t, db.Pool) == ledgerConcurrency })
+	ledger.WaitUntil(t, 60*time.Second, func() bool { return lockWaiters(t, db.Pool) == ledgerConcurrency })
 
-	code, out := runToExit(t, workerBin, "../../config/hookinbox.yaml", exampleEnv(db.URL)...)
+	code, out := proctest.Run(t, ledgerCommand(workerBin, exampleEnv(db.URL), "--config", "../../config/hookinbox.yaml"))
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, `works queue "bank" with other routes: it runs [bank account.deposit -> ledger; unrouted -> failed], this worker would run [* * -> noop;`)
 	// Nothing settled, and the only jobs ever taken are the ledger's, still
@@ -352,19 +277,18 @@ func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
 		code, counts(t, db.Pool).Pending, n)
 
 	require.NoError(t, lock.Rollback(ctx))
-	ledger.waitUntil(t, 60*time.Second, ledgerLogs, func() bool { return counts(t, db.Pool).Done == n })
+	ledger.WaitUntil(t, 60*time.Second, func() bool { return counts(t, db.Pool).Done == n })
 	require.Len(t, ledgerEntries(t, db.Pool)["bank"], n)
 	t.Logf("the ledger then applied all %d deposits", n)
 
 	// Once the ledger has stopped, its record is gone, and the example
 	// config starts: its routes cover every source on default and bank.
-	ledger.stop(t, ledgerLogs)
-	stockLogs := &syncBuffer{}
-	stock := startWorker(t, workerBin, "../../config/hookinbox.yaml", stockLogs, exampleEnv(db.URL)...)
-	stock.waitUntil(t, 60*time.Second, stockLogs, func() bool {
+	ledger.Stop(t)
+	stock := proctest.Start(t, ledgerCommand(workerBin, exampleEnv(db.URL), "--config", "../../config/hookinbox.yaml"))
+	stock.WaitUntil(t, 60*time.Second, func() bool {
 		return records(t, db.Pool, "default") == 1 && records(t, db.Pool, "bank") == 1
 	})
-	stock.stop(t, stockLogs)
+	stock.Stop(t)
 	var left int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_worker_routes`).Scan(&left))
 	require.Zero(t, left, "a stopped worker deletes its records")

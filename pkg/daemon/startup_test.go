@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/proctest"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -130,8 +131,8 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 		db := dbtest.New(t)
 		door, doorURL := newDBDoor(t, db.URL)
 		p := start(t, "receiver", "--config", writeConfig(t, daemonConfig(doorURL)))
-		addr := p.addr(t, "receiver")
-		p.waitLine(t, "waiting for the database", `"attempt":1,`, `"retry_in":0.25`)
+		addr := listenAddr(t, p, "receiver")
+		p.WaitLine(t, "waiting for the database", `"attempt":1,`, `"retry_in":0.25`)
 
 		// The door is closed: these hold until open below.
 		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/healthz"))
@@ -139,16 +140,16 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, postWebhook(t, addr, "msg_early"))
 
 		door.open()
-		p.waitLine(t, "receiver accepting webhooks")
+		p.WaitLine(t, "receiver accepting webhooks")
 		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/readyz"))
 		require.Equal(t, http.StatusOK, postWebhook(t, addr, "msg_1"))
 		// One line for the delivery, at info, with what it did.
-		p.waitLine(t, `"level":"info"`, `"msg":"delivery"`, `"source":"bank"`, `"outcome":"accepted"`, `"new":1,`, `"request_id":"`)
+		p.WaitLine(t, `"level":"info"`, `"msg":"delivery"`, `"source":"bank"`, `"outcome":"accepted"`, `"new":1,`, `"request_id":"`)
 		var jobs int
 		require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job`).Scan(&jobs))
 		require.Equal(t, 1, jobs, "only the delivery after the database arrived was claimed")
 
-		require.Equal(t, 0, p.terminate(t), p.log())
+		require.Equal(t, 0, p.Terminate(t), p.Log())
 	})
 
 	t.Run("WorkerWorksEventsOnceTheDatabaseArrives", func(t *testing.T) {
@@ -159,13 +160,13 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 
 		// A receiver straight on the database enqueues one event.
 		recv := start(t, "receiver", "--config", writeConfig(t, daemonConfig(db.URL)))
-		recvAddr := recv.addr(t, "receiver")
-		recv.waitLine(t, "receiver accepting webhooks")
+		recvAddr := listenAddr(t, recv, "receiver")
+		recv.WaitLine(t, "receiver accepting webhooks")
 		require.Equal(t, http.StatusOK, postWebhook(t, recvAddr, "msg_1"))
 
 		p := start(t, "worker", "--config", writeConfig(t, config))
-		addr := p.addr(t, "worker")
-		p.waitLine(t, "waiting for the database", `"attempt":1,`)
+		addr := listenAddr(t, p, "worker")
+		p.WaitLine(t, "waiting for the database", `"attempt":1,`)
 		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/healthz"))
 		require.Equal(t, http.StatusServiceUnavailable, get(t, "http://"+addr+"/readyz"))
 		var state string
@@ -173,7 +174,7 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 		require.Equal(t, "available", state)
 
 		door.open()
-		p.waitLine(t, "worker started")
+		p.WaitLine(t, "worker started")
 		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/readyz"))
 		require.Eventually(t, func() bool {
 			var now string
@@ -181,8 +182,8 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 			return err == nil && now == "completed"
 		}, time.Minute, 10*time.Millisecond, "the event was not worked")
 
-		require.Equal(t, 0, p.terminate(t), p.log())
-		require.Equal(t, 0, recv.terminate(t), recv.log())
+		require.Equal(t, 0, p.Terminate(t), p.Log())
+		require.Equal(t, 0, recv.Terminate(t), recv.Log())
 	})
 
 	// serving is the line a daemon logs once it serves.
@@ -191,13 +192,13 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 		t.Run(name+"/LogsEachAttemptAndStopsCleanlyWhileWaiting", func(t *testing.T) {
 			t.Parallel()
 			p := start(t, name, "--config", writeConfig(t, daemonConfig("postgres://postgres@127.0.0.1:1/postgres")))
-			addr := p.addr(t, name)
-			p.waitLine(t, "waiting for the database", `"attempt":1,`, `"retry_in":0.25`, "connection refused")
-			p.waitLine(t, "waiting for the database", `"attempt":2,`, `"retry_in":0.5`, "cannot reach PostgreSQL")
+			addr := listenAddr(t, p, name)
+			p.WaitLine(t, "waiting for the database", `"attempt":1,`, `"retry_in":0.25`, "connection refused")
+			p.WaitLine(t, "waiting for the database", `"attempt":2,`, `"retry_in":0.5`, "cannot reach PostgreSQL")
 			require.Equal(t, http.StatusServiceUnavailable, get(t, "http://"+addr+"/readyz"))
 
-			require.Equal(t, 0, p.terminate(t), p.log())
-			require.Contains(t, p.log(), "stopping before the database was ready")
+			require.Equal(t, 0, p.Terminate(t), p.Log())
+			require.Contains(t, p.Log(), "stopping before the database was ready")
 		})
 
 		t.Run(name+"/WaitsForInboxctlMigrate", func(t *testing.T) {
@@ -206,20 +207,20 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 			path := writeConfig(t, daemonConfig(db.URL))
 			cmd := command(t, name, "--config", path)
 			cmd.Env = append(cmd.Env, "HOOKINBOX_RECEIVER_LISEN=127.0.0.1:0")
-			p := startCmd(t, cmd)
-			addr := p.addr(t, name)
+			p := proctest.Start(t, cmd)
+			addr := listenAddr(t, p, name)
 			// Logged once the logger exists, before the database is reached.
-			p.waitLine(t, `"level":"warn"`, "HOOKINBOX_RECEIVER_LISEN matches no config key")
-			p.waitLine(t, `"level":"error"`, "database schema is too old",
+			p.WaitLine(t, `"level":"warn"`, "HOOKINBOX_RECEIVER_LISEN matches no config key")
+			p.WaitLine(t, `"level":"error"`, "database schema is too old",
 				"the database has no hookinbox schema; run `inboxctl migrate --config "+path+"`")
 			require.Equal(t, http.StatusServiceUnavailable, get(t, "http://"+addr+"/readyz"))
 
 			code, out := run(t, "inboxctl", "migrate", "--config", path)
 			require.Equal(t, 0, code, out)
-			p.waitLine(t, serving[name])
+			p.WaitLine(t, serving[name])
 			require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/readyz"))
-			require.Equal(t, 0, p.terminate(t), p.log())
-			require.NotContains(t, p.log(), secretValue)
+			require.Equal(t, 0, p.Terminate(t), p.Log())
+			require.NotContains(t, p.Log(), secretValue)
 		})
 	}
 }
