@@ -145,18 +145,17 @@ func (a *Attack) one(ctx context.Context, res *Result, opened func()) {
 	case Idle, Flood:
 		fmt.Fprintf(w, "%sContent-Length: 2\r\nStripe-Signature: t=1,v1=00\r\n\r\n{}", head)
 		err = w.Flush()
+		opened() // a connection left in the backlog may never be answered
 	}
 	br := bufio.NewReader(conn)
 	status, rerr := readAnswer(br)
 	res.record(status, cmpErr(rerr, err, status))
 	switch a.Kind {
 	case Idle:
-		opened()
 		if rerr == nil {
 			a.idle(ctx, br, res)
 		}
 	case Flood:
-		opened()
 		for i := 1; i < max(1, a.MaxRequests) && rerr == nil && ctx.Err() == nil; i++ {
 			fmt.Fprintf(w, "%sContent-Length: 2\r\nStripe-Signature: t=1,v1=00\r\n\r\n{}", head)
 			if err := w.Flush(); err != nil {
