@@ -28,10 +28,10 @@ const (
 // handler.
 type HTTPConfig struct {
 	// MaxConnections caps the open connections. At the cap, a new
-	// connection first replaces the one that has waited longest without a
-	// request in progress (idle between keep-alive requests, or still
-	// sending its headers); when every connection has a request in
-	// progress, the new one is answered 503 with Retry-After and closed.
+	// connection first replaces the one that has waited longest, and at
+	// least a second, without a request in progress (idle between
+	// keep-alive requests, or still sending its headers); when there is
+	// none, the new one is answered 503 with Retry-After and closed.
 	// Defaults to 2048.
 	MaxConnections int
 	// MaxHeaderBytes caps a request's header block; more gets 431.
@@ -92,6 +92,12 @@ func NewHTTPServer(ln net.Listener, h http.Handler, config *HTTPConfig) (*http.S
 	return srv, limited
 }
 
+// evictAfter is the least time a connection must have waited without a
+// request in progress before it may be closed to make room: a provider's
+// pooled keep-alive connection, idle for milliseconds between deliveries,
+// is never closed under it as it sends.
+const evictAfter = time.Second
+
 // connLimiter is a listener that keeps at most max connections open.
 type connLimiter struct {
 	net.Listener
@@ -134,7 +140,7 @@ func (l *connLimiter) admit(conn net.Conn) bool {
 		var oldest net.Conn
 		var since time.Time
 		for c, e := range l.conns {
-			if e.waiting && (oldest == nil || e.since.Before(since)) {
+			if e.waiting && time.Since(e.since) >= evictAfter && (oldest == nil || e.since.Before(since)) {
 				oldest, since = c, e.since
 			}
 		}
