@@ -88,7 +88,7 @@ func run() error {
 	fmt.Printf("attack %s, %d connections, %s\n", a.Kind, a.Conns, ar)
 	fmt.Printf("%s, over %s\n", lr, elapsed.Round(time.Millisecond))
 	if pid != 0 {
-		hwm, err := hostile.VmHWM(pid)
+		hwm, err := hostile.PeakRSS(pid)
 		if err != nil {
 			return err
 		}

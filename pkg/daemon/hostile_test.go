@@ -131,7 +131,7 @@ sources:
 			elapsed := time.Since(began)
 			cancel()
 			ar := <-attacked
-			hwm, err := hostile.VmHWM(p.cmd.Process.Pid)
+			hwm, err := hostile.PeakRSS(p.cmd.Process.Pid)
 			require.NoError(t, err)
 			t.Logf("%s; attack: %s; receiver peak RSS %d MiB (bound %d MiB)", lr, ar, hwm>>20, attackMemoryBound>>20)
 

@@ -249,8 +249,8 @@ func ParseKind(s string) (Kind, error) {
 	return "", fmt.Errorf("unknown attack %q (want one of %v)", s, Kinds)
 }
 
-// VmHWM returns the peak resident set size of process pid, in bytes.
-func VmHWM(pid int) (int64, error) {
+// PeakRSS returns the peak resident set size of process pid, in bytes.
+func PeakRSS(pid int) (int64, error) {
 	return procStatus(pid, "VmHWM:")
 }
 

@@ -84,8 +84,11 @@ func (b *bodyReader) read() ([]byte, error) {
 			return nil, err
 		}
 	}
-	// The rest of the request (the commit) runs against the ack deadline.
-	_ = b.rc.SetReadDeadline(b.ackDeadline)
+	// The body is in: clear the deadline. net/http's background read,
+	// which now waits for the next request, would otherwise fail at it and
+	// cancel the connection's context, and with it this request's commit
+	// (which its own context bounds by the ack deadline).
+	_ = b.rc.SetReadDeadline(time.Time{})
 	if int64(len(buf)) > b.limit {
 		return nil, errTooLarge
 	}
