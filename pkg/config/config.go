@@ -62,11 +62,38 @@ type ReceiverConfig struct {
 	// BatchQueue bounds the deliveries waiting for a transaction; past it a
 	// delivery gets 503 with Retry-After at once. Defaults to 1024.
 	BatchQueue int `mapstructure:"batch_queue"`
-	// MaxInFlight bounds the deliveries handled at once, from reading the
-	// body to the answer; one more gets 503 with Retry-After at once,
-	// before its body is read. It bounds the memory that bodies and
-	// waiting requests hold. Defaults to 1024.
+	// MaxInFlight bounds the verified deliveries handled at once, from
+	// their verification to the answer; one more gets 503 with
+	// Retry-After. Defaults to 1024.
 	MaxInFlight int `mapstructure:"max_in_flight"`
+	// MaxUnverifiedBytes bounds the bytes held by bodies whose signature is
+	// not known yet, across all requests; one client address may hold half
+	// of it. A body that does not fit gets 503 with Retry-After, before it
+	// is read when it has a Content-Length. Defaults to 67108864 (64 MiB),
+	// or twice the largest source's max_body_bytes when that is more; it
+	// must be at least that.
+	MaxUnverifiedBytes int64 `mapstructure:"max_unverified_bytes"`
+	// MaxUnverifiedPerClient bounds the requests one client address may
+	// have whose signature is not known yet; one more gets 503 with
+	// Retry-After before its body is read. Defaults to 64.
+	MaxUnverifiedPerClient int `mapstructure:"max_unverified_per_client"`
+	// MinBodyRate is the slowest a body may arrive, in bytes per second,
+	// after a grace second; a slower one gets 408. Defaults to 16384.
+	MinBodyRate int64 `mapstructure:"min_body_rate"`
+	// MaxConnections caps the open connections; at the cap a new one
+	// replaces the connection that has waited longest without a request in
+	// progress, or gets 503 with Retry-After when every connection has one.
+	// Defaults to 2048.
+	MaxConnections int `mapstructure:"max_connections"`
+	// MaxHeaderBytes caps a request's header block; more gets 431.
+	// Defaults to 32768.
+	MaxHeaderBytes int `mapstructure:"max_header_bytes"`
+	// ReadHeaderTimeout bounds the time a request's headers may take.
+	// Defaults to 5s.
+	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout"`
+	// IdleTimeout closes a keep-alive connection this long after its last
+	// answer. Defaults to 30s.
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
 	// DeliveryLogLevel is the level of the line logged for each delivery
 	// answered 2xx: debug, info, warn or error. Refused deliveries are
 	// logged at warn and failed commits at error whatever it says. Defaults

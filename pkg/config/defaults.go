@@ -17,25 +17,31 @@ import (
 // …Default constant, referred to here; the rest are config-only. ApplyDefaults
 // is the only place they are applied.
 const (
-	defaultDatabaseMaxConns         int32         = 16
-	defaultLogLevel                               = "info"
-	defaultLogFormat                              = "json"
-	defaultReceiverListen                         = "127.0.0.1:8080"
-	defaultReceiverMaxBodyBytes     int64         = 1 << 20
-	defaultReceiverAckTimeout       time.Duration = 4 * time.Second
-	defaultReceiverRetryAfter                     = receiver.RetryAfterDefault
-	defaultReceiverShutdownTimeout  time.Duration = 10 * time.Second
-	defaultReceiverBatchMaxEvents                 = inbox.BatchMaxEventsDefault
-	defaultReceiverBatchFlushers                  = inbox.BatchFlushersDefault
-	defaultReceiverBatchQueue                     = inbox.BatchQueueSizeDefault
-	defaultReceiverMaxInFlight                    = receiver.MaxInFlightDefault
-	defaultReceiverDeliveryLogLevel               = "info"
-	defaultSourceTolerance                        = provider.DefaultTolerance
-	defaultQueue                                  = river.QueueDefault
-	defaultWorkerListen                           = "127.0.0.1:8081"
-	defaultWorkerConcurrency                      = worker.ConcurrencyDefault
-	defaultWorkerMaxAttempts                      = worker.MaxAttemptsDefault
-	defaultWorkerJobTimeout                       = worker.JobTimeoutDefault
+	defaultDatabaseMaxConns               int32         = 16
+	defaultLogLevel                                     = "info"
+	defaultLogFormat                                    = "json"
+	defaultReceiverListen                               = "127.0.0.1:8080"
+	defaultReceiverMaxBodyBytes           int64         = 1 << 20
+	defaultReceiverAckTimeout             time.Duration = 4 * time.Second
+	defaultReceiverRetryAfter                           = receiver.RetryAfterDefault
+	defaultReceiverShutdownTimeout        time.Duration = 10 * time.Second
+	defaultReceiverBatchMaxEvents                       = inbox.BatchMaxEventsDefault
+	defaultReceiverBatchFlushers                        = inbox.BatchFlushersDefault
+	defaultReceiverBatchQueue                           = inbox.BatchQueueSizeDefault
+	defaultReceiverMaxInFlight                          = receiver.MaxInFlightDefault
+	defaultReceiverMaxUnverifiedPerClient               = receiver.MaxUnverifiedPerClientDefault
+	defaultReceiverMinBodyRate                          = receiver.MinBodyRateDefault
+	defaultReceiverMaxConnections                       = receiver.MaxConnectionsDefault
+	defaultReceiverMaxHeaderBytes                       = receiver.MaxHeaderBytesDefault
+	defaultReceiverReadHeaderTimeout                    = receiver.ReadHeaderTimeoutDefault
+	defaultReceiverIdleTimeout                          = receiver.IdleTimeoutDefault
+	defaultReceiverDeliveryLogLevel                     = "info"
+	defaultSourceTolerance                              = provider.DefaultTolerance
+	defaultQueue                                        = river.QueueDefault
+	defaultWorkerListen                                 = "127.0.0.1:8081"
+	defaultWorkerConcurrency                            = worker.ConcurrencyDefault
+	defaultWorkerMaxAttempts                            = worker.MaxAttemptsDefault
+	defaultWorkerJobTimeout                             = worker.JobTimeoutDefault
 	// defaultWorkerRescueMargin is added to worker.job_timeout to give the
 	// default worker.rescue_after.
 	defaultWorkerRescueMargin      = worker.RescueAfterMarginDefault
@@ -54,7 +60,8 @@ const (
 // ApplyDefaults fills every zero-valued field with its documented default. A
 // source's max_body_bytes and ack_timeout take the source's own value, else
 // its provider's preset (provider.PresetFor) where that is non-zero, else the
-// receiver's; worker.rescue_after defaults to worker.job_timeout+30s. Those
+// receiver's; receiver.max_unverified_bytes to twice the largest of those
+// when that is over its default; worker.rescue_after defaults to worker.job_timeout+30s. Those
 // are applied after the values they derive from. Load calls it; it is
 // exported for code that builds a Config by hand (tests, embedders). It is
 // idempotent.
@@ -78,7 +85,14 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	r.BatchQueue = cmp.Or(r.BatchQueue, defaultReceiverBatchQueue)
 	r.MaxInFlight = cmp.Or(r.MaxInFlight, defaultReceiverMaxInFlight)
 	r.DeliveryLogLevel = cmp.Or(r.DeliveryLogLevel, defaultReceiverDeliveryLogLevel)
+	r.MaxUnverifiedPerClient = cmp.Or(r.MaxUnverifiedPerClient, defaultReceiverMaxUnverifiedPerClient)
+	r.MinBodyRate = cmp.Or(r.MinBodyRate, defaultReceiverMinBodyRate)
+	r.MaxConnections = cmp.Or(r.MaxConnections, defaultReceiverMaxConnections)
+	r.MaxHeaderBytes = cmp.Or(r.MaxHeaderBytes, defaultReceiverMaxHeaderBytes)
+	r.ReadHeaderTimeout = cmp.Or(r.ReadHeaderTimeout, defaultReceiverReadHeaderTimeout)
+	r.IdleTimeout = cmp.Or(r.IdleTimeout, defaultReceiverIdleTimeout)
 
+	limits := make([]int64, len(c.Sources))
 	for i := range c.Sources {
 		s := &c.Sources[i]
 		s.Tolerance = cmp.Or(s.Tolerance, defaultSourceTolerance)
@@ -86,7 +100,11 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 		s.MaxBodyBytes = cmp.Or(s.MaxBodyBytes, preset.MaxBodyBytes, r.MaxBodyBytes)
 		s.AckTimeout = cmp.Or(s.AckTimeout, preset.AckTimeout, r.AckTimeout)
 		s.Queue = cmp.Or(s.Queue, defaultQueue)
+		limits[i] = s.MaxBodyBytes
 	}
+	// The unverified-body budget must hold a body at each source's limit in
+	// one client's half of it.
+	r.MaxUnverifiedBytes = cmp.Or(r.MaxUnverifiedBytes, receiver.UnverifiedBytesFor(limits...))
 
 	w := &c.Worker
 	w.Listen = cmp.Or(w.Listen, defaultWorkerListen)

@@ -84,6 +84,19 @@ func (c *Config) validateReceiver(p *problems) {
 	positive(p, "receiver.batch_flushers", r.BatchFlushers)
 	positive(p, "receiver.batch_queue", r.BatchQueue)
 	positive(p, "receiver.max_in_flight", r.MaxInFlight)
+	positive(p, "receiver.max_unverified_bytes", r.MaxUnverifiedBytes)
+	for _, s := range c.Sources {
+		if r.MaxUnverifiedBytes > 0 && 2*s.MaxBodyBytes > r.MaxUnverifiedBytes {
+			p.addf("receiver.max_unverified_bytes", "must be at least twice sources[%s].max_body_bytes (%d), so that one client's half holds a body at the limit", s.Name, 2*s.MaxBodyBytes)
+			break
+		}
+	}
+	positive(p, "receiver.max_unverified_per_client", r.MaxUnverifiedPerClient)
+	positive(p, "receiver.min_body_rate", r.MinBodyRate)
+	positive(p, "receiver.max_connections", r.MaxConnections)
+	positive(p, "receiver.max_header_bytes", r.MaxHeaderBytes)
+	positive(p, "receiver.read_header_timeout", r.ReadHeaderTimeout)
+	positive(p, "receiver.idle_timeout", r.IdleTimeout)
 	if !slices.Contains(logLevels, r.DeliveryLogLevel) {
 		p.addf("receiver.delivery_log_level", "must be debug, info, warn or error, not %q", r.DeliveryLogLevel)
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/hookinbox/hookinbox/pkg/receiver"
 )
 
 // frontDoor is a daemon's HTTP listener. It is up before the database is
@@ -26,19 +29,23 @@ type frontDoor struct {
 }
 
 // openFrontDoor listens on the address at the config key listenKey
-// ("receiver.listen") and starts serving; it logs "WHAT listening".
-func openFrontDoor(what, listenKey, addr string, retryAfter time.Duration, logger *zap.Logger) (*frontDoor, error) {
+// ("receiver.listen") and starts serving within limits (connections,
+// header size, header, idle and body deadlines: see receiver.HTTPConfig);
+// it logs "WHAT listening".
+func openFrontDoor(what, listenKey, addr string, limits *receiver.HTTPConfig) (*frontDoor, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", listenKey, err)
 	}
+	retryAfter := cmp.Or(limits.RetryAfter, receiver.RetryAfterDefault)
 	d := &frontDoor{
 		retryAfter: strconv.Itoa(max(1, int(retryAfter.Round(time.Second)/time.Second))),
 		served:     make(chan error, 1),
 	}
-	d.srv = &http.Server{Handler: d, ReadHeaderTimeout: 10 * time.Second}
-	go func() { d.served <- d.srv.Serve(ln) }()
-	logger.Info(what+" listening", zap.String("addr", ln.Addr().String()))
+	var limited net.Listener
+	d.srv, limited = receiver.NewHTTPServer(ln, d, limits)
+	go func() { d.served <- d.srv.Serve(limited) }()
+	limits.Logger.Info(what+" listening", zap.String("addr", ln.Addr().String()))
 	return d, nil
 }
 

@@ -56,13 +56,16 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		return nil, nil, fmt.Errorf("receiver.delivery_log_level: %w", err)
 	}
 	srv, err = receiver.New(batcher, &receiver.Config{
-		Sources:          sources,
-		RetryAfter:       cfg.Receiver.RetryAfter,
-		MaxInFlight:      cfg.Receiver.MaxInFlight,
-		DeliveryLogLevel: deliveryLevel,
-		TrustedProxies:   trustedProxies,
-		Ready:            Ready(env, schema.Core()),
-		Logger:           env.Logger,
+		Sources:                sources,
+		RetryAfter:             cfg.Receiver.RetryAfter,
+		MaxInFlight:            cfg.Receiver.MaxInFlight,
+		MaxUnverifiedBytes:     cfg.Receiver.MaxUnverifiedBytes,
+		MaxUnverifiedPerClient: cfg.Receiver.MaxUnverifiedPerClient,
+		MinBodyRate:            cfg.Receiver.MinBodyRate,
+		DeliveryLogLevel:       deliveryLevel,
+		TrustedProxies:         trustedProxies,
+		Ready:                  Ready(env, schema.Core()),
+		Logger:                 env.Logger,
 	})
 	if err != nil {
 		batcher.Stop()
@@ -83,7 +86,14 @@ func RunReceiver(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer stop()
-	door, err := openFrontDoor("receiver", "receiver.listen", cfg.Receiver.Listen, cfg.Receiver.RetryAfter, env.Logger)
+	door, err := openFrontDoor("receiver", "receiver.listen", cfg.Receiver.Listen, &receiver.HTTPConfig{
+		MaxConnections:    cfg.Receiver.MaxConnections,
+		MaxHeaderBytes:    cfg.Receiver.MaxHeaderBytes,
+		ReadHeaderTimeout: cfg.Receiver.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Receiver.IdleTimeout,
+		RetryAfter:        cfg.Receiver.RetryAfter,
+		Logger:            env.Logger,
+	})
 	if err != nil {
 		return err
 	}

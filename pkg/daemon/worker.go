@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/receiver"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -72,7 +73,7 @@ func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
 	if err != nil {
 		return err
 	}
-	door, err := openFrontDoor("worker", "worker.listen", wc.Listen, 0, env.Logger)
+	door, err := openFrontDoor("worker", "worker.listen", wc.Listen, &receiver.HTTPConfig{Logger: env.Logger})
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"os"
@@ -49,6 +48,17 @@ const (
 	RetryAfterDefault = 5 * time.Second
 	// MaxInFlightDefault is Config.MaxInFlight's default.
 	MaxInFlightDefault = 1024
+	// MaxUnverifiedBytesDefault is Config.MaxUnverifiedBytes's default
+	// (64 MiB), unless twice the largest source's body limit is more.
+	MaxUnverifiedBytesDefault int64 = 64 << 20
+	// MaxUnverifiedPerClientDefault is Config.MaxUnverifiedPerClient's
+	// default.
+	MaxUnverifiedPerClientDefault = 64
+	// MinBodyRateDefault is Config.MinBodyRate's default, in bytes per
+	// second (16 KiB/s).
+	MinBodyRateDefault int64 = 16 << 10
+	// BodyGraceDefault is Config.BodyGrace's default.
+	BodyGraceDefault = time.Second
 )
 
 // Config configures a Server.
@@ -57,11 +67,32 @@ type Config struct {
 	Sources []Source
 	// RetryAfter is sent with every 503. Defaults to 5s.
 	RetryAfter time.Duration
-	// MaxInFlight bounds the deliveries handled at once, from reading the
-	// body to the answer; one more gets 503 with Retry-After at once,
-	// without its body being read. It bounds the memory that bodies and
-	// waiting requests hold. Defaults to 1024.
+	// MaxInFlight bounds the verified deliveries handled at once, from
+	// their verification to the answer; one more gets 503 with Retry-After.
+	// Defaults to 1024.
 	MaxInFlight int
+	// MaxUnverifiedBytes bounds the bytes held by bodies whose signature is
+	// not known yet, across all requests; one client may hold half of it.
+	// A body's Content-Length is reserved before its first byte is read (a
+	// chunked body's in steps as it grows); a body that does not fit gets
+	// 503 with Retry-After. Defaults to MaxUnverifiedBytesDefault, or twice
+	// the largest source's MaxBodyBytes when that is more, so that a body
+	// at the limit always fits in one client's half.
+	MaxUnverifiedBytes int64
+	// MaxUnverifiedPerClient bounds the requests one client address (as
+	// allow_ips sees it, through TrustedProxies) may have whose signature
+	// is not known yet; one more gets 503 with Retry-After before its body
+	// is read. Defaults to 64.
+	MaxUnverifiedPerClient int
+	// MinBodyRate is the slowest a body may arrive, in bytes per second,
+	// after BodyGrace: the first n bytes must have arrived BodyGrace +
+	// n/MinBodyRate after the request started (and always within the
+	// source's AckTimeout), or the answer is 408. Defaults to 16 KiB/s.
+	MinBodyRate int64
+	// BodyGrace is the time a body gets before MinBodyRate counts; a
+	// request refused before its body is read drains it for this long at
+	// most. Defaults to 1s.
+	BodyGrace time.Duration
 	// TrustedProxies are the networks of reverse proxies (an ingress) whose
 	// X-Forwarded-For header is believed when checking a source's AllowIPs.
 	// Empty means the TCP peer is the client.
@@ -90,10 +121,12 @@ type Server struct {
 	echo     *echo.Echo
 	ingester Claimer
 	// slots holds a token per delivery being handled (MaxInFlight).
-	slots   chan struct{}
-	sources map[string]*Source
-	config  Config
-	logger  *zap.Logger
+	slots chan struct{}
+	// unverified accounts for the requests not verified yet.
+	unverified *unverified
+	sources    map[string]*Source
+	config     Config
+	logger     *zap.Logger
 }
 
 // New returns a Server that claims deliveries through ingester.
@@ -101,10 +134,24 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 	c := *config
 	c.RetryAfter = cmp.Or(c.RetryAfter, RetryAfterDefault)
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, MaxInFlightDefault)
+	if c.MaxUnverifiedBytes == 0 {
+		limits := make([]int64, len(c.Sources))
+		for i := range c.Sources {
+			limits[i] = c.Sources[i].MaxBodyBytes
+		}
+		c.MaxUnverifiedBytes = UnverifiedBytesFor(limits...)
+	}
+	c.MaxUnverifiedPerClient = cmp.Or(c.MaxUnverifiedPerClient, MaxUnverifiedPerClientDefault)
+	c.MinBodyRate = cmp.Or(c.MinBodyRate, MinBodyRateDefault)
+	c.BodyGrace = cmp.Or(c.BodyGrace, BodyGraceDefault)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
-	s := &Server{ingester: ingester, slots: make(chan struct{}, c.MaxInFlight), sources: map[string]*Source{}, config: c, logger: c.Logger}
+	s := &Server{
+		ingester: ingester, slots: make(chan struct{}, c.MaxInFlight),
+		unverified: newUnverified(c.MaxUnverifiedBytes, c.MaxUnverifiedPerClient),
+		sources:    map[string]*Source{}, config: c, logger: sampleRejections(c.Logger, rejectionLogInterval, rejectionLogBurst),
+	}
 	for i := range c.Sources {
 		src := &c.Sources[i]
 		switch {
@@ -112,6 +159,9 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 			return nil, fmt.Errorf("receiver: source %q has no verifier", src.Name)
 		case src.MaxBodyBytes <= 0 || src.AckTimeout <= 0:
 			return nil, fmt.Errorf("receiver: source %q needs a positive body limit and ack timeout", src.Name)
+		case src.MaxBodyBytes > c.MaxUnverifiedBytes/2:
+			return nil, fmt.Errorf("receiver: source %q's body limit (%d bytes) is over half the unverified-body budget (%d bytes)",
+				src.Name, src.MaxBodyBytes, c.MaxUnverifiedBytes)
 		}
 		s.sources[src.Name] = src
 	}
@@ -124,6 +174,17 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 	e.GET("/readyz", s.handleReady)
 	s.echo = e
 	return s, nil
+}
+
+// UnverifiedBytesFor is the default MaxUnverifiedBytes for sources with
+// these body limits: MaxUnverifiedBytesDefault, or twice the largest limit
+// when that is more.
+func UnverifiedBytesFor(bodyLimits ...int64) int64 {
+	n := MaxUnverifiedBytesDefault
+	for _, limit := range bodyLimits {
+		n = max(n, 2*limit)
+	}
+	return n
 }
 
 // Handler returns the server's http.Handler. pkg/daemon serves it behind
@@ -147,31 +208,44 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		c.Response().Header().Set("Allow", http.MethodPost)
 		return c.JSON(http.StatusMethodNotAllowed, errorBody{"only POST is accepted"})
 	}
-	if len(src.AllowIPs) > 0 {
-		ip := clientIP(c.Request(), s.config.TrustedProxies)
-		if !allowed(ip, src.AllowIPs) {
-			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusForbidden, "forbidden_ip", zap.String("client_ip", ip.String()))
-			return c.JSON(http.StatusForbidden, errorBody{"address not allowed"})
-		}
+	// Until the body is being read, the connection gets the grace period
+	// alone: a refusal below drains what the client still sends for that
+	// long at most (net/http reads up to 256 KiB of an unread body to keep
+	// the connection).
+	rc := http.NewResponseController(c.Response().Writer)
+	_ = rc.SetReadDeadline(start.Add(min(s.config.BodyGrace, src.AckTimeout)))
+	ip := clientIP(c.Request(), s.config.TrustedProxies)
+	if len(src.AllowIPs) > 0 && !allowed(ip, src.AllowIPs) {
+		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusForbidden, "forbidden_ip", zap.String("client_ip", ip.String()))
+		return c.JSON(http.StatusForbidden, errorBody{"address not allowed"})
 	}
 
-	select {
-	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
-	default:
-		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "overloaded",
-			zap.String("detail", "receiver.max_in_flight deliveries are being handled"), zap.Int("max_in_flight", s.config.MaxInFlight))
+	// The body is held in the unverified budget until its signature is
+	// known; max_in_flight slots are for verified deliveries only.
+	hold, ok := s.unverified.enter(ip)
+	if !ok {
+		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "client_busy",
+			zap.String("detail", "receiver.max_unverified_per_client requests from this address are being read"),
+			zap.String("client_ip", ip.String()))
 		return s.retryLater(c)
 	}
-
-	// A body that trickles in must not hold its slot past the ack timeout.
-	_ = http.NewResponseController(c.Response().Writer).SetReadDeadline(start.Add(src.AckTimeout))
-	body, err := readBody(c.Request(), src.MaxBodyBytes)
+	defer hold.release()
+	br := &bodyReader{r: c.Request(), rc: rc, hold: hold, limit: src.MaxBodyBytes, ackDeadline: start.Add(src.AckTimeout),
+		begin: start, grace: s.config.BodyGrace, rate: s.config.MinBodyRate}
+	body, err := br.read()
 	if err != nil {
 		switch {
 		case errors.Is(err, errTooLarge):
 			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusRequestEntityTooLarge, "too_large", zap.Int64("limit", src.MaxBodyBytes))
 			return c.JSON(http.StatusRequestEntityTooLarge, errorBody{"body exceeds " + strconv.FormatInt(src.MaxBodyBytes, 10) + " bytes"})
+		case errors.Is(err, errBudget):
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "unverified_budget",
+				zap.String("detail", "receiver.max_unverified_bytes are held by bodies not yet verified"), zap.String("client_ip", ip.String()))
+			return s.retryLater(c)
+		case errors.Is(err, errTooSlow):
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusRequestTimeout, "body_too_slow",
+				zap.String("detail", "the body arrived slower than receiver.min_body_rate"), zap.String("client_ip", ip.String()))
+			return c.JSON(http.StatusRequestTimeout, errorBody{"body arrived too slowly"})
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusRequestTimeout, "body_timeout",
 				zap.String("detail", "the body did not arrive within the ack timeout"))
@@ -185,6 +259,16 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	if err != nil {
 		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusUnauthorized, "signature", zap.Error(err))
 		return c.JSON(http.StatusUnauthorized, errorBody{"signature verification failed"})
+	}
+	hold.release() // verified: the body now counts against a slot
+
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "overloaded",
+			zap.String("detail", "receiver.max_in_flight deliveries are being handled"), zap.Int("max_in_flight", s.config.MaxInFlight))
+		return s.retryLater(c)
 	}
 	if delivery.Reply != nil {
 		// A handshake or health check: answered, never stored.
@@ -285,24 +369,6 @@ func inboxDelivery(src *Source, body []byte, d *provider.Delivery) *inbox.Delive
 		events[i] = inbox.IncomingEvent{ID: ev.ID, Type: ev.Type, Payload: ev.Payload, TwinKey: ev.TwinKey, ParseError: ev.ParseError}
 	}
 	return &inbox.Delivery{Source: src.Name, Provider: src.Provider, Body: body, Headers: d.Headers, Events: events}
-}
-
-var errTooLarge = errors.New("body too large")
-
-// readBody reads at most limit bytes, failing fast on a Content-Length that
-// already says more.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > limit {
-		return nil, errTooLarge
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(body)) > limit {
-		return nil, errTooLarge
-	}
-	return body, nil
 }
 
 func (s *Server) handleReady(c echo.Context) error {

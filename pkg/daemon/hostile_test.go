@@ -1,0 +1,145 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/hostile"
+)
+
+// The receiver's limits in the attack tests, small so that the memory
+// bound is tight and the attacks reach it with few connections.
+const (
+	attackUnverifiedBytes = 8 << 20
+	attackMaxConnections  = 256
+	attackMaxHeaderBytes  = 32 << 10
+	// attackLegitP99 bounds the legit client's p99 under attack. Unloaded
+	// it is a few ms; the bound leaves room for 2 shared cores under -race.
+	attackLegitP99 = 2 * time.Second
+)
+
+// attackMemoryBound is README's memory formula for the limits above:
+// 64 MiB of runtime, pool and code, plus twice (the garbage collector's
+// headroom at GOGC=100) what clients can make the receiver hold: the
+// unverified-body budget and, per connection, 64 KiB (goroutine stack,
+// buffers) and twice the header limit.
+const attackMemoryBound = 64<<20 + 2*(attackUnverifiedBytes+attackMaxConnections*(64<<10+2*attackMaxHeaderBytes))
+
+// TestReceiverUnderAttack runs each of issue 10's attacks, small, against
+// the real receiver binary while a legit client sends a signed Stripe
+// delivery every 10 ms from another loopback address: every legit delivery
+// but at most 1 % must be answered 2xx, with a p99 under attackLegitP99,
+// and the receiver's peak RSS must stay under the memory formula.
+func TestReceiverUnderAttack(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the daemons")
+	}
+	// Not yet in make test: on a loaded 2-core machine the idle and
+	// big-header rows miss their bounds now and then (see issue 10's
+	// closing note).
+	if os.Getenv("HOOKINBOX_ATTACK_TESTS") == "" {
+		t.Skip("set HOOKINBOX_ATTACK_TESTS=1 to run the attack tests")
+	}
+
+	for _, tc := range []struct {
+		attack hostile.Attack
+		check  func(t *testing.T, p *process, ar *hostile.Result, elapsed time.Duration)
+	}{
+		// Bodies that trickle hold no max_in_flight slot, are capped per
+		// client, and are cut at min_body_rate after a grace second. The
+		// attack stays under max_connections: one address can fill the
+		// connection cap (see docs/design.md).
+		{attack: hostile.Attack{Kind: hostile.SlowBody, Path: "/webhooks/stripe", Conns: 200, BodyBytes: 500_000, Rate: 10, MaxRequests: 20},
+			check: func(t *testing.T, p *process, ar *hostile.Result, _ time.Duration) {
+				t.Helper()
+				p.waitLine(t, `"reason":"body_too_slow"`)
+				p.waitLine(t, `"reason":"client_busy"`)
+			}},
+		// Unsigned bodies at the limit fill the unverified budget, not memory.
+		{attack: hostile.Attack{Kind: hostile.BigBody, Path: "/webhooks/github", Conns: 24, BodyBytes: 4 << 20, MaxRequests: 20},
+			check: func(t *testing.T, p *process, ar *hostile.Result, _ time.Duration) {
+				t.Helper()
+				p.waitLine(t, `"reason":"unverified_budget"`)
+			}},
+		// Header lines over max_header_bytes get 431.
+		{attack: hostile.Attack{Kind: hostile.BigHeader, Path: "/webhooks/stripe", Conns: 100, HeaderBytes: 1 << 20, MaxRequests: 20},
+			check: func(t *testing.T, _ *process, ar *hostile.Result, _ time.Duration) {
+				t.Helper()
+				ar.Lock()
+				defer ar.Unlock()
+				require.Positive(t, ar.Answers[431], ar.Answers)
+			}},
+		// Idle keep-alive connections over max_connections are replaced.
+		{attack: hostile.Attack{Kind: hostile.Idle, Path: "/webhooks/stripe", Conns: 3 * attackMaxConnections},
+			check: func(t *testing.T, _ *process, ar *hostile.Result, _ time.Duration) {
+				t.Helper()
+				require.LessOrEqual(t, ar.Open.Load(), int64(attackMaxConnections), "idle connections still open")
+			}},
+		// A flood of unsigned deliveries is logged sampled.
+		{attack: hostile.Attack{Kind: hostile.Flood, Path: "/webhooks/stripe", Conns: 8, MaxRequests: 100_000},
+			check: func(t *testing.T, p *process, _ *hostile.Result, elapsed time.Duration) {
+				t.Helper()
+				p.waitLine(t, `"msg":"rejections suppressed"`, `"reason":"signature"`)
+				refusals := strings.Count(p.log(), `"reason":"signature"`)
+				// At most 10 lines and a summary per second, plus the
+				// interval under way at either end.
+				bound := 11 * (int(elapsed/time.Second) + 3)
+				require.LessOrEqual(t, refusals, bound, "refusal lines in %s", elapsed)
+			}},
+	} {
+		t.Run(string(tc.attack.Kind), func(t *testing.T) {
+			t.Parallel()
+			db := dbtest.New(t)
+			p := start(t, "receiver", "--config", writeConfig(t, fmt.Sprintf(`
+database: {url: %q}
+log: {level: info}
+receiver:
+  listen: 127.0.0.1:0
+  max_unverified_bytes: %d
+  max_connections: %d
+  max_header_bytes: %d
+sources:
+  - {name: stripe, provider: stripe, secrets: [%q]}
+  - {name: github, provider: github, secrets: [github_secret], max_body_bytes: %d}
+`, db.URL, attackUnverifiedBytes, attackMaxConnections, attackMaxHeaderBytes, secret, attackUnverifiedBytes/2)))
+			addr := p.addr(t, "receiver")
+			p.waitLine(t, "receiver accepting webhooks")
+
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			a := tc.attack
+			a.Addr = addr
+			ready := make(chan struct{})
+			attacked := make(chan *hostile.Result, 1)
+			go func() { attacked <- a.Run(ctx, ready) }()
+			select {
+			case <-ready:
+			case <-ctx.Done():
+				t.Fatal("the attack's connections did not open within a minute")
+			}
+			legit := &hostile.Legit{URL: "http://" + addr + "/webhooks/stripe", Secret: secret, Every: 10 * time.Millisecond, Count: 200, Timeout: 10 * time.Second}
+			began := time.Now()
+			lr := legit.Run(ctx)
+			elapsed := time.Since(began)
+			cancel()
+			ar := <-attacked
+			hwm, err := hostile.PeakRSS(p.cmd.Process.Pid)
+			require.NoError(t, err)
+			t.Logf("%s; attack: %s; receiver peak RSS %d MiB (bound %d MiB)", lr, ar, hwm>>20, attackMemoryBound>>20)
+
+			require.Equal(t, legit.Count, lr.Sent)
+			require.GreaterOrEqual(t, lr.Success(), 0.99, lr.String())
+			require.LessOrEqual(t, lr.Quantile(0.99), attackLegitP99, lr.String())
+			require.LessOrEqual(t, hwm, int64(attackMemoryBound), "receiver peak RSS")
+			tc.check(t, p, ar, elapsed)
+		})
+	}
+}
