@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/pkg/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/hostile"
+	"github.com/hookinbox/hookinbox/pkg/proctest"
 )
 
 // The receiver's limits in the attack tests, small so that the memory
@@ -51,27 +52,27 @@ func TestReceiverUnderAttack(t *testing.T) {
 
 	for _, tc := range []struct {
 		attack hostile.Attack
-		check  func(t *testing.T, p *process, ar *hostile.Result, elapsed time.Duration)
+		check  func(t *testing.T, p *proctest.Process, ar *hostile.Result, elapsed time.Duration)
 	}{
 		// Bodies that trickle hold no max_in_flight slot, are capped per
 		// client, and are cut at min_body_rate after a grace second. The
 		// attack stays under max_connections: one address can fill the
 		// connection cap (see docs/design.md).
 		{attack: hostile.Attack{Kind: hostile.SlowBody, Path: "/webhooks/stripe", Conns: 200, BodyBytes: 500_000, Rate: 10, MaxRequests: 20},
-			check: func(t *testing.T, p *process, ar *hostile.Result, _ time.Duration) {
+			check: func(t *testing.T, p *proctest.Process, ar *hostile.Result, _ time.Duration) {
 				t.Helper()
-				p.waitLine(t, `"reason":"body_too_slow"`)
-				p.waitLine(t, `"reason":"client_busy"`)
+				p.WaitLine(t, `"reason":"body_too_slow"`)
+				p.WaitLine(t, `"reason":"client_busy"`)
 			}},
 		// Unsigned bodies at the limit fill the unverified budget, not memory.
 		{attack: hostile.Attack{Kind: hostile.BigBody, Path: "/webhooks/github", Conns: 24, BodyBytes: 4 << 20, MaxRequests: 20},
-			check: func(t *testing.T, p *process, ar *hostile.Result, _ time.Duration) {
+			check: func(t *testing.T, p *proctest.Process, ar *hostile.Result, _ time.Duration) {
 				t.Helper()
-				p.waitLine(t, `"reason":"unverified_budget"`)
+				p.WaitLine(t, `"reason":"unverified_budget"`)
 			}},
 		// Header lines over max_header_bytes get 431.
 		{attack: hostile.Attack{Kind: hostile.BigHeader, Path: "/webhooks/stripe", Conns: 100, HeaderBytes: 1 << 20, MaxRequests: 20},
-			check: func(t *testing.T, _ *process, ar *hostile.Result, _ time.Duration) {
+			check: func(t *testing.T, _ *proctest.Process, ar *hostile.Result, _ time.Duration) {
 				t.Helper()
 				ar.Lock()
 				defer ar.Unlock()
@@ -79,16 +80,16 @@ func TestReceiverUnderAttack(t *testing.T) {
 			}},
 		// Idle keep-alive connections over max_connections are replaced.
 		{attack: hostile.Attack{Kind: hostile.Idle, Path: "/webhooks/stripe", Conns: 3 * attackMaxConnections},
-			check: func(t *testing.T, _ *process, ar *hostile.Result, _ time.Duration) {
+			check: func(t *testing.T, _ *proctest.Process, ar *hostile.Result, _ time.Duration) {
 				t.Helper()
 				require.LessOrEqual(t, ar.Open.Load(), int64(attackMaxConnections), "idle connections still open")
 			}},
 		// A flood of unsigned deliveries is logged sampled.
 		{attack: hostile.Attack{Kind: hostile.Flood, Path: "/webhooks/stripe", Conns: 8, MaxRequests: 100_000},
-			check: func(t *testing.T, p *process, _ *hostile.Result, elapsed time.Duration) {
+			check: func(t *testing.T, p *proctest.Process, _ *hostile.Result, elapsed time.Duration) {
 				t.Helper()
-				p.waitLine(t, `"msg":"rejections suppressed"`, `"reason":"signature"`)
-				refusals := strings.Count(p.log(), `"reason":"signature"`)
+				p.WaitLine(t, `"msg":"rejections suppressed"`, `"reason":"signature"`)
+				refusals := strings.Count(p.Log(), `"reason":"signature"`)
 				// At most 10 lines and a summary per second, plus the
 				// interval under way at either end.
 				bound := 11 * (int(elapsed/time.Second) + 3)
@@ -110,8 +111,8 @@ sources:
   - {name: stripe, provider: stripe, secrets: [%q]}
   - {name: github, provider: github, secrets: [github_secret], max_body_bytes: %d}
 `, db.URL, attackUnverifiedBytes, attackMaxConnections, attackMaxHeaderBytes, secret, attackUnverifiedBytes/2)))
-			addr := p.addr(t, "receiver")
-			p.waitLine(t, "receiver accepting webhooks")
+			addr := listenAddr(t, p, "receiver")
+			p.WaitLine(t, "receiver accepting webhooks")
 
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -131,7 +132,7 @@ sources:
 			elapsed := time.Since(began)
 			cancel()
 			ar := <-attacked
-			hwm, err := hostile.PeakRSS(p.cmd.Process.Pid)
+			hwm, err := hostile.PeakRSS(p.PID())
 			require.NoError(t, err)
 			t.Logf("%s; attack: %s; receiver peak RSS %d MiB (bound %d MiB)", lr, ar, hwm>>20, attackMemoryBound>>20)
 

@@ -78,6 +78,9 @@ func Start(tb testing.TB, cmd *exec.Cmd) *Process {
 	return p
 }
 
+// PID returns the process's id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 // Log returns the output so far, one line per line.
 func (p *Process) Log() string {
 	p.mu.Lock()
