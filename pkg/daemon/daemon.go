@@ -45,6 +45,9 @@ type Env struct {
 	// Retry is the daemons' start-up retry schedule; zero fields take their
 	// defaults.
 	Retry Retry
+	// MetricsCache is how long one reading of the backlog from the database
+	// answers /metrics scrapes; zero means metrics.BacklogCacheDefault.
+	MetricsCache time.Duration
 
 	metrics *prometheus.Registry // see Metrics
 }

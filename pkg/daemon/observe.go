@@ -28,7 +28,13 @@ const RiverUIPrefix = "/riverui"
 func (e *Env) Metrics() *prometheus.Registry {
 	if e.metrics == nil {
 		e.metrics = metrics.NewRegistry()
-		e.metrics.MustRegister(metrics.NewBacklog(inbox.NewStore(e.Pool), &metrics.BacklogConfig{Logger: e.Logger.Named("metrics")}))
+		sources := make([]string, len(e.Config.Sources))
+		for i, s := range e.Config.Sources {
+			sources[i] = s.Name
+		}
+		e.metrics.MustRegister(metrics.NewBacklog(inbox.NewStore(e.Pool), &metrics.BacklogConfig{
+			Cache: e.MetricsCache, Sources: sources, Logger: e.Logger.Named("metrics"),
+		}))
 	}
 	return e.metrics
 }

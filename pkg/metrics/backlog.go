@@ -21,6 +21,10 @@ type BacklogConfig struct {
 	// that several replicas scraped every 15s cost a few queries, not one
 	// per scrape. Defaults to 5s.
 	Cache time.Duration
+	// Sources are the configured sources: each has a backlog series per
+	// status, 0 when it has no such row, so that a drained backlog reads 0
+	// rather than vanishing.
+	Sources []string
 	// Now defaults to time.Now.
 	Now func() time.Time
 	// Logger logs a failed reading. Defaults to a no-op logger.
@@ -88,8 +92,18 @@ func (b *Backlog) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(backlogUpDesc, prometheus.GaugeValue, 1)
+	counts := map[[2]string]int64{}
+	for _, source := range b.config.Sources {
+		counts[[2]string{source, string(inbox.StatusPending)}] = 0
+		counts[[2]string{source, string(inbox.StatusFailed)}] = 0
+	}
 	for _, r := range b.backlog {
-		ch <- prometheus.MustNewConstMetric(backlogEventsDesc, prometheus.GaugeValue, float64(r.Count), r.Source, string(r.Status))
+		counts[[2]string{r.Source, string(r.Status)}] = r.Count
+	}
+	for key, n := range counts {
+		ch <- prometheus.MustNewConstMetric(backlogEventsDesc, prometheus.GaugeValue, float64(n), key[0], key[1])
+	}
+	for _, r := range b.backlog {
 		if r.Status == inbox.StatusPending {
 			ch <- prometheus.MustNewConstMetric(backlogOldestDesc, prometheus.GaugeValue, max(0, now.Sub(r.Oldest).Seconds()), r.Source)
 		}

@@ -55,9 +55,10 @@ func (m *Worker) Event(source, outcome string, took, age time.Duration) {
 	if m == nil {
 		return
 	}
-	m.events.WithLabelValues(source, outcome).Inc()
+	// The counter last: a scrape that counts the run sees its histograms.
 	m.duration.WithLabelValues(source).Observe(took.Seconds())
 	if outcome == OutcomeDone {
 		m.age.WithLabelValues(source).Observe(age.Seconds())
 	}
+	m.events.WithLabelValues(source, outcome).Inc()
 }
