@@ -198,13 +198,7 @@ func uiRequest(t *testing.T, method, url, body string, auth bool) (int, string) 
 // waitFor polls cond until it holds, failing the test after a deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			require.FailNow(t, "timed out waiting: "+what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	require.Eventually(t, cond, 30*time.Second, 20*time.Millisecond, "timed out waiting: "+what)
 }
 
 type jobRow struct {
