@@ -117,7 +117,10 @@ func run(ctx context.Context, bin string, deposits int, hold bool) error {
 		return err
 	}
 
-	fmt.Printf("\n   The poison event's job is in River UI, with its error:\n     http://%s/riverui/jobs?state=discarded  (user %s, password %s)\n", workerAddr, uiUser, uiPassword)
+	// The poison event fails permanently, so its job is cancelled; the
+	// unparseable one never had a job.
+	fmt.Printf("\n   The poison event's job is in River UI, with its error:\n     http://%s/riverui/jobs?state=cancelled  (user %s, password %s)\n", workerAddr, uiUser, uiPassword)
+	fmt.Printf("   The unparseable one has no job: bin/inboxctl events list --status failed --config %s\n", configPath)
 	if hold {
 		fmt.Println("   holding the receiver and worker up: press Ctrl-C to stop")
 		<-ctx.Done()
