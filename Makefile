@@ -25,7 +25,7 @@ test: ## run all tests (private PostgreSQL unless DATABASE_URL is set; TESTFLAGS
 	scripts/with-postgres.sh $(GO) test -count=1 $(TESTFLAGS) -timeout 9m ./...
 
 demo: ## run the demo against PostgreSQL (private unless DATABASE_URL is set)
-	scripts/with-postgres.sh scripts/demo.sh
+	scripts/with-postgres.sh scripts/demo.sh $(DEMO_FLAGS)
 
 readme: ## run README's "Running it" block as written, in a throwaway PostgreSQL cluster
 	env -u DATABASE_URL scripts/with-postgres.sh scripts/readme-run.sh

@@ -1,8 +1,14 @@
 // Command inboxctl is hookinbox's operator CLI. --config may come before or
-// after the command.
+// after the command. Every command has --help; `inboxctl completion bash`
+// (zsh, fish, powershell) prints a shell completion script. Exit status: 0
+// on success, 1 on an operational failure (the database, a missing event),
+// 2 on a usage error.
 //
 //	inboxctl [--config F] migrate          apply hookinbox's and River's migrations
 //	inboxctl [--config F] stats [SOURCE]    count inbox rows by status
+//	inboxctl [--config F] events show SOURCE EVENT_ID [--json]
+//	inboxctl [--config F] events list [--source S] [--status S] [--type T] [--since D] [--limit N] [--json]
+//	                                        look up inbox rows, with their River job's id and state
 //	inboxctl [--config F] send --source S [--id ID] [--type T] --data BODY [--url U]
 //	                                        sign a delivery as S's provider and POST it
 package main
@@ -10,8 +16,15 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
@@ -19,55 +32,172 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
-const usage = `usage: inboxctl [--config F] COMMAND   (--config F may also follow COMMAND)
-commands:
-  migrate                 apply hookinbox's and River's migrations (idempotent)
-  stats [SOURCE]          count inbox rows by status
-  send --source S [--id ID] [--type T] --data BODY [--url U]
-                          sign BODY (JSON; for twilio also form parameters) as source S's
-                          provider would, with S's first secret and credentials, and POST
-                          it to the receiver; --id and --type are required where the
-                          provider sends them in headers (send names the missing ones)`
+// The exit statuses.
+const (
+	exitOK          = 0
+	exitOperational = 1
+	exitUsage       = 2
+)
+
+// usageError is a command line inboxctl cannot run: exit status 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
 
 func main() {
-	daemon.Main(run)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string) error {
-	// migrate and stats need only the database; send signs for a source.
-	verbs := daemon.Verbs{"send": config.NeedReceiver}
-	env, rest, err := daemon.Boot(ctx, "inboxctl", args, verbs, nil, []*schema.Set{schema.Core()})
+// run runs inboxctl's command line and returns its exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	path, rest, err := daemon.SplitConfig(args)
 	if err != nil {
-		return err
+		fmt.Fprintf(stderr, "inboxctl: %v\n", err)
+		return exitUsage
 	}
-	defer env.Close()
-	if len(rest) == 0 {
-		fmt.Fprintln(os.Stderr, usage)
-		return errors.New("no command")
-	}
-	switch rest[0] {
-	case "migrate":
-		return daemon.Migrate(ctx, env, rest[1:])
-	case "send":
-		return send(ctx, env.Config, rest[1:])
-	case "stats":
-		// A clear message, not SQL's, when the database is unreachable
-		// or not migrated yet.
-		if err := env.CheckSchema(ctx); err != nil {
-			return err
-		}
-		source := ""
-		if len(rest) > 1 {
-			source = rest[1]
-		}
-		c, err := inbox.NewStore(env.Pool).Count(ctx, &inbox.Filter{Source: source})
-		if err != nil {
-			return err
-		}
-		fmt.Printf("pending %d\ndone %d\nfailed %d\n", c.Pending, c.Done, c.Failed)
-		return nil
+	root := newRoot(path)
+	root.SetArgs(rest)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err = root.ExecuteContext(ctx)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case isUsage(err):
+		fmt.Fprintf(stderr, "inboxctl: %v\nRun 'inboxctl --help' for usage.\n", err)
+		return exitUsage
 	default:
-		fmt.Fprintln(os.Stderr, usage)
-		return fmt.Errorf("unknown command %q", rest[0])
+		fmt.Fprintf(stderr, "inboxctl: %v\n", err)
+		return exitOperational
 	}
+}
+
+func isUsage(err error) bool {
+	var u *usageError
+	// cobra's own refusals of a command line carry no type.
+	return errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command") ||
+		strings.HasPrefix(err.Error(), "unknown flag") || strings.HasPrefix(err.Error(), "unknown shorthand flag")
+}
+
+// args wraps a cobra argument check so that its refusal is a usage error.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return &usageError{err}
+		}
+		return nil
+	}
+}
+
+// verbs says what each command demands of the config: send signs for a
+// source; the others need only the database.
+var verbs = daemon.Verbs{"send": config.NeedReceiver}
+
+// boot loads the config (from path, else $HOOKINBOX_CONFIG) as verb
+// demands, through daemon.Boot like every hookinbox binary.
+func boot(ctx context.Context, path, verb string) (*daemon.Env, error) {
+	bootArgs := []string{verb}
+	if path != "" {
+		bootArgs = []string{"--config", path, verb}
+	}
+	env, _, err := daemon.Boot(ctx, "inboxctl", bootArgs, verbs, nil, []*schema.Set{schema.Core()})
+	return env, err
+}
+
+// needCommand is the RunE of a command that only groups others: run
+// without one, it prints its help and fails with a usage error.
+func needCommand(cmd *cobra.Command, _ []string) error {
+	_ = cmd.Help()
+	return &usageError{errors.New("no command given")}
+}
+
+func newRoot(path string) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "inboxctl",
+		Short:         "hookinbox's operator CLI",
+		Long:          "inboxctl migrates hookinbox's database, counts and looks up inbox events, and sends signed test deliveries.\n--config F may come before or after the command (default: $" + config.PathEnv + ").",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          args(cobra.NoArgs),
+		RunE:          needCommand,
+	}
+	// Taken out of the command line by daemon.SplitConfig before cobra
+	// parses it; declared so that --help shows it.
+	root.PersistentFlags().String("config", "", "config file (default: $"+config.PathEnv+")")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+
+	root.AddCommand(&cobra.Command{
+		Use:   "migrate",
+		Short: "Apply hookinbox's and River's migrations (idempotent)",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, err := boot(cmd.Context(), path, "migrate")
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			return daemon.Migrate(cmd.Context(), env, nil)
+		},
+	})
+	root.AddCommand(&cobra.Command{
+		Use:   "stats [SOURCE]",
+		Short: "Count inbox rows by status",
+		Args:  args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			env, err := boot(cmd.Context(), path, "stats")
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			// A clear message, not SQL's, when the database is unreachable
+			// or not migrated yet.
+			if err := env.CheckSchema(cmd.Context()); err != nil {
+				return err
+			}
+			source := ""
+			if len(a) > 0 {
+				source = a[0]
+			}
+			c, err := inbox.NewStore(env.Pool).Count(cmd.Context(), &inbox.Filter{Source: source})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pending %d\ndone %d\nfailed %d\n", c.Pending, c.Done, c.Failed)
+			return nil
+		},
+	})
+	root.AddCommand(&cobra.Command{
+		Use:   "send --source S [--id ID] [--type T] --data BODY [--url U]",
+		Short: "Sign a delivery as a source's provider would and POST it to the receiver",
+		Long: `send signs BODY (JSON; for twilio also form parameters) as source S's provider would,
+with S's first secret and credentials, and POSTs it to the receiver; --id and --type are
+required where the provider sends them in headers (send names the missing ones).`,
+		// send parses its own flags (see send.go).
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, a []string) error {
+			for _, arg := range a {
+				if arg == "--help" || arg == "-help" || arg == "-h" {
+					return cmd.Help()
+				}
+			}
+			env, err := boot(cmd.Context(), path, "send")
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			if err := send(cmd.Context(), env.Config, a); err != nil {
+				if strings.HasPrefix(err.Error(), "flag provided but not defined") {
+					return &usageError{err}
+				}
+				return err
+			}
+			return nil
+		},
+	})
+	root.AddCommand(newEventsCommand(path))
+	return root
 }

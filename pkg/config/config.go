@@ -257,6 +257,25 @@ type WorkerConfig struct {
 	SynchronousCommit bool `mapstructure:"synchronous_commit"`
 	// Routes map events to handlers; the first match decides.
 	Routes []RouteConfig `mapstructure:"routes"`
+	// UI serves River UI at /riverui/ on Listen.
+	UI WorkerUIConfig `mapstructure:"ui"`
+}
+
+// WorkerUIConfig configures River UI, served by the worker at /riverui/ on
+// worker.listen behind HTTP Basic Auth. /healthz, /readyz and /metrics stay
+// unauthenticated.
+type WorkerUIConfig struct {
+	// Enabled serves River UI. It requires BasicAuth: the UI is never open.
+	// Defaults to false.
+	Enabled bool `mapstructure:"enabled"`
+	// ReadOnly refuses River UI's mutating API calls (retry, cancel, delete,
+	// pausing queues) with 403, for teams that want to look but not touch.
+	// Defaults to false.
+	ReadOnly bool `mapstructure:"read_only"`
+	// BasicAuth lists the accepted credentials; any one may match, compared
+	// in constant time. Reference the password from the environment
+	// ("${RIVERUI_PASSWORD}"). Required when Enabled.
+	BasicAuth []BasicAuthConfig `mapstructure:"basic_auth"`
 }
 
 // RouteConfig maps a source's events, by type pattern, to handlers.

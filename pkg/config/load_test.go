@@ -613,6 +613,7 @@ func TestScalarKeys(t *testing.T) {
 		"worker.listen", "worker.concurrency", "worker.max_attempts", "worker.job_timeout", "worker.rescue_after",
 		"worker.fetch_cooldown", "worker.fetch_poll_interval",
 		"worker.reaper_interval", "worker.orphan_after", "worker.unrouted", "worker.soft_stop_timeout", "worker.hard_stop_timeout", "worker.synchronous_commit",
+		"worker.ui.enabled", "worker.ui.read_only",
 	}, keys)
 	require.Equal(t, "HOOKINBOX_DATABASE_URL", EnvVar("database.url"))
 	require.Equal(t, "HOOKINBOX_WORKER_SOFT_STOP_TIMEOUT", EnvVar("worker.soft_stop_timeout"))

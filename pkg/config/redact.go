@@ -72,6 +72,7 @@ func (c *Config) Redacted() map[string]any {
 			"soft_stop_timeout":   duration(w.SoftStopTimeout),
 			"hard_stop_timeout":   duration(w.HardStopTimeout),
 			"routes":              routes,
+			"ui":                  w.UI.redacted(),
 		},
 	}
 }
@@ -110,6 +111,18 @@ func (b *BasicAuthConfig) redacted() map[string]any {
 	return map[string]any{
 		"username": b.Username,
 		"password": redactValue(b.Password),
+	}
+}
+
+func (u *WorkerUIConfig) redacted() map[string]any {
+	basicAuth := make([]any, len(u.BasicAuth))
+	for i := range u.BasicAuth {
+		basicAuth[i] = u.BasicAuth[i].redacted()
+	}
+	return map[string]any{
+		"enabled":    u.Enabled,
+		"read_only":  u.ReadOnly,
+		"basic_auth": basicAuth,
 	}
 }
 

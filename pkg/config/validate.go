@@ -137,6 +137,21 @@ func (c *Config) validateWorker(p *problems) {
 	}
 	positive(p, "worker.soft_stop_timeout", w.SoftStopTimeout)
 	positive(p, "worker.hard_stop_timeout", w.HardStopTimeout)
+	if w.UI.Enabled && len(w.UI.BasicAuth) == 0 {
+		p.addf("worker.ui.basic_auth", "required when worker.ui.enabled is true: River UI is never served without authentication")
+	}
+	for j, ba := range w.UI.BasicAuth {
+		baKey := fmt.Sprintf("worker.ui.basic_auth[%d]", j)
+		switch {
+		case ba.Username == "":
+			p.addf(baKey+".username", "required")
+		case strings.Contains(ba.Username, ":"):
+			p.addf(baKey+".username", "must not contain ':' (HTTP Basic cannot carry it)")
+		}
+		if strings.TrimSpace(ba.Password) == "" {
+			p.addf(baKey+".password", "must not be empty")
+		}
+	}
 
 	for i := range w.Routes {
 		c.validateRoute(p, i)

@@ -64,3 +64,36 @@ func configFlag(arg string) (value string, isConfig, inline bool) {
 	name, value, inline := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(arg, "-"), "-"), "=")
 	return value, name == "config", inline
 }
+
+// SplitConfig takes every --config F (also --config=F, -config F,
+// -config=F) out of a command line, before the verb or after it up to a
+// "--", and returns its value and the rest. A CLI that parses its verbs
+// itself (inboxctl, with cobra) calls it first and hands Boot the path.
+// --config given twice, or without a value, is an error.
+func SplitConfig(args []string) (path string, rest []string, err error) {
+	given := false
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		value, isConfig, inline := configFlag(arg)
+		if !isConfig {
+			rest = append(rest, arg)
+			continue
+		}
+		if !inline {
+			if i+1 == len(args) {
+				return "", nil, errors.New("flag needs an argument: --config")
+			}
+			i++
+			value = args[i]
+		}
+		if given {
+			return "", nil, errors.New("--config given twice")
+		}
+		path, given = value, true
+	}
+	return path, rest, nil
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
@@ -44,6 +45,11 @@ type Env struct {
 	// Retry is the daemons' start-up retry schedule; zero fields take their
 	// defaults.
 	Retry Retry
+	// MetricsCache is how long one reading of the backlog from the database
+	// answers /metrics scrapes; zero means metrics.BacklogCacheDefault.
+	MetricsCache time.Duration
+
+	metrics *prometheus.Registry // see Metrics
 }
 
 // Close releases the pool and flushes the logger.

@@ -70,7 +70,7 @@ func TestInboxctl(t *testing.T) {
 	t.Run("ConfigGivenTwiceIsRefused", func(t *testing.T) {
 		t.Parallel()
 		code, out := run(t, "inboxctl", "--config", "a.yaml", "stats", "--config", "b.yaml")
-		require.Equal(t, 1, code, out)
+		require.Equal(t, 2, code, out, "a usage error")
 		require.Contains(t, out, "--config given twice")
 	})
 }

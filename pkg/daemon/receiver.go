@@ -12,6 +12,7 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/logging"
+	"github.com/hookinbox/hookinbox/pkg/metrics"
 	"github.com/hookinbox/hookinbox/pkg/receiver"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
@@ -43,12 +44,19 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	batcher := inbox.NewBatcher(ingester, &inbox.BatcherConfig{
+	var batcher *inbox.Batcher
+	m := metrics.NewReceiver(env.Metrics(), &metrics.ReceiverConfig{
+		InFlight: func() int { return srv.InFlight() },
+		Queued:   func() int { return batcher.Queued() },
+	})
+	batcher = inbox.NewBatcher(ingester, &inbox.BatcherConfig{
 		MaxEvents: cfg.Receiver.BatchMaxEvents,
 		MaxWait:   cfg.Receiver.BatchMaxWait,
 		Flushers:  cfg.Receiver.BatchFlushers,
 		QueueSize: cfg.Receiver.BatchQueue,
 		Logger:    env.Logger.Named("batcher"),
+
+		ObserveGroup: m.Batch,
 	})
 	deliveryLevel, err := zapcore.ParseLevel(cfg.Receiver.DeliveryLogLevel)
 	if err != nil {
@@ -66,6 +74,7 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		TrustedProxies:         trustedProxies,
 		Ready:                  Ready(env, schema.Core()),
 		Logger:                 env.Logger,
+		Metrics:                m,
 	})
 	if err != nil {
 		batcher.Stop()
@@ -101,7 +110,7 @@ func RunReceiver(ctx context.Context, env *Env) error {
 		env.Logger.Info("stopping before the database was ready")
 		return door.shutdown(cfg.Receiver.ShutdownTimeout)
 	}
-	door.open(srv.Handler())
+	door.open(ReceiverHandler(env, srv))
 	env.Logger.Info("receiver accepting webhooks")
 	select {
 	case <-ctx.Done():

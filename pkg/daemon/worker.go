@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/metrics"
 	"github.com/hookinbox/hookinbox/pkg/receiver"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -52,6 +53,7 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		QueueFor:          queueFor,
 		SoftStopTimeout:   wc.SoftStopTimeout,
 		Logger:            env.Logger,
+		Metrics:           metrics.NewWorker(env.Metrics()),
 	})
 }
 
@@ -61,7 +63,8 @@ func WorkerPoolConns(cfg *config.Config) int32 {
 	return int32(len(cfg.Worker.Queues)*cfg.Worker.Concurrency + 4)
 }
 
-// RunWorker works jobs and serves /healthz and /readyz until ctx is done,
+// RunWorker works jobs and serves /healthz, /readyz, /metrics and River UI
+// (see WorkerHandler) until ctx is done,
 // then stops softly, and hard after worker.hard_stop_timeout more. It
 // listens at once, then waits for the database (AwaitSchema) before it
 // starts River: meanwhile /healthz answers 200 and /readyz 503. When ctx
@@ -85,7 +88,15 @@ func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
 		_ = door.shutdown(wc.HardStopTimeout)
 		return fmt.Errorf("start worker: %w", err)
 	}
-	door.open(healthMux(env))
+	uiCtx, stopUI := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopUI()
+	handler, err := WorkerHandler(uiCtx, env, w)
+	if err != nil {
+		_ = w.Stop(context.WithoutCancel(ctx))
+		_ = door.shutdown(wc.HardStopTimeout)
+		return err
+	}
+	door.open(handler)
 	env.Logger.Info("worker started")
 
 	var served error
@@ -112,7 +123,7 @@ func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
 
 // healthMux serves the worker's /healthz and /readyz (the database is
 // reachable and its schema has env.Sets).
-func healthMux(env *Env) http.Handler {
+func healthMux(env *Env) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,12 @@ type JobArgs struct {
 	Source string `json:"source"`
 	// EventID is copied for River UI's benefit; the row is authoritative.
 	EventID string `json:"event_id"`
+	// EventType is copied for River UI's benefit; the row is authoritative.
+	EventType string `json:"event_type"`
+	// RequestID is the X-Request-Id of the delivery that brought the event
+	// in, logged by the worker with every line about the event. Empty for
+	// events claimed before it was recorded.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Kind implements river.JobArgs.

@@ -44,6 +44,9 @@ type BatcherConfig struct {
 	QueueSize int
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
+	// ObserveGroup, when set, is called with the events of each group
+	// before its transaction runs (a metric's hook). It must not block.
+	ObserveGroup func(events int)
 }
 
 // Batcher coalesces concurrent deliveries into group transactions: one
@@ -203,6 +206,13 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 	}
 	if len(live) == 0 {
 		return
+	}
+	if b.config.ObserveGroup != nil {
+		n := 0
+		for _, p := range live {
+			n += len(p.events)
+		}
+		b.config.ObserveGroup(n)
 	}
 	if len(live) == 1 {
 		res, err := b.ingester.ingest(live[0].ctx, live[0].events)

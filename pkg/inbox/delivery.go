@@ -36,6 +36,9 @@ type Delivery struct {
 	Headers map[string]string
 	// Events are the delivery's events; a non-batching provider has one.
 	Events []IncomingEvent
+	// RequestID is the delivery's X-Request-Id, stored on each of its rows
+	// and carried by their jobs. Optional.
+	RequestID string
 }
 
 // IncomingEvent is one event of a Delivery, as its provider described it.
@@ -73,6 +76,8 @@ type newEvent struct {
 	// TwinKey, when set, is a second identity of the event, unique per
 	// source.
 	TwinKey string
+	// RequestID is the delivery's X-Request-Id, or "".
+	RequestID string
 }
 
 // events applies the inbox's key policy (see Delivery) to the delivery's
@@ -83,7 +88,7 @@ func (d *Delivery) events() []newEvent {
 	for i, in := range d.Events {
 		ev := newEvent{
 			Source: d.Source, Provider: d.Provider, EventID: in.ID, EventType: cleanText(in.Type),
-			Payload: in.Payload, Body: d.Body, Headers: d.Headers, TwinKey: in.TwinKey,
+			Payload: in.Payload, Body: d.Body, Headers: d.Headers, TwinKey: in.TwinKey, RequestID: cleanText(d.RequestID),
 		}
 		if in.ParseError != nil {
 			ev.FailReason = "unparseable delivery: " + in.ParseError.Error()

@@ -56,6 +56,9 @@ type Event struct {
 	LastError string
 	// ReceivedAt is when the receiver committed the row.
 	ReceivedAt time.Time
+	// RequestID is the X-Request-Id of the delivery that brought the event
+	// in; "" when none was recorded.
+	RequestID string
 }
 
 // ErrNotFound is returned when an inbox row does not exist (it was pruned).

@@ -16,6 +16,6 @@ func (s *Store) LinkJobs(ctx context.Context, db DBTX, ids, jobIDs []int64) erro
 // with it; nothing else needs to.
 func (s *Store) Get(ctx context.Context, db DBTX, id int64) (*Event, error) {
 	return scanEvent(db.QueryRow(ctx, `
-SELECT id, source, provider, event_id, event_type, payload, body, headers, status, attempts, coalesce(last_error, ''), received_at
+SELECT id, source, provider, event_id, event_type, payload, body, headers, status, attempts, coalesce(last_error, ''), received_at, coalesce(request_id, '')
 FROM webhook_inbox WHERE id = $1`, id))
 }

@@ -231,7 +231,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[p
 			continue
 		}
 		params = append(params, river.InsertManyParams{
-			Args:       JobArgs{InboxID: row.ID, Source: row.Source, EventID: row.EventID},
+			Args:       JobArgs{InboxID: row.ID, Source: row.Source, EventID: row.EventID, EventType: row.EventType, RequestID: row.RequestID},
 			InsertOpts: &river.InsertOpts{Queue: queueFor(row.Source)},
 		})
 		ids = append(ids, row.ID)

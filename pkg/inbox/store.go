@@ -54,6 +54,9 @@ type ClaimedRow struct {
 	Source  string
 	EventID string
 	Status  Status
+	// EventType and RequestID are copied into the row's job's args.
+	EventType string
+	RequestID string
 }
 
 // Claim applies the inbox's key policy to the deliveries' events (see
@@ -83,6 +86,7 @@ func (s *Store) claim(ctx context.Context, db DBTX, events []newEvent, now time.
 		payloads, failReasons, twinKeys     = make([]*string, n), make([]*string, n), make([]*string, n)
 		bodies                              = make([][]byte, n)
 		headers, statuses                   = make([]string, n), make([]string, n)
+		requestIDs                          = make([]*string, n)
 	)
 	for i, ev := range events {
 		sources[i], providers[i], eventIDs[i], types[i] = ev.Source, ev.Provider, ev.EventID, ev.EventType
@@ -101,6 +105,9 @@ func (s *Store) claim(ctx context.Context, db DBTX, events []newEvent, now time.
 		if ev.TwinKey != "" {
 			twinKeys[i] = &ev.TwinKey
 		}
+		if ev.RequestID != "" {
+			requestIDs[i] = &ev.RequestID
+		}
 		h, err := json.Marshal(ev.Headers)
 		if err != nil {
 			return nil, fmt.Errorf("inbox: encode headers: %w", err)
@@ -108,15 +115,15 @@ func (s *Store) claim(ctx context.Context, db DBTX, events []newEvent, now time.
 		headers[i] = string(h)
 	}
 	rows, err := db.Query(ctx, `
-INSERT INTO webhook_inbox (source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, received_at)
+INSERT INTO webhook_inbox (source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, received_at, request_id)
 SELECT u.source, u.provider, u.event_id, u.event_type, u.payload::jsonb, u.body, u.headers::jsonb, u.status, u.last_error,
-       u.twin_key, coalesce($11::timestamptz, now())
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::text[], $10::text[])
-     WITH ORDINALITY AS u(source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, ord)
+       u.twin_key, coalesce($11::timestamptz, now()), u.request_id
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::text[], $10::text[], $12::text[])
+     WITH ORDINALITY AS u(source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, request_id, ord)
 ORDER BY u.source, u.event_id, u.ord
 ON CONFLICT DO NOTHING
-RETURNING id, source, event_id, status`,
-		sources, providers, eventIDs, types, payloads, bodies, headers, statuses, failReasons, twinKeys, nullTime(now))
+RETURNING id, source, event_id, status, event_type, coalesce(request_id, '')`,
+		sources, providers, eventIDs, types, payloads, bodies, headers, statuses, failReasons, twinKeys, nullTime(now), requestIDs)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: claim: %w", err)
 	}
@@ -170,7 +177,7 @@ func scanEvent(row pgx.Row) (*Event, error) {
 	// (about a tenth of a worker's CPU).
 	var payload []byte
 	err := row.Scan(&ev.ID, &ev.Source, &ev.Provider, &ev.EventID, &ev.EventType, &payload, &ev.Body,
-		&ev.Headers, &status, &ev.Attempts, &ev.LastError, &ev.ReceivedAt)
+		&ev.Headers, &status, &ev.Attempts, &ev.LastError, &ev.ReceivedAt, &ev.RequestID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -223,7 +230,7 @@ SET status = 'done', processed_at = coalesce($3::timestamptz, now()), attempts =
 FROM taken
 WHERE i.id = taken.id
 RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, i.payload, i.body, i.headers, taken.status,
-          taken.attempts, coalesce(i.last_error, ''), i.received_at`, planned, id, jobID, nullTime(now)))
+          taken.attempts, coalesce(i.last_error, ''), i.received_at, coalesce(i.request_id, '')`, planned, id, jobID, nullTime(now)))
 }
 
 // SetNote records a remark on a row, in the caller's transaction or on db
@@ -261,6 +268,9 @@ type Orphan struct {
 	JobState string
 	// JobError is that job's last recorded error.
 	JobError string
+	// EventType and RequestID are copied into a new job's args.
+	EventType string
+	RequestID string
 }
 
 // ListOrphans locks up to limit pending rows received before cutoff whose
@@ -268,7 +278,8 @@ type Orphan struct {
 // is the caller's transaction, which holds the locks.
 func (s *Store) ListOrphans(ctx context.Context, db DBTX, cutoff time.Time, limit int) ([]Orphan, error) {
 	rows, err := db.Query(ctx, `
-SELECT i.id, i.source, i.event_id, coalesce(j.state::text, ''), coalesce(j.errors[array_length(j.errors, 1)]->>'error', '')
+SELECT i.id, i.source, i.event_id, coalesce(j.state::text, ''), coalesce(j.errors[array_length(j.errors, 1)]->>'error', ''),
+       i.event_type, coalesce(i.request_id, '')
 FROM webhook_inbox AS i
 LEFT JOIN river_job AS j ON j.id = i.river_job_id
 WHERE i.status = 'pending' AND i.received_at < $1

@@ -65,3 +65,12 @@ func basicAuthHeader(provider string, config *Config) (http.Header, error) {
 	setBasicAuth(header, config.BasicAuth[0])
 	return header, nil
 }
+
+// CheckBasicAuth returns nil when header carries HTTP Basic credentials
+// equal to one of accepted, compared in constant time (digests of the
+// values, each accepted pair looked at), and an error wrapping
+// ErrSignatureMissing or ErrSignatureInvalid otherwise. It is exported for
+// the worker's River UI, which reuses the sources' comparison.
+func CheckBasicAuth(header http.Header, accepted []BasicAuth) error {
+	return checkBasicAuth(header, accepted)
+}

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/metrics"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -107,6 +108,8 @@ type Config struct {
 	Ready func(ctx context.Context) error
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
+	// Metrics counts every delivery where it is logged. nil counts nothing.
+	Metrics *metrics.Receiver
 }
 
 // Claimer claims a delivery's events in the inbox and enqueues their jobs,
@@ -185,6 +188,15 @@ func UnverifiedBytesFor(bodyLimits ...int64) int64 {
 		n = max(n, 2*limit)
 	}
 	return n
+}
+
+// InFlight returns the number of deliveries being handled (see
+// Config.MaxInFlight); 0 for a nil Server.
+func (s *Server) InFlight() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.slots)
 }
 
 // Handler returns the server's http.Handler. pkg/daemon serves it behind
@@ -278,7 +290,7 @@ func (s *Server) handleWebhook(c echo.Context) error {
 
 	ctx, cancel := context.WithDeadline(c.Request().Context(), start.Add(src.AckTimeout))
 	defer cancel()
-	res, err := s.ingester.Ingest(ctx, inboxDelivery(src, body, delivery))
+	res, err := s.ingester.Ingest(ctx, inboxDelivery(src, body, delivery, c.Response().Header().Get(echo.HeaderXRequestID)))
 	if err != nil {
 		if errors.Is(err, inbox.ErrOverloaded) {
 			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "overloaded",
@@ -295,14 +307,19 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		r := ack.Ack(res.Counts)
 		status, answer = r.Status, func() error { return reply(c, &r) }
 	}
-	s.logDelivery(c, s.config.DeliveryLogLevel, name, start, "accepted", status,
+	s.config.Metrics.Events(name, res.New, res.Duplicates, res.Twins)
+	s.logDelivery(c, s.config.DeliveryLogLevel, name, start, metrics.OutcomeAccepted, status,
 		zap.Int("new", res.New), zap.Int("duplicates", res.Duplicates), zap.Int("twins", res.Twins))
 	return answer()
 }
 
 // logDelivery writes the one line the receiver logs for a delivery: its
-// source, outcome, answer, latency and request id, then fields.
+// source, outcome, answer, latency and request id, then fields. It also
+// counts the delivery, but for a rejected one, which logRejected counts.
 func (s *Server) logDelivery(c echo.Context, level zapcore.Level, source string, start time.Time, outcome string, status int, fields ...zap.Field) {
+	if outcome != metrics.OutcomeRejected {
+		s.config.Metrics.Delivery(s.metricSource(source), outcome, "", time.Since(start))
+	}
 	ce := s.logger.Check(level, "delivery")
 	if ce == nil {
 		return
@@ -316,7 +333,17 @@ func (s *Server) logDelivery(c echo.Context, level zapcore.Level, source string,
 // logRejected is logDelivery for a delivery answered with an error; reason
 // is one of a small, fixed set (signature, too_large, overloaded, …).
 func (s *Server) logRejected(c echo.Context, level zapcore.Level, source string, start time.Time, status int, reason string, fields ...zap.Field) {
-	s.logDelivery(c, level, source, start, "rejected", status, append([]zap.Field{zap.String("reason", reason)}, fields...)...)
+	s.config.Metrics.Delivery(s.metricSource(source), metrics.OutcomeRejected, reason, time.Since(start))
+	s.logDelivery(c, level, source, start, metrics.OutcomeRejected, status, append([]zap.Field{zap.String("reason", reason)}, fields...)...)
+}
+
+// metricSource is source as a metric label: "" unless it is configured, so
+// that names made up by clients cannot grow the metrics without bound.
+func (s *Server) metricSource(source string) string {
+	if _, ok := s.sources[source]; ok {
+		return source
+	}
+	return ""
 }
 
 // requestID gives every request an id, sent back in X-Request-Id and logged
@@ -363,12 +390,12 @@ func reply(c echo.Context, r *provider.Reply) error {
 // inboxDelivery maps a verified delivery to the inbox's input. What of it
 // may be stored (fallback ids, failed events, unindexable keys) is the
 // inbox's decision, not the receiver's.
-func inboxDelivery(src *Source, body []byte, d *provider.Delivery) *inbox.Delivery {
+func inboxDelivery(src *Source, body []byte, d *provider.Delivery, requestID string) *inbox.Delivery {
 	events := make([]inbox.IncomingEvent, len(d.Events))
 	for i, ev := range d.Events {
 		events[i] = inbox.IncomingEvent{ID: ev.ID, Type: ev.Type, Payload: ev.Payload, TwinKey: ev.TwinKey, ParseError: ev.ParseError}
 	}
-	return &inbox.Delivery{Source: src.Name, Provider: src.Provider, Body: body, Headers: d.Headers, Events: events}
+	return &inbox.Delivery{Source: src.Name, Provider: src.Provider, Body: body, Headers: d.Headers, Events: events, RequestID: requestID}
 }
 
 func (s *Server) handleReady(c echo.Context) error {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/metrics"
 )
 
 // noteUnrouted is recorded on an event that no route matched.
@@ -30,17 +31,20 @@ type eventWorker struct {
 	failUnrouted bool
 	asyncCommit  bool
 	logger       *zap.Logger
+	metrics      *metrics.Worker
 }
 
 // Work processes one event. A crash anywhere before the commit leaves no
 // effect: the row stays as it was and River runs the job again.
 func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) error {
+	start := time.Now()
 	err := w.process(ctx, job)
 	if err == nil {
+		w.metrics.Event(job.Args.Source, metrics.OutcomeDone, time.Since(start), time.Since(job.CreatedAt))
 		return nil
 	}
 	log := w.logger.With(zap.Int64("inbox_id", job.Args.InboxID), zap.Int64("job_id", job.ID),
-		zap.Int("attempt", job.Attempt), zap.Int("max_attempts", job.MaxAttempts))
+		zap.String("request_id", job.Args.RequestID), zap.Int("attempt", job.Attempt), zap.Int("max_attempts", job.MaxAttempts))
 	if errors.Is(ctx.Err(), context.Canceled) {
 		// The worker is stopping: River makes the job available again
 		// without counting the attempt, so neither do we.
@@ -59,6 +63,11 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 	if recErr := w.store.RecordFailure(recordCtx, w.pool, job.Args.InboxID, job.ID, err.Error(), final, time.Time{}); recErr != nil {
 		log.Error("could not record the failure on the inbox row", zap.Error(recErr))
 	}
+	outcome := metrics.OutcomeRetried
+	if final {
+		outcome = metrics.OutcomeFailed
+	}
+	w.metrics.Event(job.Args.Source, outcome, time.Since(start), 0)
 	switch {
 	case permanent:
 		log.Warn("event failed permanently", zap.Error(err))

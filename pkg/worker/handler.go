@@ -36,7 +36,7 @@ func NewRegistry(logger *zap.Logger) *Registry {
 	r.Register("log", func(_ context.Context, _ pgx.Tx, ev inbox.Event) error {
 		logger.Info("event", zap.Int64("inbox_id", ev.ID), zap.String("source", ev.Source),
 			zap.String("event_id", ev.EventID), zap.String("event_type", ev.EventType),
-			zap.Int("attempts", ev.Attempts))
+			zap.String("request_id", ev.RequestID), zap.Int("attempts", ev.Attempts))
 		return nil
 	})
 	return r

@@ -72,7 +72,9 @@ func reapOnce(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store, clien
 				}
 				res.Failed++
 			default:
-				requeue = append(requeue, inbox.ClaimedRow{ID: o.ID, Source: o.Source, EventID: o.EventID, Status: inbox.StatusPending})
+				requeue = append(requeue, inbox.ClaimedRow{
+					ID: o.ID, Source: o.Source, EventID: o.EventID, Status: inbox.StatusPending, EventType: o.EventType, RequestID: o.RequestID,
+				})
 			}
 		}
 		res.Requeued = len(requeue)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/logging"
+	"github.com/hookinbox/hookinbox/pkg/metrics"
 )
 
 // The defaults New applies to a zero Config field.
@@ -109,6 +110,8 @@ type Config struct {
 	SoftStopTimeout time.Duration
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
+	// Metrics counts each run of an event. nil counts nothing.
+	Metrics *metrics.Worker
 	// RiverConfig, when set, receives the river.Config before the client is
 	// built, for settings this Config does not cover (tests shorten River's
 	// timings with it).
@@ -186,6 +189,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	store := inbox.NewStore(pool)
 	river.AddWorker(workers, &eventWorker{
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, logger: c.Logger,
+		metrics: c.Metrics,
 	})
 	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor, logger: c.Logger.Named("reaper")})
 
@@ -251,6 +255,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Client returns the worker's River client, for River UI's endpoints.
+func (w *Worker) Client() *river.Client[pgx.Tx] { return w.client }
 
 // Stop stops the worker: a soft stop lets running jobs finish within
 // SoftStopTimeout; then their contexts are cancelled (a hard stop) and Stop

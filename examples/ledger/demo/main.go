@@ -3,12 +3,16 @@
 // burst of signed deliveries (new events, duplicates, concurrent retries of
 // one event, a forged signature, a poison event and an unparseable one),
 // waits until every event is settled, prints a summary and stops everything.
+// The worker serves River UI meanwhile: the demo prints its address and
+// credentials, and with --hold keeps both processes running after the
+// summary until Ctrl-C, to look at the poison event there.
 //
-//	demo --bin bin
+//	demo --bin bin [--hold]
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"flag"
 	"fmt"
 	"net"
@@ -29,9 +33,10 @@ const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" //nolint:gosec // G101: 
 func main() {
 	bin := flag.String("bin", "bin", "folder holding the receiver and ledger binaries")
 	deposits := flag.Int("deposits", 200, "distinct deposits to send")
+	hold := flag.Bool("hold", false, "keep the receiver and worker running after the summary, until Ctrl-C")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, *bin, *deposits)
+	err := run(ctx, *bin, *deposits, *hold)
 	stop() // before os.Exit, which skips deferred calls
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -39,7 +44,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, bin string, deposits int) error {
+func run(ctx context.Context, bin string, deposits int, hold bool) error {
 	dbURL := os.Getenv("DATABASE_URL")
 	if dbURL == "" {
 		return fmt.Errorf("DATABASE_URL is not set (run it with `make demo`)")
@@ -51,7 +56,8 @@ func run(ctx context.Context, bin string, deposits int) error {
 	defer os.RemoveAll(dir)
 	receiverAddr, workerAddr := freeAddr(), freeAddr()
 	configPath := filepath.Join(dir, "demo.yaml")
-	if err := os.WriteFile(configPath, []byte(fmt.Sprintf(demoConfig, receiverAddr, workerAddr, secret)), 0o600); err != nil {
+	uiPassword := rand.Text()
+	if err := os.WriteFile(configPath, []byte(fmt.Sprintf(demoConfig, receiverAddr, workerAddr, secret, uiUser, uiPassword)), 0o600); err != nil {
 		return err
 	}
 
@@ -85,6 +91,8 @@ func run(ctx context.Context, bin string, deposits int) error {
 		}
 	}
 	fmt.Printf("   receiver on %s, ledger worker on %s\n", receiverAddr, workerAddr)
+	fmt.Printf("   River UI:  http://%s/riverui/  (user %s, password %s)\n", workerAddr, uiUser, uiPassword)
+	fmt.Printf("   metrics:   http://%s/metrics and http://%s/metrics\n", receiverAddr, workerAddr)
 
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
@@ -109,6 +117,17 @@ func run(ctx context.Context, bin string, deposits int) error {
 		return err
 	}
 
+	// The poison event fails permanently, so its job is cancelled; the
+	// unparseable one never had a job.
+	fmt.Printf("\n   The poison event's job is in River UI, with its error:\n     http://%s/riverui/jobs?state=cancelled  (user %s, password %s)\n", workerAddr, uiUser, uiPassword)
+	fmt.Printf("   The unparseable one has no job: bin/inboxctl events list --status failed --config %s\n", configPath)
+	if hold {
+		fmt.Println("   holding the receiver and worker up: press Ctrl-C to stop")
+		<-ctx.Done()
+	} else {
+		fmt.Println("   (run `make demo DEMO_FLAGS=--hold` to keep them up and look)")
+	}
+
 	step("6. stop everything (SIGTERM: soft stop, then hard)")
 	stopAll(procs)
 	procs = nil
@@ -130,7 +149,13 @@ worker:
   max_attempts: 3
   routes:
     - {source: bank, types: ["account.deposit"], handlers: [ledger]}
+  ui:
+    enabled: true
+    basic_auth: [{username: %[4]q, password: %[5]q}]
 `
+
+// uiUser is the demo's River UI user; its password is made for each run.
+const uiUser = "demo"
 
 func step(s string) { fmt.Printf("\n== %s\n", s) }
 

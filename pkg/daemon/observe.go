@@ -1,0 +1,106 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"riverqueue.com/riverui"
+
+	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/logging"
+	"github.com/hookinbox/hookinbox/pkg/metrics"
+	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/receiver"
+	"github.com/hookinbox/hookinbox/pkg/worker"
+)
+
+// RiverUIPrefix is where the worker serves River UI on worker.listen.
+const RiverUIPrefix = "/riverui"
+
+// Metrics returns the registry that e's /metrics serves, made on first use
+// with the Go and process collectors and the backlog collector (the inbox's
+// pending and failed rows, River's queue depth). NewReceiver and NewWorker
+// register their metrics on it.
+func (e *Env) Metrics() *prometheus.Registry {
+	if e.metrics == nil {
+		e.metrics = metrics.NewRegistry()
+		sources := make([]string, len(e.Config.Sources))
+		for i, s := range e.Config.Sources {
+			sources[i] = s.Name
+		}
+		e.metrics.MustRegister(metrics.NewBacklog(inbox.NewStore(e.Pool), &metrics.BacklogConfig{
+			Cache: e.MetricsCache, Sources: sources, Logger: e.Logger.Named("metrics"),
+		}))
+	}
+	return e.metrics
+}
+
+// ReceiverHandler is what the receiver serves once the database is ready:
+// GET /metrics, unauthenticated, and srv's handler for everything else.
+func ReceiverHandler(env *Env, srv *receiver.Server) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler(env.Metrics()))
+	mux.Handle("/", srv.Handler())
+	return mux
+}
+
+// WorkerHandler is what the worker serves on worker.listen once River has
+// started: /healthz, /readyz and /metrics, unauthenticated, and, when
+// worker.ui.enabled, River UI at /riverui/ behind Basic Auth. River UI's
+// background services run until ctx is done.
+func WorkerHandler(ctx context.Context, env *Env, w *worker.Worker) (http.Handler, error) {
+	mux := healthMux(env)
+	mux.Handle("GET /metrics", metrics.Handler(env.Metrics()))
+	ui := env.Config.Worker.UI
+	if !ui.Enabled {
+		return mux, nil
+	}
+	if len(ui.BasicAuth) == 0 {
+		// Validate refuses this config; never serve the UI open anyway.
+		return nil, fmt.Errorf("worker.ui.basic_auth: required when worker.ui.enabled is true")
+	}
+	h, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(w.Client(), nil),
+		Logger:    logging.Slog(env.Logger.Named("riverui")),
+		Prefix:    RiverUIPrefix,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river ui: %w", err)
+	}
+	if err := h.Start(ctx); err != nil {
+		return nil, fmt.Errorf("river ui: %w", err)
+	}
+	guarded := guardUI(&ui, h)
+	mux.Handle(RiverUIPrefix, guarded)
+	mux.Handle(RiverUIPrefix+"/", guarded)
+	env.Logger.Info("River UI enabled", zap.String("path", RiverUIPrefix+"/"), zap.Bool("read_only", ui.ReadOnly))
+	return mux, nil
+}
+
+// guardUI lets through only requests with one of ui's Basic Auth
+// credentials (401 otherwise), and, when ui is read-only, only reads: River
+// UI's mutating calls (retry, cancel, delete, pause, resume, update) are
+// POST, PUT and PATCH, refused with 403.
+func guardUI(ui *config.WorkerUIConfig, next http.Handler) http.Handler {
+	accepted := make([]provider.BasicAuth, len(ui.BasicAuth))
+	for i, ba := range ui.BasicAuth {
+		accepted[i] = provider.BasicAuth{Username: ba.Username, Password: ba.Password}
+	}
+	readOnly := ui.ReadOnly
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if err := provider.CheckBasicAuth(r.Header, accepted); err != nil {
+			rw.Header().Set("WWW-Authenticate", `Basic realm="hookinbox River UI", charset="UTF-8"`)
+			http.Error(rw, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		if readOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(rw, "River UI is read-only here (worker.ui.read_only)", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(rw, r)
+	})
+}

@@ -1,0 +1,91 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// EventInfo is an inbox row as an operator looks it up: everything but the
+// payload and body, with its River job's id and state.
+type EventInfo struct {
+	ID          int64      `json:"id"`
+	Source      string     `json:"source"`
+	Provider    string     `json:"provider"`
+	EventID     string     `json:"event_id"`
+	EventType   string     `json:"event_type"`
+	Status      Status     `json:"status"`
+	Attempts    int        `json:"attempts"`
+	LastError   string     `json:"last_error,omitempty"`
+	Note        string     `json:"note,omitempty"`
+	RequestID   string     `json:"request_id,omitempty"`
+	ReceivedAt  time.Time  `json:"received_at"`
+	ProcessedAt *time.Time `json:"processed_at,omitempty"`
+	// JobID is the row's current River job; nil for a row failed on
+	// arrival, which never had one.
+	JobID *int64 `json:"job_id,omitempty"`
+	// JobState is that job's state, "" when it has none or River pruned it.
+	JobState string `json:"job_state,omitempty"`
+}
+
+// ListParams selects the rows List returns. The zero value selects the
+// newest rows of every source.
+type ListParams struct {
+	// Source, when set, selects one source's rows.
+	Source string
+	// Status, when set, selects the rows in that status.
+	Status Status
+	// EventType, when set, selects the rows of that exact type.
+	EventType string
+	// Since, when set, selects rows received at or after it.
+	Since time.Time
+	// Limit caps the rows returned, newest first. Defaults to 100.
+	Limit int
+}
+
+const eventInfoColumns = `
+SELECT i.id, i.source, i.provider, i.event_id, i.event_type, i.status, i.attempts, coalesce(i.last_error, ''),
+       coalesce(i.note, ''), coalesce(i.request_id, ''), i.received_at, i.processed_at, i.river_job_id, coalesce(j.state::text, '')
+FROM webhook_inbox AS i
+LEFT JOIN river_job AS j ON j.id = i.river_job_id`
+
+// Lookup returns the row of source's event eventID, or ErrNotFound.
+func (s *Store) Lookup(ctx context.Context, source, eventID string) (*EventInfo, error) {
+	rows, err := s.pool.Query(ctx, eventInfoColumns+`
+WHERE i.source = $1 AND i.event_id = $2`, planned, source, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: look up event: %w", err)
+	}
+	info, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[EventInfo])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inbox: look up event: %w", err)
+	}
+	return &info, nil
+}
+
+// List returns the rows params selects, newest first.
+func (s *Store) List(ctx context.Context, params *ListParams) ([]EventInfo, error) {
+	p := *params
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	rows, err := s.pool.Query(ctx, eventInfoColumns+`
+WHERE ($1 = '' OR i.source = $1) AND ($2 = '' OR i.status = $2) AND ($3 = '' OR i.event_type = $3)
+  AND ($4::timestamptz IS NULL OR i.received_at >= $4)
+ORDER BY i.received_at DESC, i.id DESC
+LIMIT $5`, p.Source, string(p.Status), p.EventType, nullTime(p.Since), p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list events: %w", err)
+	}
+	infos, err := pgx.CollectRows(rows, pgx.RowToStructByPos[EventInfo])
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list events: %w", err)
+	}
+	return infos, nil
+}

@@ -1,0 +1,64 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The outcomes of a worker's run of an event, the values of the outcome
+// label of hookinbox_worker_events_total.
+const (
+	// OutcomeDone is an event whose handlers committed (or that had nothing
+	// left to do).
+	OutcomeDone = "done"
+	// OutcomeRetried is a failed run River runs again with backoff.
+	OutcomeRetried = "retried"
+	// OutcomeFailed is a run after which the event is failed for good
+	// (attempts exhausted, or a permanent error).
+	OutcomeFailed = "failed"
+)
+
+// Worker is the worker's metrics.
+type Worker struct {
+	events   *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	age      *prometheus.HistogramVec
+}
+
+// NewWorker registers the worker's metrics on reg.
+func NewWorker(reg prometheus.Registerer) *Worker {
+	m := &Worker{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "worker", Name: "events_total",
+			Help: "Event runs, by source and outcome (done, retried, failed).",
+		}, []string{"source", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "worker", Name: "handler_duration_seconds",
+			Help:    "Time of one run of an event (its transaction and handlers), by source.",
+			Buckets: durationBuckets,
+		}, []string{"source"}),
+		age: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "worker", Name: "event_age_seconds",
+			Help:    "Time from an event's job being enqueued (the receiver's commit, for its first job) to its run ending done, by source.",
+			Buckets: []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400},
+		}, []string{"source"}),
+	}
+	reg.MustRegister(m.events, m.duration, m.age)
+	return m
+}
+
+// Event records one run of an event of source that ended with outcome
+// (one of OutcomeDone, OutcomeRetried, OutcomeFailed) after took; age is the
+// event's age when it ended done, and is ignored for other outcomes.
+func (m *Worker) Event(source, outcome string, took, age time.Duration) {
+	if m == nil {
+		return
+	}
+	// The counter last: a scrape that counts the run sees its histograms.
+	m.duration.WithLabelValues(source).Observe(took.Seconds())
+	if outcome == OutcomeDone {
+		m.age.WithLabelValues(source).Observe(age.Seconds())
+	}
+	m.events.WithLabelValues(source, outcome).Inc()
+}
