@@ -16,43 +16,18 @@ import (
 // are refused (-h prints the usage and returns flag.ErrHelp); flags after
 // it are the verb's.
 func parseArgs(name string, args []string) (path string, rest []string, err error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.StringVar(&path, "config", "", "config file (default: $"+config.PathEnv+")")
-	if err := fs.Parse(args); err != nil {
+	path, rest, err = SplitConfig(args)
+	if err != nil {
 		return "", nil, err
 	}
-	given := false
-	fs.Visit(func(*flag.Flag) { given = true })
-
-	tail := fs.Args()
-	if len(tail) == 0 {
-		return path, nil, nil
+	// What is left before the verb must be no flag at all; the FlagSet
+	// refuses one and answers -h with the usage, which names --config.
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.String("config", "", "config file (default: $"+config.PathEnv+")")
+	if err := fs.Parse(rest); err != nil {
+		return "", nil, err
 	}
-	rest = []string{tail[0]}
-	for i := 1; i < len(tail); i++ {
-		arg := tail[i]
-		if arg == "--" {
-			rest = append(rest, tail[i:]...)
-			break
-		}
-		value, isConfig, inline := configFlag(arg)
-		if !isConfig {
-			rest = append(rest, arg)
-			continue
-		}
-		if !inline {
-			if i+1 == len(tail) {
-				return "", nil, errors.New("flag needs an argument: --config")
-			}
-			i++
-			value = tail[i]
-		}
-		if given {
-			return "", nil, errors.New("--config given twice")
-		}
-		path, given = value, true
-	}
-	return path, rest, nil
+	return path, fs.Args(), nil
 }
 
 // configFlag reports whether arg is -config or --config, with its value when
