@@ -19,7 +19,9 @@ import (
 // Each attack comes from one address (127.0.0.1), the legit client from
 // another (hostile.LegitAddr): an attacker holds at most
 // attackMaxConnectionsPerClient connections, which leaves the legit client
-// the rest of attackMaxConnections, so no legit connection is refused, and
+// (at most hostile.LegitMaxConnsDefault connections, as a provider's
+// sender pool) the rest of attackMaxConnections, and its own per-address
+// cap is never reached, so no legit connection is refused or closed, and
 // at most attackUnverifiedPerClient requests being read, which the legit
 // client's bodies (a few hundred bytes, read and verified at once) never
 // approach. What the rows below assert holds by these limits, not by how
@@ -30,13 +32,16 @@ const (
 	attackMaxConnectionsPerClient = attackMaxConnections / 4
 	attackUnverifiedPerClient     = 32
 	attackMaxHeaderBytes          = 32 << 10
-	// attackLegitP99 bounds the legit client's p99 under attack. Unloaded
-	// it is a few ms. The rows run at once, each against its own receiver,
-	// beside the rest of the suite under -race on 2 shared cores, and the
-	// legit client's deliveries cost a commit each; 2 s covers that and is
-	// half the Stripe source's 4 s ack_timeout, past which the receiver
-	// itself would answer 503.
-	attackLegitP99 = 2 * time.Second
+	// attackLegitP99 bounds the legit client's p99 under attack. On an
+	// idle machine it is tens of ms. Here the attack runs as fast as it is
+	// answered, in the test process beside the legit client and under
+	// -race, two rows at once, beside the rest of the suite, on 2 shared
+	// cores: what is left is a CPU share, not a wait on the attack (a
+	// refused connection, the 1 s eviction age, the 5 s header timeout).
+	// Measured there: p99 0.1–2.4 s. The bound is 3 s, under the Stripe
+	// source's 4 s ack_timeout, past which the receiver itself answers 503
+	// and the provider counts a failure.
+	attackLegitP99 = 3 * time.Second
 )
 
 // attackMemoryBound is README's memory formula for the limits above:
