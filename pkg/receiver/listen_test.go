@@ -50,8 +50,9 @@ func TestConnectionCaps(t *testing.T) {
 		t.Cleanup(func() { _ = conn.Close() })
 		return conn
 	}
-	// busy opens a connection from from whose request is in progress once
-	// this returns: such a connection is never closed to make room.
+	// busy opens a connection from the address from, whose request is in
+	// progress once this returns: such a connection is never closed to
+	// make room.
 	busy := func(t *testing.T, b *testBundle, from string) {
 		t.Helper()
 		conn := dial(t, b, from)
@@ -59,8 +60,8 @@ func TestConnectionCaps(t *testing.T) {
 		require.NoError(t, err)
 		<-b.entered
 	}
-	// refused opens a connection from from and returns the body of the
-	// 503 it must get at once.
+	// refused opens a connection from the address from and returns the body
+	// of the 503 it must get at once.
 	refused := func(t *testing.T, b *testBundle, from string) string {
 		t.Helper()
 		resp, err := http.ReadResponse(bufio.NewReader(dial(t, b, from)), nil)
