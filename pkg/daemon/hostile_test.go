@@ -32,16 +32,16 @@ const (
 	attackMaxConnectionsPerClient = attackMaxConnections / 4
 	attackUnverifiedPerClient     = 32
 	attackMaxHeaderBytes          = 32 << 10
-	// attackLegitP99 bounds the legit client's p99 under attack. On an
-	// idle machine it is tens of ms. Here the attack runs as fast as it is
-	// answered, in the test process beside the legit client and under
-	// -race, two rows at once, beside the rest of the suite, on 2 shared
-	// cores: what is left is a CPU share, not a wait on the attack (a
-	// refused connection, the 1 s eviction age, the 5 s header timeout).
-	// Measured there: p99 0.1–2.4 s. The bound is 3 s, under the Stripe
-	// source's 4 s ack_timeout, past which the receiver itself answers 503
-	// and the provider counts a failure.
-	attackLegitP99 = 3 * time.Second
+	// attackLegitExtraP99 bounds how much the legit client's p99 on the
+	// attacked receiver may exceed its p99, measured at the same time by a
+	// second legit client, on a twin receiver nobody attacks. On an idle
+	// machine both are tens of ms; on 2 shared cores under -race and the
+	// rest of the suite both reach seconds, together. The difference is
+	// what the attack costs a legit delivery: the attacked receiver's CPU
+	// spent refusing, never a wait on the attack (a refused connection,
+	// the 1 s eviction age, the 5 s header timeout), which a 2 s margin
+	// would show.
+	attackLegitExtraP99 = 2 * time.Second
 )
 
 // attackMemoryBound is README's memory formula for the limits above:
@@ -55,9 +55,10 @@ const attackMemoryBound = 64<<20 + 2*(attackUnverifiedBytes+attackMaxConnections
 // the real receiver binary. Once the attack has reached the limit it is
 // aimed at (a line in the receiver's log says so), a legit client sends a
 // signed Stripe delivery every 10 ms from another loopback address: every
-// legit delivery but at most 1 % must be answered 2xx, with a p99 under
-// attackLegitP99, and the receiver's peak RSS must stay under the memory
-// formula.
+// legit delivery but at most 1 % must be answered 2xx, with a p99 within
+// attackLegitExtraP99 of what a second legit client sees meanwhile from a
+// twin receiver nobody attacks, and the receiver's peak RSS must stay under
+// the memory formula.
 func TestReceiverUnderAttack(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -120,7 +121,7 @@ func TestReceiverUnderAttack(t *testing.T) {
 		t.Run(string(tc.attack.Kind), func(t *testing.T) {
 			t.Parallel()
 			db := dbtest.New(t)
-			p := start(t, "receiver", "--config", writeConfig(t, fmt.Sprintf(`
+			config := writeConfig(t, fmt.Sprintf(`
 database: {url: %q}
 log: {level: info}
 receiver:
@@ -134,9 +135,13 @@ sources:
   - {name: stripe, provider: stripe, secrets: [%q]}
   - {name: github, provider: github, secrets: [github_secret], max_body_bytes: %d}
 `, db.URL, attackUnverifiedBytes, attackUnverifiedPerClient, attackMaxConnections, attackMaxConnectionsPerClient,
-				attackMaxHeaderBytes, secret, attackUnverifiedBytes/2)))
+				attackMaxHeaderBytes, secret, attackUnverifiedBytes/2))
+			p := start(t, "receiver", "--config", config)
 			addr := listenAddr(t, p, "receiver")
 			p.WaitLine(t, "receiver accepting webhooks")
+			twin := start(t, "receiver", "--config", config)
+			twinAddr := listenAddr(t, twin, "receiver")
+			twin.WaitLine(t, "receiver accepting webhooks")
 
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -154,18 +159,23 @@ sources:
 				p.WaitLine(t, line...)
 			}
 			legit := &hostile.Legit{URL: "http://" + addr + "/webhooks/stripe", Secret: secret, Every: 10 * time.Millisecond, Count: 200, Timeout: 10 * time.Second}
+			control := *legit
+			control.URL = "http://" + twinAddr + "/webhooks/stripe"
+			controlled := make(chan *hostile.LegitResult, 1)
+			go func() { controlled <- control.Run(ctx) }()
 			began := time.Now()
 			lr := legit.Run(ctx)
 			elapsed := time.Since(began)
+			cr := <-controlled
 			cancel()
 			ar := <-attacked
 			hwm, err := hostile.PeakRSS(p.PID())
 			require.NoError(t, err)
-			t.Logf("%s; attack: %s; receiver peak RSS %d MiB (bound %d MiB)", lr, ar, hwm>>20, attackMemoryBound>>20)
+			t.Logf("%s; unattacked twin: %s; attack: %s; receiver peak RSS %d MiB (bound %d MiB)", lr, cr, ar, hwm>>20, attackMemoryBound>>20)
 
 			require.Equal(t, legit.Count, lr.Sent)
 			require.GreaterOrEqual(t, lr.Success(), 0.99, lr.String())
-			require.LessOrEqual(t, lr.Quantile(0.99), attackLegitP99, lr.String())
+			require.LessOrEqual(t, lr.Quantile(0.99), cr.Quantile(0.99)+attackLegitExtraP99, "legit p99 over the unattacked twin's + %s: %s; twin: %s", attackLegitExtraP99, lr, cr)
 			require.LessOrEqual(t, hwm, int64(attackMemoryBound), "receiver peak RSS")
 			if tc.check != nil {
 				tc.check(t, p, ar, elapsed)
