@@ -85,6 +85,14 @@ type ReceiverConfig struct {
 	// progress, or gets 503 with Retry-After when every connection has one.
 	// Defaults to 2048.
 	MaxConnections int `mapstructure:"max_connections"`
+	// MaxConnectionsPerClient caps the open connections from one TCP peer
+	// address, so that one address cannot take max_connections; at the
+	// cap a new one from that address replaces the address's own
+	// connection that has waited longest without a request in progress,
+	// or gets 503 with Retry-After. Connections from trusted_proxies are
+	// not counted (only max_connections applies to them). Defaults to a
+	// quarter of max_connections; at most max_connections.
+	MaxConnectionsPerClient int `mapstructure:"max_connections_per_client"`
 	// MaxHeaderBytes caps a request's header block; more gets 431.
 	// Defaults to 32768.
 	MaxHeaderBytes int `mapstructure:"max_header_bytes"`
@@ -101,8 +109,10 @@ type ReceiverConfig struct {
 	DeliveryLogLevel string `mapstructure:"delivery_log_level"`
 	// TrustedProxies are the networks of reverse proxies (an ingress, a load
 	// balancer) whose X-Forwarded-For header is believed when a source's
-	// allow_ips is checked; entries are written like allow_ips entries.
-	// Defaults to none: the TCP peer is the client.
+	// allow_ips is checked and max_unverified_per_client counted, and whose
+	// connections max_connections_per_client does not count; entries are
+	// written like allow_ips entries. Defaults to none: the TCP peer is the
+	// client.
 	TrustedProxies []string `mapstructure:"trusted_proxies"`
 }
 

@@ -88,6 +88,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	r.MaxUnverifiedPerClient = cmp.Or(r.MaxUnverifiedPerClient, defaultReceiverMaxUnverifiedPerClient)
 	r.MinBodyRate = cmp.Or(r.MinBodyRate, defaultReceiverMinBodyRate)
 	r.MaxConnections = cmp.Or(r.MaxConnections, defaultReceiverMaxConnections)
+	r.MaxConnectionsPerClient = cmp.Or(r.MaxConnectionsPerClient, receiver.ConnectionsPerClientFor(r.MaxConnections))
 	r.MaxHeaderBytes = cmp.Or(r.MaxHeaderBytes, defaultReceiverMaxHeaderBytes)
 	r.ReadHeaderTimeout = cmp.Or(r.ReadHeaderTimeout, defaultReceiverReadHeaderTimeout)
 	r.IdleTimeout = cmp.Or(r.IdleTimeout, defaultReceiverIdleTimeout)

@@ -38,7 +38,8 @@ func TestApplyDefaults(t *testing.T) {
 			ShutdownTimeout: 10 * time.Second,
 			BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024, DeliveryLogLevel: "info",
 			MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, MaxConnections: 2048,
-			MaxHeaderBytes: 32768, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second,
+			MaxConnectionsPerClient: 512,
+			MaxHeaderBytes:          32768, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second,
 		}, cfg.Receiver)
 		require.Equal(t, SourceConfig{
 			Name:         "stripe",

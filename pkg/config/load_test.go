@@ -90,7 +90,7 @@ worker:
 				RetryAfter:      5 * time.Second,
 				ShutdownTimeout: 10 * time.Second,
 				BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024, DeliveryLogLevel: "info",
-				MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, MaxConnections: 2048,
+				MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, MaxConnections: 2048, MaxConnectionsPerClient: 512,
 				MaxHeaderBytes: 32768, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second,
 			},
 			Sources: []SourceConfig{{
@@ -608,7 +608,7 @@ func TestScalarKeys(t *testing.T) {
 		"receiver.listen", "receiver.max_body_bytes", "receiver.ack_timeout", "receiver.retry_after", "receiver.shutdown_timeout",
 		"receiver.batch_max_events", "receiver.batch_max_wait", "receiver.batch_flushers", "receiver.batch_queue", "receiver.max_in_flight",
 		"receiver.max_unverified_bytes", "receiver.max_unverified_per_client", "receiver.min_body_rate",
-		"receiver.max_connections", "receiver.max_header_bytes", "receiver.read_header_timeout", "receiver.idle_timeout",
+		"receiver.max_connections", "receiver.max_connections_per_client", "receiver.max_header_bytes", "receiver.read_header_timeout", "receiver.idle_timeout",
 		"receiver.delivery_log_level",
 		"worker.listen", "worker.concurrency", "worker.max_attempts", "worker.job_timeout", "worker.rescue_after",
 		"worker.fetch_cooldown", "worker.fetch_poll_interval",

@@ -94,6 +94,10 @@ func (c *Config) validateReceiver(p *problems) {
 	positive(p, "receiver.max_unverified_per_client", r.MaxUnverifiedPerClient)
 	positive(p, "receiver.min_body_rate", r.MinBodyRate)
 	positive(p, "receiver.max_connections", r.MaxConnections)
+	positive(p, "receiver.max_connections_per_client", r.MaxConnectionsPerClient)
+	if r.MaxConnections > 0 && r.MaxConnectionsPerClient > r.MaxConnections {
+		p.addf("receiver.max_connections_per_client", "must be at most receiver.max_connections (%d)", r.MaxConnections)
+	}
 	positive(p, "receiver.max_header_bytes", r.MaxHeaderBytes)
 	positive(p, "receiver.read_header_timeout", r.ReadHeaderTimeout)
 	positive(p, "receiver.idle_timeout", r.IdleTimeout)

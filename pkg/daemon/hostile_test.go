@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,14 +15,33 @@ import (
 )
 
 // The receiver's limits in the attack tests, small so that the memory
-// bound is tight and the attacks reach it with few connections.
+// bound is tight and the attacks reach every limit with few connections.
+// Each attack comes from one address (127.0.0.1), the legit client from
+// another (hostile.LegitAddr): an attacker holds at most
+// attackMaxConnectionsPerClient connections, which leaves the legit client
+// (at most hostile.LegitMaxConnsDefault connections, as a provider's
+// sender pool) the rest of attackMaxConnections, and its own per-address
+// cap is never reached, so no legit connection is refused or closed, and
+// at most attackUnverifiedPerClient requests being read, which the legit
+// client's bodies (a few hundred bytes, read and verified at once) never
+// approach. What the rows below assert holds by these limits, not by how
+// fast the machine runs.
 const (
-	attackUnverifiedBytes = 8 << 20
-	attackMaxConnections  = 256
-	attackMaxHeaderBytes  = 32 << 10
-	// attackLegitP99 bounds the legit client's p99 under attack. Unloaded
-	// it is a few ms; the bound leaves room for 2 shared cores under -race.
-	attackLegitP99 = 2 * time.Second
+	attackUnverifiedBytes         = 8 << 20
+	attackMaxConnections          = 256
+	attackMaxConnectionsPerClient = attackMaxConnections / 4
+	attackUnverifiedPerClient     = 32
+	attackMaxHeaderBytes          = 32 << 10
+	// attackLegitExtraP99 bounds how much the legit client's p99 on the
+	// attacked receiver may exceed its p99, measured at the same time by a
+	// second legit client, on a twin receiver nobody attacks. On an idle
+	// machine both are tens of ms; on 2 shared cores under -race and the
+	// rest of the suite both reach seconds, together. The difference is
+	// what the attack costs a legit delivery: the attacked receiver's CPU
+	// spent refusing, never a wait on the attack (a refused connection,
+	// the 1 s eviction age, the 5 s header timeout), which a 2 s margin
+	// would show.
+	attackLegitExtraP99 = 2 * time.Second
 )
 
 // attackMemoryBound is README's memory formula for the limits above:
@@ -34,58 +52,62 @@ const (
 const attackMemoryBound = 64<<20 + 2*(attackUnverifiedBytes+attackMaxConnections*(64<<10+2*attackMaxHeaderBytes))
 
 // TestReceiverUnderAttack runs each of issue 10's attacks, small, against
-// the real receiver binary while a legit client sends a signed Stripe
-// delivery every 10 ms from another loopback address: every legit delivery
-// but at most 1 % must be answered 2xx, with a p99 under attackLegitP99,
-// and the receiver's peak RSS must stay under the memory formula.
+// the real receiver binary. Once the attack has reached the limit it is
+// aimed at (a line in the receiver's log says so), a legit client sends a
+// signed Stripe delivery every 10 ms from another loopback address: every
+// legit delivery but at most 1 % must be answered 2xx, with a p99 within
+// attackLegitExtraP99 of what a second legit client sees meanwhile from a
+// twin receiver nobody attacks, and the receiver's peak RSS must stay under
+// the memory formula.
 func TestReceiverUnderAttack(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the daemons")
 	}
-	// Not yet in make test: on a loaded 2-core machine the idle and
-	// big-header rows miss their bounds now and then (see issue 10's
-	// closing note).
-	if os.Getenv("HOOKINBOX_ATTACK_TESTS") == "" {
-		t.Skip("set HOOKINBOX_ATTACK_TESTS=1 to run the attack tests")
-	}
 
 	for _, tc := range []struct {
 		attack hostile.Attack
-		check  func(t *testing.T, p *proctest.Process, ar *hostile.Result, elapsed time.Duration)
+		// reached are log lines that show the attack at full weight; the
+		// legit client starts once they are all in the receiver's log.
+		reached [][]string
+		check   func(t *testing.T, p *proctest.Process, ar *hostile.Result, elapsed time.Duration)
 	}{
-		// Bodies that trickle hold no max_in_flight slot, are capped per
-		// client, and are cut at min_body_rate after a grace second. The
-		// attack stays under max_connections: one address can fill the
-		// connection cap (see docs/design.md).
-		{attack: hostile.Attack{Kind: hostile.SlowBody, Path: "/webhooks/stripe", Conns: 200, BodyBytes: 500_000, Rate: 10, MaxRequests: 20},
-			check: func(t *testing.T, p *proctest.Process, ar *hostile.Result, _ time.Duration) {
-				t.Helper()
-				p.WaitLine(t, `"reason":"body_too_slow"`)
-				p.WaitLine(t, `"reason":"client_busy"`)
-			}},
-		// Unsigned bodies at the limit fill the unverified budget, not memory.
+		// Bodies that trickle hold no max_in_flight slot and are cut at
+		// min_body_rate after a grace second. 96 connections from one
+		// address: 64 are admitted, each holding a request in the
+		// unverified phase for at least that second, so more than 32 are
+		// there at once (client_busy) and the others are refused at the
+		// connection cap. Bodies of 100 KB: 32 of them fit in the
+		// address's half of the budget, so client_busy is reached first.
+		{attack: hostile.Attack{Kind: hostile.SlowBody, Path: "/webhooks/stripe", Conns: 96, BodyBytes: 100_000, Rate: 10, MaxRequests: 20},
+			reached: [][]string{{`"reason":"client_busy"`}, {`"reason":"body_too_slow"`}, {`"msg":"client connection refused"`}}},
+		// Unsigned bodies at the limit fill the unverified budget (one
+		// address: half of it), not memory: 24 bodies of 4 MiB cannot fit
+		// in 4 MiB.
 		{attack: hostile.Attack{Kind: hostile.BigBody, Path: "/webhooks/github", Conns: 24, BodyBytes: 4 << 20, MaxRequests: 20},
-			check: func(t *testing.T, p *proctest.Process, ar *hostile.Result, _ time.Duration) {
-				t.Helper()
-				p.WaitLine(t, `"reason":"unverified_budget"`)
-			}},
-		// Header lines over max_header_bytes get 431.
-		{attack: hostile.Attack{Kind: hostile.BigHeader, Path: "/webhooks/stripe", Conns: 100, HeaderBytes: 1 << 20, MaxRequests: 20},
+			reached: [][]string{{`"reason":"unverified_budget"`}}},
+		// Header lines of 256 KiB, 8 times max_header_bytes, get 431; 100
+		// connections that keep sending them reach the address's
+		// connection cap.
+		{attack: hostile.Attack{Kind: hostile.BigHeader, Path: "/webhooks/stripe", Conns: 100, HeaderBytes: 256 << 10, MaxRequests: 20},
+			reached: [][]string{{`"msg":"client connection refused"`}},
 			check: func(t *testing.T, _ *proctest.Process, ar *hostile.Result, _ time.Duration) {
 				t.Helper()
 				ar.Lock()
 				defer ar.Unlock()
 				require.Positive(t, ar.Answers[431], ar.Answers)
 			}},
-		// Idle keep-alive connections over max_connections are replaced.
+		// Idle keep-alive connections: one address keeps no more than its
+		// cap open, whatever their age.
 		{attack: hostile.Attack{Kind: hostile.Idle, Path: "/webhooks/stripe", Conns: 3 * attackMaxConnections},
+			reached: [][]string{{`"msg":"client connection refused"`}},
 			check: func(t *testing.T, _ *proctest.Process, ar *hostile.Result, _ time.Duration) {
 				t.Helper()
-				require.LessOrEqual(t, ar.Open.Load(), int64(attackMaxConnections), "idle connections still open")
+				require.LessOrEqual(t, ar.Open.Load(), int64(attackMaxConnectionsPerClient), "idle connections still open")
 			}},
 		// A flood of unsigned deliveries is logged sampled.
 		{attack: hostile.Attack{Kind: hostile.Flood, Path: "/webhooks/stripe", Conns: 8, MaxRequests: 100_000},
+			reached: [][]string{{`"reason":"signature"`}},
 			check: func(t *testing.T, p *proctest.Process, _ *hostile.Result, elapsed time.Duration) {
 				t.Helper()
 				p.WaitLine(t, `"msg":"rejections suppressed"`, `"reason":"signature"`)
@@ -99,20 +121,27 @@ func TestReceiverUnderAttack(t *testing.T) {
 		t.Run(string(tc.attack.Kind), func(t *testing.T) {
 			t.Parallel()
 			db := dbtest.New(t)
-			p := start(t, "receiver", "--config", writeConfig(t, fmt.Sprintf(`
+			config := writeConfig(t, fmt.Sprintf(`
 database: {url: %q}
 log: {level: info}
 receiver:
   listen: 127.0.0.1:0
   max_unverified_bytes: %d
+  max_unverified_per_client: %d
   max_connections: %d
+  max_connections_per_client: %d
   max_header_bytes: %d
 sources:
   - {name: stripe, provider: stripe, secrets: [%q]}
   - {name: github, provider: github, secrets: [github_secret], max_body_bytes: %d}
-`, db.URL, attackUnverifiedBytes, attackMaxConnections, attackMaxHeaderBytes, secret, attackUnverifiedBytes/2)))
+`, db.URL, attackUnverifiedBytes, attackUnverifiedPerClient, attackMaxConnections, attackMaxConnectionsPerClient,
+				attackMaxHeaderBytes, secret, attackUnverifiedBytes/2))
+			p := start(t, "receiver", "--config", config)
 			addr := listenAddr(t, p, "receiver")
 			p.WaitLine(t, "receiver accepting webhooks")
+			twin := start(t, "receiver", "--config", config)
+			twinAddr := listenAddr(t, twin, "receiver")
+			twin.WaitLine(t, "receiver accepting webhooks")
 
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -126,21 +155,31 @@ sources:
 			case <-ctx.Done():
 				t.Fatal("the attack's connections did not open within a minute")
 			}
+			for _, line := range tc.reached {
+				p.WaitLine(t, line...)
+			}
 			legit := &hostile.Legit{URL: "http://" + addr + "/webhooks/stripe", Secret: secret, Every: 10 * time.Millisecond, Count: 200, Timeout: 10 * time.Second}
+			control := *legit
+			control.URL = "http://" + twinAddr + "/webhooks/stripe"
+			controlled := make(chan *hostile.LegitResult, 1)
+			go func() { controlled <- control.Run(ctx) }()
 			began := time.Now()
 			lr := legit.Run(ctx)
 			elapsed := time.Since(began)
+			cr := <-controlled
 			cancel()
 			ar := <-attacked
 			hwm, err := hostile.PeakRSS(p.PID())
 			require.NoError(t, err)
-			t.Logf("%s; attack: %s; receiver peak RSS %d MiB (bound %d MiB)", lr, ar, hwm>>20, attackMemoryBound>>20)
+			t.Logf("%s; unattacked twin: %s; attack: %s; receiver peak RSS %d MiB (bound %d MiB)", lr, cr, ar, hwm>>20, attackMemoryBound>>20)
 
 			require.Equal(t, legit.Count, lr.Sent)
 			require.GreaterOrEqual(t, lr.Success(), 0.99, lr.String())
-			require.LessOrEqual(t, lr.Quantile(0.99), attackLegitP99, lr.String())
+			require.LessOrEqual(t, lr.Quantile(0.99), cr.Quantile(0.99)+attackLegitExtraP99, "legit p99 over the unattacked twin's + %s: %s; twin: %s", attackLegitExtraP99, lr, cr)
 			require.LessOrEqual(t, hwm, int64(attackMemoryBound), "receiver peak RSS")
-			tc.check(t, p, ar, elapsed)
+			if tc.check != nil {
+				tc.check(t, p, ar, elapsed)
+			}
 		})
 	}
 }

@@ -95,13 +95,19 @@ func RunReceiver(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer stop()
+	trustedProxies, err := cfg.Receiver.TrustedProxyPrefixes()
+	if err != nil {
+		return err
+	}
 	door, err := openFrontDoor("receiver", "receiver.listen", cfg.Receiver.Listen, &receiver.HTTPConfig{
-		MaxConnections:    cfg.Receiver.MaxConnections,
-		MaxHeaderBytes:    cfg.Receiver.MaxHeaderBytes,
-		ReadHeaderTimeout: cfg.Receiver.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Receiver.IdleTimeout,
-		RetryAfter:        cfg.Receiver.RetryAfter,
-		Logger:            env.Logger,
+		MaxConnections:          cfg.Receiver.MaxConnections,
+		MaxConnectionsPerClient: cfg.Receiver.MaxConnectionsPerClient,
+		TrustedProxies:          trustedProxies,
+		MaxHeaderBytes:          cfg.Receiver.MaxHeaderBytes,
+		ReadHeaderTimeout:       cfg.Receiver.ReadHeaderTimeout,
+		IdleTimeout:             cfg.Receiver.IdleTimeout,
+		RetryAfter:              cfg.Receiver.RetryAfter,
+		Logger:                  env.Logger,
 	})
 	if err != nil {
 		return err

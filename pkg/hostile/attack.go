@@ -3,6 +3,7 @@ package hostile
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -63,7 +64,8 @@ type Result struct {
 	sync.Mutex
 	Answers map[int]int
 	Errors  map[string]int
-	// Open is the number of idle connections still open at the end.
+	// Open is the number of idle connections the receiver still kept open
+	// when the attack ended, as a read at that moment finds them.
 	Open atomic.Int64
 }
 
@@ -89,6 +91,7 @@ func (r *Result) record(status int, err error) {
 // the attack's full weight.
 func (a *Attack) Run(ctx context.Context, ready chan<- struct{}) *Result {
 	res := &Result{Answers: map[int]int{}, Errors: map[string]int{}}
+	pad := strings.Repeat("a", a.HeaderBytes) // built once, not per request
 	var wg, opened sync.WaitGroup
 	opened.Add(a.Conns)
 	for range a.Conns {
@@ -101,7 +104,7 @@ func (a *Attack) Run(ctx context.Context, ready chan<- struct{}) *Result {
 				if ctx.Err() != nil {
 					return
 				}
-				a.one(ctx, res, once)
+				a.one(ctx, res, pad, once)
 				if a.Kind == Idle {
 					return
 				}
@@ -113,8 +116,9 @@ func (a *Attack) Run(ctx context.Context, ready chan<- struct{}) *Result {
 	return res
 }
 
-// one runs one request of the attack on a new connection.
-func (a *Attack) one(ctx context.Context, res *Result, opened func()) {
+// one runs one request of the attack on a new connection; pad is
+// BigHeader's header value.
+func (a *Attack) one(ctx context.Context, res *Result, pad string, opened func()) {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	conn, err := d.DialContext(ctx, "tcp", a.Addr)
 	if err != nil {
@@ -123,7 +127,13 @@ func (a *Attack) one(ctx context.Context, res *Result, opened func()) {
 		return
 	}
 	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	// When ctx ends, every read and write fails at once; cut is closed
+	// once the deadline is set.
+	cut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = conn.SetDeadline(time.Now())
+		close(cut)
+	})
 	defer stop()
 	res.Requests.Add(1)
 	w := bufio.NewWriterSize(conn, 64<<10)
@@ -139,7 +149,7 @@ func (a *Attack) one(ctx context.Context, res *Result, opened func()) {
 		opened()
 		err = sendChunked(w, a.BodyBytes)
 	case BigHeader:
-		fmt.Fprintf(w, "%sX-Pad: %s\r\nContent-Length: 2\r\n\r\n{}", head, strings.Repeat("a", a.HeaderBytes))
+		fmt.Fprintf(w, "%sX-Pad: %s\r\nContent-Length: 2\r\n\r\n{}", head, pad)
 		opened()
 		err = w.Flush()
 	case Idle, Flood:
@@ -153,7 +163,7 @@ func (a *Attack) one(ctx context.Context, res *Result, opened func()) {
 	switch a.Kind {
 	case Idle:
 		if rerr == nil {
-			a.idle(ctx, br, res)
+			idle(ctx, conn, br, cut, res)
 		}
 	case Flood:
 		for i := 1; i < max(1, a.MaxRequests) && rerr == nil && ctx.Err() == nil; i++ {
@@ -169,15 +179,20 @@ func (a *Attack) one(ctx context.Context, res *Result, opened func()) {
 	}
 }
 
-// idle keeps conn open until the receiver closes it or ctx ends, and
-// counts it in Open while it is.
-func (a *Attack) idle(ctx context.Context, br *bufio.Reader, res *Result) {
-	res.Open.Add(1)
-	_, _ = br.ReadByte() // returns when the receiver closes, or ctx closes the connection
-	if ctx.Err() != nil {
-		return // still open when the attack ended
+// idle keeps conn open until the receiver closes it or ctx ends; then it
+// counts conn in Open if the receiver still has it open. That is asked of
+// the socket once ctx has ended (a read that finds the receiver's FIN
+// returns at once), not of when this goroutine last ran.
+func idle(ctx context.Context, conn net.Conn, br *bufio.Reader, cut <-chan struct{}, res *Result) {
+	_, _ = br.ReadByte() // returns when the receiver closes, or ctx ends
+	if ctx.Err() == nil {
+		return // closed by the receiver
 	}
-	res.Open.Add(-1)
+	<-cut // ctx's deadline is set and will not move the probe's
+	_ = conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := br.ReadByte(); errors.Is(err, os.ErrDeadlineExceeded) {
+		res.Open.Add(1)
+	}
 }
 
 // cmpErr is the error that explains a missing answer.

@@ -1,6 +1,7 @@
 package hostile
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -32,7 +33,14 @@ type Legit struct {
 	Count int
 	// Timeout bounds each delivery.
 	Timeout time.Duration
+	// MaxConns caps the connections open at once, as a provider's sender
+	// pool does: a delivery due while MaxConns are busy waits for one, and
+	// the wait counts in its latency. Defaults to LegitMaxConnsDefault.
+	MaxConns int
 }
+
+// LegitMaxConnsDefault is Legit.MaxConns's default.
+const LegitMaxConnsDefault = 16
 
 // LegitResult is what the legit client saw.
 type LegitResult struct {
@@ -68,7 +76,9 @@ func (r *LegitResult) String() string {
 // ctx ends.
 func (l *Legit) Run(ctx context.Context) *LegitResult {
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(LegitAddr)}, Timeout: l.Timeout}
-	client := &http.Client{Timeout: l.Timeout, Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 4}}
+	maxConns := cmp.Or(l.MaxConns, LegitMaxConnsDefault)
+	client := &http.Client{Timeout: l.Timeout, Transport: &http.Transport{DialContext: dialer.DialContext,
+		MaxConnsPerHost: maxConns, MaxIdleConnsPerHost: maxConns}}
 	defer client.CloseIdleConnections()
 	res := &LegitResult{Failures: map[string]int{}}
 	var mu sync.Mutex

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -24,6 +25,12 @@ const (
 	IdleTimeoutDefault = 30 * time.Second
 )
 
+// ConnectionsPerClientFor is HTTPConfig.MaxConnectionsPerClient's default
+// for a connection cap of maxConnections: a quarter of it, at least 1.
+func ConnectionsPerClientFor(maxConnections int) int {
+	return max(1, maxConnections/4)
+}
+
 // HTTPConfig bounds what a connection may hold before a request reaches a
 // handler.
 type HTTPConfig struct {
@@ -34,6 +41,19 @@ type HTTPConfig struct {
 	// none, the new one is answered 503 with Retry-After and closed.
 	// Defaults to 2048.
 	MaxConnections int
+	// MaxConnectionsPerClient caps the open connections from one TCP peer
+	// address, so that one address cannot take MaxConnections. At this
+	// cap, a new connection from that address replaces the address's own
+	// connection that has waited longest, and at least a second, without
+	// a request in progress; when there is none, it is answered 503 with
+	// Retry-After and closed. A peer in TrustedProxies is exempt: behind
+	// a proxy every connection comes from the proxy's address, and only
+	// MaxConnections applies. Defaults to ConnectionsPerClientFor
+	// (MaxConnections / 4).
+	MaxConnectionsPerClient int
+	// TrustedProxies are the networks of reverse proxies whose connections
+	// MaxConnectionsPerClient does not count. Defaults to none.
+	TrustedProxies []netip.Prefix
 	// MaxHeaderBytes caps a request's header block; more gets 431.
 	// Defaults to 32 KiB.
 	MaxHeaderBytes int
@@ -57,6 +77,7 @@ type HTTPConfig struct {
 func NewHTTPServer(ln net.Listener, h http.Handler, config *HTTPConfig) (*http.Server, net.Listener) {
 	c := *config
 	c.MaxConnections = cmp.Or(c.MaxConnections, MaxConnectionsDefault)
+	c.MaxConnectionsPerClient = cmp.Or(c.MaxConnectionsPerClient, ConnectionsPerClientFor(c.MaxConnections))
 	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, MaxHeaderBytesDefault)
 	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, ReadHeaderTimeoutDefault)
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, IdleTimeoutDefault)
@@ -71,15 +92,17 @@ func NewHTTPServer(ln net.Listener, h http.Handler, config *HTTPConfig) (*http.S
 		return zapcore.NewSamplerWithOptions(core, rejectionLogInterval, rejectionLogBurst, 0)
 	}))
 	errorLog, _ := zap.NewStdLogAt(sampled, zapcore.WarnLevel)
-	body := `{"error":"too many connections; retry later"}` + "\n"
+	retryAfter := strconv.Itoa(max(1, int(c.RetryAfter.Round(time.Second)/time.Second)))
 	limited := &connLimiter{
-		Listener: ln,
-		max:      c.MaxConnections,
-		conns:    map[net.Conn]*connEntry{},
-		refusal: []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n" +
-			"Retry-After: " + strconv.Itoa(max(1, int(c.RetryAfter.Round(time.Second)/time.Second))) + "\r\n" +
-			"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body),
-		logger: sampled,
+		Listener:       ln,
+		max:            c.MaxConnections,
+		maxPerClient:   c.MaxConnectionsPerClient,
+		trustedProxies: c.TrustedProxies,
+		conns:          map[net.Conn]*connEntry{},
+		clients:        map[netip.Addr]int{},
+		refusal:        refusal(retryAfter, "too many connections; retry later"),
+		clientRefusal:  refusal(retryAfter, "too many connections from this address; retry later"),
+		logger:         sampled,
 	}
 	srv := &http.Server{
 		Handler:           h,
@@ -92,31 +115,46 @@ func NewHTTPServer(ln net.Listener, h http.Handler, config *HTTPConfig) (*http.S
 	return srv, limited
 }
 
+// refusal is the canned 503 answer to a refused connection.
+func refusal(retryAfter, msg string) []byte {
+	body := `{"error":"` + msg + `"}` + "\n"
+	return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n" +
+		"Retry-After: " + retryAfter + "\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}
+
 // evictAfter is the least time a connection must have waited without a
 // request in progress before it may be closed to make room: a provider's
 // pooled keep-alive connection, idle for milliseconds between deliveries,
 // is never closed under it as it sends.
 const evictAfter = time.Second
 
-// connLimiter is a listener that keeps at most max connections open.
+// connLimiter is a listener that keeps at most max connections open, and
+// at most maxPerClient from one peer address outside trustedProxies.
 type connLimiter struct {
 	net.Listener
-	max     int
-	refusal []byte
-	logger  *zap.Logger
+	max, maxPerClient int
+	trustedProxies    []netip.Prefix
+	refusal           []byte // at max
+	clientRefusal     []byte // at maxPerClient
+	logger            *zap.Logger
 
-	mu    sync.Mutex
-	conns map[net.Conn]*connEntry
+	mu      sync.Mutex
+	conns   map[net.Conn]*connEntry
+	clients map[netip.Addr]int // open connections per counted address
 }
 
 // connEntry is an open connection's state, as http.Server last reported it.
 type connEntry struct {
+	// addr is the peer address counted against maxPerClient; the zero
+	// Addr for a trusted proxy's connection, which is not counted.
+	addr netip.Addr
 	// waiting: no request in progress (new, or idle after an answer).
 	waiting bool
 	since   time.Time
 }
 
-// Accept accepts the next connection, making room for it when the cap is
+// Accept accepts the next connection, making room for it when a cap is
 // reached.
 func (l *connLimiter) Accept() (net.Conn, error) {
 	for {
@@ -124,44 +162,106 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.admit(conn) {
+		addr := l.counted(conn)
+		switch l.admit(conn, addr) {
+		case admitted:
 			return conn, nil
+		case clientFull:
+			l.refuse(conn, l.clientRefusal, "client connection refused", zap.String("client_ip", addr.String()),
+				zap.String("detail", "receiver.max_connections_per_client connections from this address all have a request in progress"),
+				zap.Int("max_connections_per_client", l.maxPerClient))
+		case full:
+			l.refuse(conn, l.refusal, "connection refused",
+				zap.String("detail", "receiver.max_connections connections all have a request in progress"), zap.Int("max_connections", l.max))
 		}
-		l.refuse(conn)
 	}
 }
 
-// admit counts conn in, closing the longest-waiting connection to make
-// room at the cap, or reports false when every connection is busy.
-func (l *connLimiter) admit(conn net.Conn) bool {
+// counted is the address conn counts against maxPerClient under, or the
+// zero Addr when it is not counted (a trusted proxy, or not TCP).
+func (l *connLimiter) counted(conn net.Conn) netip.Addr {
+	tcp, ok := conn.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}
+	}
+	addr := tcp.AddrPort().Addr().Unmap()
+	if allowed(addr, l.trustedProxies) {
+		return netip.Addr{}
+	}
+	return addr
+}
+
+// admission is admit's verdict.
+type admission int
+
+const (
+	admitted admission = iota
+	clientFull
+	full
+)
+
+// admit counts conn in, first closing the longest-waiting connection of
+// addr when addr is at its cap, or of anyone when all are at the cap; it
+// refuses when there is no such connection to close.
+func (l *connLimiter) admit(conn net.Conn, addr netip.Addr) admission {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.conns) >= l.max {
-		var oldest net.Conn
-		var since time.Time
-		for c, e := range l.conns {
-			if e.waiting && time.Since(e.since) >= evictAfter && (oldest == nil || e.since.Before(since)) {
-				oldest, since = c, e.since
-			}
+	if addr.IsValid() && l.clients[addr] >= l.maxPerClient {
+		if !l.evict(func(e *connEntry) bool { return e.addr == addr }) {
+			return clientFull
 		}
-		if oldest == nil {
-			return false
-		}
-		delete(l.conns, oldest)
-		_ = oldest.Close()
 	}
-	l.conns[conn] = &connEntry{waiting: true, since: time.Now()}
+	if len(l.conns) >= l.max && !l.evict(func(*connEntry) bool { return true }) {
+		return full
+	}
+	l.conns[conn] = &connEntry{addr: addr, waiting: true, since: time.Now()}
+	if addr.IsValid() {
+		l.clients[addr]++
+	}
+	return admitted
+}
+
+// evict closes the connection among those that match which has waited
+// longest, and at least evictAfter, without a request in progress, or
+// reports false when there is none.
+func (l *connLimiter) evict(match func(*connEntry) bool) bool {
+	var oldest net.Conn
+	var since time.Time
+	now := time.Now()
+	for c, e := range l.conns {
+		if e.waiting && now.Sub(e.since) >= evictAfter && match(e) && (oldest == nil || e.since.Before(since)) {
+			oldest, since = c, e.since
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	l.remove(oldest)
+	_ = oldest.Close()
 	return true
 }
 
-// refuse answers a connection over the cap with 503 and closes it. The
+// remove forgets conn. The caller holds l.mu.
+func (l *connLimiter) remove(conn net.Conn) {
+	e := l.conns[conn]
+	if e == nil {
+		return
+	}
+	delete(l.conns, conn)
+	if e.addr.IsValid() {
+		if l.clients[e.addr]--; l.clients[e.addr] == 0 {
+			delete(l.clients, e.addr)
+		}
+	}
+}
+
+// refuse answers a connection over a cap with 503 and closes it. The
 // answer fits any socket buffer, so the write does not block.
-func (l *connLimiter) refuse(conn net.Conn) {
+func (l *connLimiter) refuse(conn net.Conn, answer []byte, msg string, fields ...zap.Field) {
 	_ = conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	_, _ = conn.Write(l.refusal)
+	_, _ = conn.Write(answer)
 	_ = conn.Close()
-	l.logger.Warn("connection refused", zap.Int("status", http.StatusServiceUnavailable),
-		zap.String("detail", "receiver.max_connections connections all have a request in progress"), zap.Int("max_connections", l.max))
+	l.logger.Warn(msg, append([]zap.Field{zap.Int("status", http.StatusServiceUnavailable)}, fields...)...)
 }
 
 // track follows http.Server's view of each connection.
@@ -178,6 +278,6 @@ func (l *connLimiter) track(conn net.Conn, state http.ConnState) {
 	case http.StateActive:
 		e.waiting = false
 	case http.StateHijacked, http.StateClosed:
-		delete(l.conns, conn)
+		l.remove(conn)
 	}
 }
