@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // waitDrained polls until no row is pending, and reports true, or until
@@ -40,30 +42,65 @@ func waitDrained(ctx context.Context, store *inbox.Store, workers []*Proc, deadl
 	}
 }
 
-// phaseDrain measures (e): River's own no-op burn-down, then drains of
-// preloaded events by 1 and 2 noop workers and 1 and 2 ledger workers.
+// drainRun is one drain of (e): workers processes of binary routing to
+// handler, with concurrency and max_conns (0: the defaults).
+type drainRun struct {
+	binary, handler       string
+	workers               int
+	concurrency, maxConns int
+	// groupMax is worker.group_max_events (0: the default).
+	groupMax int
+}
+
+func (d drainRun) name() string {
+	n := fmt.Sprintf("%s%d", d.handler, d.workers)
+	if d.concurrency > 0 {
+		n += fmt.Sprintf("-c%d-m%d", d.concurrency, d.maxConns)
+	}
+	if d.groupMax > 0 {
+		n += fmt.Sprintf("-g%d", d.groupMax)
+	}
+	return n
+}
+
+// phaseDrain measures (e): River's own no-op burn-down, as River performs
+// best here and with the worker's settings, then drains of preloaded events
+// by 1 and 2 noop workers, one noop worker with concurrency 1000 and 20
+// connections, and 1 and 2 ledger workers.
 func (b *bench) phaseDrain(ctx context.Context) error {
 	if err := b.resetTables(ctx); err != nil {
 		return err
 	}
 	var errs []error
-	river, err := runRiverCeiling(ctx, b, b.opts.RiverJobs)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("River ceiling: %w", err))
-	} else {
-		b.report.River = river
-		progress("   River no-op burn-down: %d jobs in %.1f s: %.0f jobs/s", river.Jobs, river.Seconds, river.JobsPerSec)
+	for _, rc := range []struct {
+		label string
+		rs    riverSettings
+		into  **RiverResult
+	}{
+		{"best: 1,000 workers, 2 ms cooldown", riverSettings{1000, 2 * time.Millisecond, 20 * time.Millisecond}, &b.report.River},
+		{"worker's settings", riverSettings{worker.ConcurrencyDefault, worker.FetchCooldownDefault, worker.FetchPollIntervalDefault}, &b.report.RiverAsWorker},
+	} {
+		river, err := runRiverCeiling(ctx, b, b.opts.RiverJobs, rc.rs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("River ceiling (%s): %w", rc.label, err))
+			continue
+		}
+		*rc.into = river
+		progress("   River no-op burn-down (%s): %d jobs in %.1f s: %.0f jobs/s", rc.label, river.Jobs, river.Seconds, river.JobsPerSec)
 	}
-	for _, d := range []struct {
-		binary, handler string
-		workers         int
-	}{{"worker", "noop", 1}, {"worker", "noop", 2}, {"ledger", "ledger", 1}, {"ledger", "ledger", 2}} {
-		r, err := b.drain(ctx, d.binary, d.handler, d.workers)
+	for _, d := range []drainRun{
+		{"worker", "noop", 1, 0, 0, 0}, {"worker", "noop", 2, 0, 0, 0}, {"worker", "noop", 1, 1000, 20, 0},
+		// The alternative without group commit: a transaction per event,
+		// River's completer still completing the jobs.
+		{"worker", "noop", 1, 0, 0, 1},
+		{"ledger", "ledger", 1, 0, 0, 0}, {"ledger", "ledger", 2, 0, 0, 0},
+	} {
+		r, err := b.drain(ctx, d)
 		if r != nil {
 			b.report.Drains = append(b.report.Drains, r)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s × %d: %w", d.handler, d.workers, err))
+			errs = append(errs, fmt.Errorf("%s: %w", d.name(), err))
 		}
 		if ctx.Err() != nil {
 			break
@@ -74,14 +111,15 @@ func (b *bench) phaseDrain(ctx context.Context) error {
 
 // drain preloads opts.DrainEvents pending events and times workers
 // processes of binary from their start until every event is done.
-func (b *bench) drain(ctx context.Context, binary, handler string, workers int) (*DrainResult, error) {
+func (b *bench) drain(ctx context.Context, d drainRun) (*DrainResult, error) {
+	binary, handler, workers := d.binary, d.handler, d.workers
 	n := b.opts.DrainEvents
 	if err := b.resetTables(ctx); err != nil {
 		return nil, err
 	}
-	r := &DrainResult{Handler: handler, Workers: workers, Events: n}
+	r := &DrainResult{Handler: handler, Workers: workers, Events: n, Concurrency: d.concurrency, MaxConns: d.maxConns, GroupMaxEvents: d.groupMax}
 	t0 := time.Now()
-	if err := preloadPending(ctx, b.pool, b.store, fmt.Sprintf("msg_drain_%s%d", handler, workers), n); err != nil {
+	if err := preloadPending(ctx, b.pool, b.store, "msg_drain_"+d.name(), n); err != nil {
 		return nil, err
 	}
 	r.PreloadSecs = time.Since(t0).Seconds()
@@ -104,11 +142,12 @@ func (b *bench) drain(ctx context.Context, binary, handler string, workers int) 
 	}()
 	for i := range workers {
 		profile := ""
-		if b.opts.CPUProfile != "" && handler == "noop" && workers == 1 {
+		if b.opts.CPUProfile != "" && handler == "noop" && workers == 1 && d.concurrency == 0 && d.groupMax == 0 {
 			profile = b.profilePath("worker-noop.pprof")
 			b.report.Profiles = append(b.report.Profiles, profile)
 		}
-		p, _, err := b.startWorker(fmt.Sprintf("%s-%s%d-%d", binary, handler, workers, i+1), binary, handler, profile)
+		pc := procConfig{Handler: handler, Concurrency: cmp.Or(d.concurrency, b.opts.WorkerConcurrency), MaxConns: d.maxConns, GroupMaxEvents: d.groupMax}
+		p, _, err := b.startWorkerWith(fmt.Sprintf("%s-%s-%d", binary, d.name(), i+1), binary, profile, pc)
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +176,7 @@ func (b *bench) drain(ctx context.Context, binary, handler string, workers int) 
 		rss, _ := p.Sample()
 		r.PeakRSSMB = max(r.PeakRSSMB, mb(rss))
 	}
-	progress("   %s × %d: %d of %d events done (%d failed) in %.1f s: %.0f events/s; peak RSS %.0f MB",
-		handler, workers, r.Done, n, r.Failed, r.Seconds, r.EventsPerSec, r.PeakRSSMB)
+	progress("   %s: %d of %d events done (%d failed) in %.1f s: %.0f events/s; peak RSS %.0f MB",
+		d.name(), r.Done, n, r.Failed, r.Seconds, r.EventsPerSec, r.PeakRSSMB)
 	return r, err
 }

@@ -84,6 +84,27 @@ func (r *Report) judge() {
 		}
 	}
 
+	// No collapse: a thousand jobs in flight on 20 connections drain at
+	// least as fast as the default concurrency.
+	if d, base := r.drainWith("noop", 1, 1000), r.drain("noop", 1); d != nil && base != nil {
+		v, ok := ratio("e_noop1_c1000_over_default", d.EventsPerSec, base.EventsPerSec)
+		add(fmt.Sprintf("(e) noop drain, concurrency 1000 / max_conns %d ÷ default", d.MaxConns), f2(v)+"×", "≥ 1×", ok, v >= 1)
+	}
+	for _, d := range r.Drains {
+		if base := r.drain("noop", 1); d.GroupMaxEvents == 1 && base != nil {
+			if v, ok := ratio("e_noop1_over_per_event_tx", base.EventsPerSec, d.EventsPerSec); ok {
+				r.Targets = append(r.Targets, Target{Name: "(e) noop drain, group commit ÷ a transaction per event (group_max_events 1)",
+					Value: f2(v) + "×", Goal: "—", Result: "info"})
+			}
+		}
+	}
+	if rw := r.RiverAsWorker; rw != nil && river > 0 {
+		if v, ok := ratio("e_river_as_worker_over_river", rw.JobsPerSec, river); ok {
+			r.Targets = append(r.Targets, Target{Name: fmt.Sprintf("(e) River at the worker's settings (%d workers, %.0f ms) ÷ River's best", rw.Workers, rw.CooldownMs),
+				Value: pct(v), Goal: "—", Result: "info"})
+		}
+	}
+
 	// Context for (e): a worker's transaction per event against (a)'s
 	// transaction per event.
 	if d := r.drain("noop", 1); d != nil {
@@ -131,8 +152,14 @@ func (r *Report) bestCeiling() float64 {
 }
 
 func (r *Report) drain(handler string, workers int) *DrainResult {
+	return r.drainWith(handler, workers, 0)
+}
+
+// drainWith finds the drain of handler by workers processes at
+// concurrency (0: the default).
+func (r *Report) drainWith(handler string, workers, concurrency int) *DrainResult {
 	for _, d := range r.Drains {
-		if d.Handler == handler && d.Workers == workers {
+		if d.Handler == handler && d.Workers == workers && d.Concurrency == concurrency && d.GroupMaxEvents == 0 {
 			return d
 		}
 	}
