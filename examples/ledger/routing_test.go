@@ -339,7 +339,7 @@ func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
 	_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts FOR UPDATE`)
 	require.NoError(t, err)
 	ingest(t, db.Pool, queues, "bank", n)
-	ledger.waitUntil(t, 60*time.Second, ledgerLogs, func() bool { return lockWaiters(t, db.Pool) == ledgerConcurrency })
+	ledger.waitUntil(t, 60*time.Second, ledgerLogs, func() bool { return len(blockedJobs(t, db.Pool)) == ledgerConcurrency })
 
 	code, out := runToExit(t, workerBin, "../../config/hookinbox.yaml", exampleEnv(db.URL)...)
 	require.Equal(t, 1, code, out)
