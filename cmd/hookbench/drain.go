@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hookinbox/hookinbox/pkg/inbox"
@@ -50,6 +52,9 @@ type drainRun struct {
 	concurrency, maxConns int
 	// groupMax is worker.group_max_events (0: the default).
 	groupMax int
+	// accounts is how many ledger accounts the deposits credit (0:
+	// benchAccounts); a few make every group update the same hot rows.
+	accounts int
 }
 
 func (d drainRun) name() string {
@@ -60,7 +65,48 @@ func (d drainRun) name() string {
 	if d.groupMax > 0 {
 		n += fmt.Sprintf("-g%d", d.groupMax)
 	}
+	if d.accounts > 0 {
+		n += fmt.Sprintf("-a%d", d.accounts)
+	}
 	return n
+}
+
+// parseDrain reads a drain's name back: noop1, ledger2-c1000-m20,
+// ledger1-g1-a5 (handler and worker count, then -c concurrency, -m
+// max_conns, -g group_max_events, -a accounts).
+func parseDrain(name string) (drainRun, error) {
+	parts := strings.Split(name, "-")
+	head := strings.TrimRight(parts[0], "0123456789")
+	d := drainRun{handler: head, binary: "worker"}
+	if head == "ledger" {
+		d.binary = "ledger"
+	}
+	var err error
+	if d.workers, err = strconv.Atoi(parts[0][len(head):]); err != nil || (head != "noop" && head != "ledger") {
+		return d, fmt.Errorf("drain %q: want noop<N> or ledger<N> first", name)
+	}
+	for _, p := range parts[1:] {
+		if p == "" {
+			return d, fmt.Errorf("drain %q: empty part", name)
+		}
+		v, err := strconv.Atoi(p[1:])
+		if err != nil || v <= 0 {
+			return d, fmt.Errorf("drain %q: %q is not a letter and a positive number", name, p)
+		}
+		switch p[0] {
+		case 'c':
+			d.concurrency = v
+		case 'm':
+			d.maxConns = v
+		case 'g':
+			d.groupMax = v
+		case 'a':
+			d.accounts = v
+		default:
+			return d, fmt.Errorf("drain %q: unknown part %q (c, m, g, a)", name, p)
+		}
+	}
+	return d, nil
 }
 
 // phaseDrain measures (e): River's own no-op burn-down, as River performs
@@ -80,6 +126,9 @@ func (b *bench) phaseDrain(ctx context.Context) error {
 		{"best: 1,000 workers, 2 ms cooldown", riverSettings{1000, 2 * time.Millisecond, 20 * time.Millisecond}, &b.report.River},
 		{"worker's settings", riverSettings{worker.ConcurrencyDefault, worker.FetchCooldownDefault, worker.FetchPollIntervalDefault}, &b.report.RiverAsWorker},
 	} {
+		if b.opts.Drains != nil && !b.opts.River {
+			break
+		}
 		river, err := runRiverCeiling(ctx, b, b.opts.RiverJobs, rc.rs)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("River ceiling (%s): %w", rc.label, err))
@@ -88,13 +137,18 @@ func (b *bench) phaseDrain(ctx context.Context) error {
 		*rc.into = river
 		progress("   River no-op burn-down (%s): %d jobs in %.1f s: %.0f jobs/s", rc.label, river.Jobs, river.Seconds, river.JobsPerSec)
 	}
-	for _, d := range []drainRun{
-		{"worker", "noop", 1, 0, 0, 0}, {"worker", "noop", 2, 0, 0, 0}, {"worker", "noop", 1, 1000, 20, 0},
+	drains := []drainRun{
+		{binary: "worker", handler: "noop", workers: 1}, {binary: "worker", handler: "noop", workers: 2},
+		{binary: "worker", handler: "noop", workers: 1, concurrency: 1000, maxConns: 20},
 		// The alternative without group commit: a transaction per event,
 		// River's completer still completing the jobs.
-		{"worker", "noop", 1, 0, 0, 1},
-		{"ledger", "ledger", 1, 0, 0, 0}, {"ledger", "ledger", 2, 0, 0, 0},
-	} {
+		{binary: "worker", handler: "noop", workers: 1, groupMax: 1},
+		{binary: "ledger", handler: "ledger", workers: 1}, {binary: "ledger", handler: "ledger", workers: 2},
+	}
+	if b.opts.Drains != nil {
+		drains = b.opts.Drains
+	}
+	for _, d := range drains {
 		r, err := b.drain(ctx, d)
 		if r != nil {
 			b.report.Drains = append(b.report.Drains, r)
@@ -119,7 +173,7 @@ func (b *bench) drain(ctx context.Context, d drainRun) (*DrainResult, error) {
 	}
 	r := &DrainResult{Handler: handler, Workers: workers, Events: n, Concurrency: d.concurrency, MaxConns: d.maxConns, GroupMaxEvents: d.groupMax}
 	t0 := time.Now()
-	if err := preloadPending(ctx, b.pool, b.store, "msg_drain_"+d.name(), n); err != nil {
+	if err := preloadPending(ctx, b.pool, b.store, "msg_drain_"+d.name(), n, d.accounts); err != nil {
 		return nil, err
 	}
 	r.PreloadSecs = time.Since(t0).Seconds()

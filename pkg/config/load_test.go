@@ -112,7 +112,7 @@ worker:
 				ReaperInterval:    time.Minute,
 				OrphanAfter:       5 * time.Minute,
 				Unrouted:          "failed",
-				GroupMaxEvents:    50,
+				GroupMaxEvents:    1,
 				SoftStopTimeout:   20 * time.Second,
 				HardStopTimeout:   5 * time.Second,
 				Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}}},

@@ -322,6 +322,31 @@ WHERE id = $1`, planned, t.Event.ID, reason, final, string(t.Event.Status), null
 	return nil
 }
 
+// UndoTakes puts back rows TakeManyForWork took, in the group's
+// transaction, in one statement: each row is as it was before the take, to
+// be worked again (UndoTake with a nil failure, for many rows).
+func (s *Store) UndoTakes(ctx context.Context, tx pgx.Tx, ts []*Taken) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	ids, attempts := make([]int64, len(ts)), make([]int32, len(ts))
+	reasons, statuses := make([]string, len(ts)), make([]string, len(ts))
+	processed := make([]*time.Time, len(ts))
+	for i, t := range ts {
+		ids[i], attempts[i], reasons[i] = t.Event.ID, int32(t.Event.Attempts), t.Event.LastError //nolint:gosec // G115: attempts are small
+		statuses[i], processed[i] = string(t.Event.Status), t.processedAt
+	}
+	_, err := tx.Exec(ctx, `
+UPDATE webhook_inbox AS i
+SET last_error = nullif(u.reason, ''), attempts = u.attempts, status = u.status, processed_at = u.processed_at
+FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::timestamptz[]) AS u(id, reason, attempts, status, processed_at)
+WHERE i.id = u.id`, planned, ids, reasons, attempts, statuses, processed)
+	if err != nil {
+		return fmt.Errorf("inbox: undo takes: %w", err)
+	}
+	return nil
+}
+
 // SetNote records a remark on a row, in the caller's transaction or on db
 // alone.
 func (s *Store) SetNote(ctx context.Context, db DBTX, id int64, note string) error {

@@ -43,6 +43,9 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 	var out jobOutcome
 	if w.group != nil {
 		out = w.group.do(ctx, job)
+		if out.alone {
+			out = jobOutcome{err: w.process(ctx, job)}
+		}
 	} else {
 		out.err = w.process(ctx, job)
 	}

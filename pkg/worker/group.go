@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,12 +20,15 @@ import (
 
 // groupCommitter works events in group transactions, the worker's mirror
 // of the receiver's inbox.Batcher. River starts a goroutine per fetched job;
-// each one's Work queues its job here and waits. A flusher takes whatever
-// is queued (up to maxEvents), takes all those rows in one statement, runs
-// each event's handlers inside a savepoint of its own, and commits once.
-// Then every Work returns, and River's batched completer completes the
-// jobs: the row's done mark, committed with the effect, is the truth, and a
-// job run again after a crash finds its row done and does nothing.
+// each one's Work queues its job here and waits. One collector gathers the
+// queued jobs into groups: the jobs of one fetch arrive within a moment of
+// each other, so a group waits up to GroupLingerDefault for them (and
+// grows, up to maxEvents, while every flusher is busy). A flusher takes
+// the group's rows in one statement, runs each event's handlers inside a
+// savepoint of its own, and commits once. Then every Work returns, and
+// River's batched completer completes the jobs: the row's done mark,
+// committed with the effect, is the truth, and a job run again after a
+// crash finds its row done and does nothing.
 //
 // Flushers, not River's worker count, bound the transactions in flight, so
 // a worker with a thousand jobs in flight holds only as many connections as
@@ -33,7 +37,13 @@ type groupCommitter struct {
 	worker    *eventWorker
 	maxEvents int
 	flushers  int
+	linger    time.Duration
 	queue     chan *pendingJob
+	groups    chan []*pendingJob
+	// waiting counts the jobs queued or in the collector's next group.
+	waiting atomic.Int64
+	// busy counts the flushers working a group.
+	busy      atomic.Int64
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	startOnce sync.Once
@@ -48,25 +58,29 @@ type pendingJob struct {
 }
 
 // jobOutcome is what a job's Work returns: err, and whether the failure
-// was recorded on the row already (in the group's transaction).
+// was recorded on the row already (in the group's transaction); or, with
+// alone, that Work is to work the event in a transaction of its own.
 type jobOutcome struct {
 	err      error
 	recorded bool
+	alone    bool
 }
 
-func newGroupCommitter(w *eventWorker, flushers, maxEvents int) *groupCommitter {
+func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Duration) *groupCommitter {
 	return &groupCommitter{
-		worker: w, maxEvents: maxEvents, flushers: flushers,
+		worker: w, maxEvents: maxEvents, flushers: flushers, linger: linger,
 		// Never full: River runs at most its worker count of Work at once.
-		queue: make(chan *pendingJob, 1024),
-		stop:  make(chan struct{}),
+		queue:  make(chan *pendingJob, 1024),
+		groups: make(chan []*pendingJob),
+		stop:   make(chan struct{}),
 	}
 }
 
 func (g *groupCommitter) start() {
 	g.startOnce.Do(func() {
+		g.wg.Add(1 + g.flushers)
+		go g.collect()
 		for range g.flushers {
-			g.wg.Add(1)
 			go g.flushLoop()
 		}
 	})
@@ -83,9 +97,11 @@ func (g *groupCommitter) shutdown() {
 // do queues job and waits for its group's outcome.
 func (g *groupCommitter) do(ctx context.Context, job *river.Job[inbox.JobArgs]) jobOutcome {
 	p := &pendingJob{ctx: ctx, job: job, done: make(chan jobOutcome, 1)}
+	g.waiting.Add(1)
 	select {
 	case g.queue <- p:
 	case <-ctx.Done():
+		g.waiting.Add(-1)
 		return jobOutcome{err: ctx.Err()}
 	}
 	// A flusher always answers, soon after ctx ends: a group is cancelled
@@ -93,33 +109,96 @@ func (g *groupCommitter) do(ctx context.Context, job *river.Job[inbox.JobArgs]) 
 	return <-p.done
 }
 
-func (g *groupCommitter) flushLoop() {
+// collect gathers queued jobs into groups and hands each to a free
+// flusher. The jobs gathered are ready when they fill a group, or when
+// linger has passed since the first of them and nothing more is queued;
+// until a flusher is free, they keep gathering. Ready jobs are shared out
+// evenly among the idle flushers: a group's events run one after the
+// other, so a fetch worked as one group by one flusher would leave the
+// others idle and hold River's slots for longer (a handler of several
+// statements drained at half the speed of a transaction per event that
+// way).
+func (g *groupCommitter) collect() {
 	defer g.wg.Done()
+	var (
+		group  []*pendingJob
+		timer  = time.NewTimer(time.Hour)
+		ripe   bool
+		expiry <-chan time.Time
+	)
+	timer.Stop()
 	for {
-		var first *pendingJob
-		select {
-		case <-g.stop:
-			return
-		case first = <-g.queue:
-		}
-		group := []*pendingJob{first}
-	collect:
+		// Take what is queued already, so that a group sent is as full as
+		// the queue allows.
+	drain:
 		for len(group) < g.maxEvents {
 			select {
 			case p := <-g.queue:
-				group = append(group, p)
+				group = g.add(group, p, timer, &expiry)
 			default:
-				break collect
+				break drain
 			}
 		}
-		g.flush(group)
+		var in <-chan *pendingJob
+		if len(group) < g.maxEvents {
+			in = g.queue
+		}
+		var out chan<- []*pendingJob
+		send := group
+		if len(group) > 0 && (ripe || len(group) >= g.maxEvents) {
+			out = g.groups
+			idle := max(1, int64(g.flushers)-g.busy.Load())
+			send = group[:(int64(len(group))+idle-1)/idle]
+		}
+		select {
+		case <-g.stop:
+			timer.Stop()
+			return
+		case p := <-in:
+			group = g.add(group, p, timer, &expiry)
+		case <-expiry:
+			ripe, expiry = true, nil
+		case out <- send:
+			g.waiting.Add(-int64(len(send)))
+			// The rest is still ripe: the next idle flusher takes it.
+			group = slices.Clone(group[len(send):])
+			if len(group) == 0 {
+				ripe, expiry = false, nil
+				timer.Stop()
+			}
+		}
+	}
+}
+
+// add appends p to group, starting the linger on a group's first job.
+func (g *groupCommitter) add(group []*pendingJob, p *pendingJob, timer *time.Timer, expiry *<-chan time.Time) []*pendingJob {
+	if len(group) == 0 {
+		timer.Reset(g.linger)
+		*expiry = timer.C
+	}
+	return append(group, p)
+}
+
+func (g *groupCommitter) flushLoop() {
+	defer g.wg.Done()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case group := <-g.groups:
+			g.busy.Add(1)
+			g.flush(group)
+			g.busy.Add(-1)
+		}
 	}
 }
 
 // flush works a group and answers each of its jobs. A group that fails as a
 // whole (its transaction broke, COMMIT failed) has committed nothing, and
 // each of its events is worked again alone, so that one bad event fails only
-// its own job.
+// its own job. Events worked alone after a group are worked by their own
+// Work, in parallel, each on a connection of the pool: the flusher goes
+// back to groups.
 func (g *groupCommitter) flush(group []*pendingJob) {
 	live := group[:0]
 	for _, p := range group {
@@ -136,15 +215,19 @@ func (g *groupCommitter) flush(group []*pendingJob) {
 		alone, err := g.flushGroup(live)
 		if err == nil {
 			for _, p := range alone {
-				p.done <- g.alone(p)
+				p.done <- jobOutcome{alone: true}
 			}
 			return
 		}
 		g.worker.logger.Info("group transaction failed; working its events one by one",
 			zap.Int("events", len(live)), zap.Error(err))
 	}
+	if len(live) == 1 {
+		live[0].done <- g.alone(live[0])
+		return
+	}
 	for _, p := range live {
-		p.done <- g.alone(p)
+		p.done <- jobOutcome{alone: true}
 	}
 }
 
@@ -183,9 +266,20 @@ func groupContext(group []*pendingJob) (context.Context, context.CancelFunc) {
 }
 
 // flushGroup works the group in one transaction and, once it committed,
-// answers every job but those it returns, whose handlers met a lock
-// conflict with another transaction (a deadlock, say) and are to be worked
-// alone. On error nothing committed and no job was answered.
+// answers every job but those it returns, which are to be worked alone.
+//
+// A group holds the row locks its handlers took until it commits, and
+// handlers that update hot rows (a balance, a counter, an order's state)
+// take them in an order no one controls: two groups each waiting for a row
+// the other holds deadlock, and PostgreSQL breaks the cycle only after
+// deadlock_timeout (1 s), one event at a time. So a group waits at most
+// GroupLockTimeoutDefault for another transaction's lock; the event that
+// met the timeout (or a deadlock, or a serialization failure) is rolled
+// back to its savepoint, the group ends there, and that event and the ones
+// after it are worked alone once the group has committed and released its
+// locks. A transaction of one event waits for locks as long as it must,
+// as it would without groups. On error nothing committed and no job was
+// answered.
 func (g *groupCommitter) flushGroup(group []*pendingJob) (alone []*pendingJob, err error) {
 	ctx, cancel := groupContext(group)
 	defer cancel()
@@ -206,7 +300,18 @@ func (g *groupCommitter) flushGroup(group []*pendingJob) (alone []*pendingJob, e
 			return err
 		}
 		savepoint := false
+		var undo []*inbox.Taken
 		for i, p := range group {
+			if deferred != nil {
+				// The group ended at a lock conflict: the rest is worked
+				// alone.
+				if t := taken[p.job.Args.InboxID]; t != nil && t.JobID == p.job.ID {
+					undo = append(undo, t)
+					deferred = append(deferred, p)
+					outcomes[i].recorded = true
+				}
+				continue
+			}
 			t := taken[p.job.Args.InboxID]
 			if t == nil || t.JobID != p.job.ID {
 				// Done already, gone, or taken for this row's other job
@@ -214,7 +319,7 @@ func (g *groupCommitter) flushGroup(group []*pendingJob) (alone []*pendingJob, e
 				continue
 			}
 			// One round trip moves the savepoint past the previous event.
-			sp := "SAVEPOINT hookinbox_event"
+			sp := lockTimeoutSQL + "; SAVEPOINT hookinbox_event"
 			if savepoint {
 				sp = "RELEASE SAVEPOINT hookinbox_event; SAVEPOINT hookinbox_event"
 			}
@@ -233,12 +338,10 @@ func (g *groupCommitter) flushGroup(group []*pendingJob) (alone []*pendingJob, e
 				return fmt.Errorf("rollback to savepoint: %w", err)
 			}
 			if isLockConflict(herr) {
-				// The row's done mark is rolled back below; the event is
-				// worked alone once this group has committed and released
-				// its locks.
-				if err := w.store.UndoTake(ctx, tx, t, nil, time.Time{}); err != nil {
-					return err
-				}
+				// The row's done mark is rolled back below with those of
+				// the events after it; all are worked alone once this
+				// group has committed and released its locks.
+				undo = append(undo, t)
 				deferred = append(deferred, p)
 				outcomes[i].recorded = true // not answered with this outcome
 				continue
@@ -249,7 +352,7 @@ func (g *groupCommitter) flushGroup(group []*pendingJob) (alone []*pendingJob, e
 			}
 			outcomes[i] = jobOutcome{err: herr, recorded: true}
 		}
-		return nil
+		return w.store.UndoTakes(ctx, tx, undo)
 	})
 	if err != nil {
 		return nil, err
@@ -262,6 +365,9 @@ func (g *groupCommitter) flushGroup(group []*pendingJob) (alone []*pendingJob, e
 	}
 	return deferred, nil
 }
+
+// lockTimeoutSQL sets a group transaction's lock_timeout (see flushGroup).
+var lockTimeoutSQL = fmt.Sprintf("SET LOCAL lock_timeout = %d", GroupLockTimeoutDefault.Milliseconds())
 
 // isLockConflict reports an error another transaction's locks caused: a
 // deadlock, a serialization failure, or a lock timeout.

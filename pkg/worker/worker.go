@@ -50,10 +50,28 @@ const (
 	OrphanAfterDefault = 5 * time.Minute
 	// SoftStopTimeoutDefault is Config.SoftStopTimeout's default.
 	SoftStopTimeoutDefault = 20 * time.Second
-	// GroupMaxEventsDefault is Config.GroupMaxEvents's default: under
-	// PostgreSQL's cache of 64 subtransactions per backend, past which
-	// every snapshot in the server slows down.
-	GroupMaxEventsDefault = 50
+	// GroupMaxEventsDefault is Config.GroupMaxEvents's default: a
+	// transaction per event. Group commit pays where many events are in
+	// flight (a concurrency of hundreds); at the default concurrency it
+	// adds latency that a worker bound by its in-flight events pays in
+	// throughput (see docs/design.md, "Group commit in the worker").
+	GroupMaxEventsDefault = 1
+	// GroupMaxEventsAdvised is the group size to pair with a high
+	// concurrency: under PostgreSQL's cache of 64 subtransactions per
+	// backend, past which every snapshot in the server slows down.
+	GroupMaxEventsAdvised = 50
+	// GroupLingerDefault is how long a group waits, after its first job,
+	// for more jobs to queue before a free flusher takes it. River starts
+	// the jobs of one fetch together, and they reach the worker within a
+	// moment of each other: without the wait, idle flushers take them one
+	// at a time and groups hardly form.
+	GroupLingerDefault = 2 * time.Millisecond
+	// GroupLockTimeoutDefault is the longest a group transaction waits for
+	// a lock another transaction holds before the waiting event and the
+	// rest of its group are worked alone (see Config.GroupMaxEvents). Far
+	// below PostgreSQL's deadlock_timeout (1 s), so that groups never wait
+	// for the deadlock detector.
+	GroupLockTimeoutDefault = 20 * time.Millisecond
 	// RiverConnsDefault is how many of the pool's connections are left to
 	// River (its fetches, its completer, its LISTEN connection, its leader's
 	// maintenance) and the worker's own bookkeeping when
@@ -118,8 +136,9 @@ type Config struct {
 	SoftStopTimeout time.Duration
 	// GroupMaxEvents caps the events worked in one transaction: jobs
 	// fetched together share a transaction (each event's handlers in a
-	// savepoint of their own) and one COMMIT. 1 gives every event a
-	// transaction of its own. Defaults to 50.
+	// savepoint of their own) and one COMMIT. Worth it with a high
+	// concurrency (hundreds of jobs in flight), with GroupMaxEventsAdvised.
+	// Defaults to 1: every event has a transaction of its own.
 	GroupMaxEvents int
 	// GroupFlushers is how many group transactions run at once, each on a
 	// connection of its own; River's worker count (Queues) is how many
@@ -213,7 +232,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	}
 	if c.GroupMaxEvents > 1 {
 		flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-RiverConnsDefault))
-		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents)
+		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, GroupLingerDefault)
 	}
 	river.AddWorker(workers, ew)
 	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor, logger: c.Logger.Named("reaper")})
