@@ -121,7 +121,7 @@ func (b *bench) close() {
 		}
 	}
 	if b.dir != "" {
-		if b.failed || os.Getenv("HB_KEEP_LOGS") != "" {
+		if b.failed {
 			progress("process logs kept in %s", b.dir)
 		} else {
 			os.RemoveAll(b.dir)

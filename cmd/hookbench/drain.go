@@ -137,13 +137,25 @@ func (b *bench) phaseDrain(ctx context.Context) error {
 		*rc.into = river
 		progress("   River no-op burn-down (%s): %d jobs in %.1f s: %.0f jobs/s", rc.label, river.Jobs, river.Seconds, river.JobsPerSec)
 	}
+	// The defaults (a transaction per event), then a replay storm's
+	// settings: concurrency 1000 on 20 connections, with and without group
+	// commit; the ledger also with deposits to 5 hot accounts.
+	storm := drainRun{workers: 1, concurrency: 1000, maxConns: 20}
+	stormGroup := storm
+	stormGroup.groupMax = worker.GroupMaxEventsAdvised
+	with := func(d drainRun, binary string, accounts int) drainRun {
+		d.binary, d.handler, d.accounts = binary, binary, accounts
+		if binary == "worker" {
+			d.handler = "noop"
+		}
+		return d
+	}
 	drains := []drainRun{
 		{binary: "worker", handler: "noop", workers: 1}, {binary: "worker", handler: "noop", workers: 2},
-		{binary: "worker", handler: "noop", workers: 1, concurrency: 1000, maxConns: 20},
-		// The alternative without group commit: a transaction per event,
-		// River's completer still completing the jobs.
-		{binary: "worker", handler: "noop", workers: 1, groupMax: 1},
+		with(storm, "worker", 0), with(stormGroup, "worker", 0),
 		{binary: "ledger", handler: "ledger", workers: 1}, {binary: "ledger", handler: "ledger", workers: 2},
+		with(stormGroup, "ledger", 0),
+		{binary: "ledger", handler: "ledger", workers: 1, accounts: hotAccounts}, with(stormGroup, "ledger", hotAccounts),
 	}
 	if b.opts.Drains != nil {
 		drains = b.opts.Drains
@@ -163,6 +175,10 @@ func (b *bench) phaseDrain(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// hotAccounts is how many accounts the hot ledger drains credit: every
+// group updates the same few rows.
+const hotAccounts = 5
+
 // drain preloads opts.DrainEvents pending events and times workers
 // processes of binary from their start until every event is done.
 func (b *bench) drain(ctx context.Context, d drainRun) (*DrainResult, error) {
@@ -171,7 +187,7 @@ func (b *bench) drain(ctx context.Context, d drainRun) (*DrainResult, error) {
 	if err := b.resetTables(ctx); err != nil {
 		return nil, err
 	}
-	r := &DrainResult{Handler: handler, Workers: workers, Events: n, Concurrency: d.concurrency, MaxConns: d.maxConns, GroupMaxEvents: d.groupMax}
+	r := &DrainResult{Handler: handler, Workers: workers, Events: n, Concurrency: d.concurrency, MaxConns: d.maxConns, GroupMaxEvents: d.groupMax, Accounts: d.accounts}
 	t0 := time.Now()
 	if err := preloadPending(ctx, b.pool, b.store, "msg_drain_"+d.name(), n, d.accounts); err != nil {
 		return nil, err

@@ -59,6 +59,9 @@ func (r *Report) print(w io.Writer) {
 		if d.GroupMaxEvents > 0 {
 			settings += fmt.Sprintf(" (group_max_events %d)", d.GroupMaxEvents)
 		}
+		if d.Accounts > 0 {
+			settings += fmt.Sprintf(" (%d hot accounts)", d.Accounts)
+		}
 		t.row(fmt.Sprintf("(e) drain %s, %d worker%s%s, %s events", d.Handler, d.Workers, plural(d.Workers), settings, thousands(float64(d.Events))),
 			thousands(d.EventsPerSec), "", "", "", note)
 	}

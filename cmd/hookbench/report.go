@@ -149,12 +149,14 @@ type DrainResult struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	MaxConns    int `json:"max_conns,omitempty"`
 	// GroupMaxEvents is worker.group_max_events (0: the default).
-	GroupMaxEvents int     `json:"group_max_events,omitempty"`
-	Events         int     `json:"events"`
-	Done           int64   `json:"done"`
-	Failed         int64   `json:"failed"`
-	Seconds        float64 `json:"seconds"`
-	EventsPerSec   float64 `json:"events_per_sec"`
+	GroupMaxEvents int `json:"group_max_events,omitempty"`
+	// Accounts is how many ledger accounts the deposits credit (0: 10,000).
+	Accounts     int     `json:"accounts,omitempty"`
+	Events       int     `json:"events"`
+	Done         int64   `json:"done"`
+	Failed       int64   `json:"failed"`
+	Seconds      float64 `json:"seconds"`
+	EventsPerSec float64 `json:"events_per_sec"`
 	// DeadlineHit says the drain was cut off at --drain-deadline:
 	// EventsPerSec is then the rate until the deadline.
 	DeadlineHit bool    `json:"deadline_hit"`
