@@ -24,8 +24,8 @@ const (
 
 // depositBody returns a realistic account.deposit event of about 700 bytes:
 // what a payment provider sends, with the nesting and metadata of a real
-// event rather than a two-field toy. seq picks the amount and one of
-// accounts accounts (benchAccounts when 0).
+// event rather than a two-field toy. seq picks the amount and the account,
+// one of as many as accounts says (benchAccounts when 0).
 func depositBody(eventID string, seq int64, accounts int, at time.Time) []byte {
 	account := seq % int64(cmp.Or(accounts, benchAccounts))
 	cents := 100 + seq%99_900

@@ -20,8 +20,8 @@ import (
 // each (InsertManyFast, River's COPY path, with the receiver's job args),
 // and bulk-loads the rows, each linked to its job. The rows and the jobs are
 // real; only the path is faster than n deliveries. River's jobs table must
-// hold no other hookinbox jobs. The deposits credit accounts accounts
-// (benchAccounts when 0).
+// hold no other hookinbox jobs. The deposits credit as many accounts
+// as accounts says (benchAccounts when 0).
 func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store, prefix string, n, accounts int) error {
 	base, err := store.ReserveIDs(ctx, n)
 	if err != nil {

@@ -190,7 +190,7 @@ func (r *Report) drainWith(handler string, workers, concurrency int) *DrainResul
 }
 
 // drainGroup finds the group-commit drain of handler by one process on
-// accounts accounts (0: the usual 10,000).
+// as many accounts as accounts says (0: the usual 10,000).
 func (r *Report) drainGroup(handler string, accounts int) *DrainResult {
 	for _, d := range r.Drains {
 		if d.Handler == handler && d.Workers == 1 && d.GroupMaxEvents > 1 && d.Accounts == accounts {

@@ -333,7 +333,7 @@ func (s *Store) UndoTakes(ctx context.Context, tx pgx.Tx, ts []*Taken) error {
 	reasons, statuses := make([]string, len(ts)), make([]string, len(ts))
 	processed := make([]*time.Time, len(ts))
 	for i, t := range ts {
-		ids[i], attempts[i], reasons[i] = t.Event.ID, int32(t.Event.Attempts), t.Event.LastError //nolint:gosec // G115: attempts are small
+		ids[i], attempts[i], reasons[i] = t.Event.ID, int32(t.Event.Attempts), t.Event.LastError
 		statuses[i], processed[i] = string(t.Event.Status), t.processedAt
 	}
 	_, err := tx.Exec(ctx, `
