@@ -149,7 +149,12 @@ func (b *bench) startReceiver(ctx context.Context, name string, pc procConfig, p
 // start-up. With profile set, it runs hookbench's profiled twin of
 // cmd/worker instead of binary.
 func (b *bench) startWorker(name, binary, handler, profile string) (p *Proc, readyURL string, err error) {
-	p, pc, err := b.launch(name, binary, "worker", procConfig{Handler: handler, Concurrency: b.opts.WorkerConcurrency}, profile)
+	return b.startWorkerWith(name, binary, profile, procConfig{Handler: handler, Concurrency: b.opts.WorkerConcurrency})
+}
+
+// startWorkerWith is startWorker with the worker's settings in pc.
+func (b *bench) startWorkerWith(name, binary, profile string, pc procConfig) (p *Proc, readyURL string, err error) {
+	p, pc, err = b.launch(name, binary, "worker", pc, profile)
 	return p, "http://" + pc.WorkerAddr + "/readyz", err
 }
 

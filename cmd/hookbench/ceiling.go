@@ -69,7 +69,7 @@ func (c *ceiling) run(ctx context.Context, warmup, window time.Duration) *LoadRe
 				if i > c.max {
 					break
 				}
-				d, err := newDelivery(fmt.Sprintf("msg_ceiling%d_%09d", c.conc, i), i, time.Now())
+				d, err := newDelivery(fmt.Sprintf("msg_ceiling%d_%09d", c.conc, i), i, 0, time.Now())
 				if err != nil {
 					panic(err) // the secret is a constant
 				}

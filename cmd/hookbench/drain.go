@@ -1,12 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // waitDrained polls until no row is pending, and reports true, or until
@@ -40,30 +44,129 @@ func waitDrained(ctx context.Context, store *inbox.Store, workers []*Proc, deadl
 	}
 }
 
-// phaseDrain measures (e): River's own no-op burn-down, then drains of
-// preloaded events by 1 and 2 noop workers and 1 and 2 ledger workers.
+// drainRun is one drain of (e): workers processes of binary routing to
+// handler, with concurrency and max_conns (0: the defaults).
+type drainRun struct {
+	binary, handler       string
+	workers               int
+	concurrency, maxConns int
+	// groupMax is worker.group_max_events (0: the default).
+	groupMax int
+	// accounts is how many ledger accounts the deposits credit (0:
+	// benchAccounts); a few make every group update the same hot rows.
+	accounts int
+}
+
+func (d drainRun) name() string {
+	n := fmt.Sprintf("%s%d", d.handler, d.workers)
+	if d.concurrency > 0 {
+		n += fmt.Sprintf("-c%d-m%d", d.concurrency, d.maxConns)
+	}
+	if d.groupMax > 0 {
+		n += fmt.Sprintf("-g%d", d.groupMax)
+	}
+	if d.accounts > 0 {
+		n += fmt.Sprintf("-a%d", d.accounts)
+	}
+	return n
+}
+
+// parseDrain reads a drain's name back: noop1, ledger2-c1000-m20,
+// ledger1-g1-a5 (handler and worker count, then -c concurrency, -m
+// max_conns, -g group_max_events, -a accounts).
+func parseDrain(name string) (drainRun, error) {
+	parts := strings.Split(name, "-")
+	head := strings.TrimRight(parts[0], "0123456789")
+	d := drainRun{handler: head, binary: "worker"}
+	if head == "ledger" {
+		d.binary = "ledger"
+	}
+	var err error
+	if d.workers, err = strconv.Atoi(parts[0][len(head):]); err != nil || (head != "noop" && head != "ledger") {
+		return d, fmt.Errorf("drain %q: want noop<N> or ledger<N> first", name)
+	}
+	for _, p := range parts[1:] {
+		if p == "" {
+			return d, fmt.Errorf("drain %q: empty part", name)
+		}
+		v, err := strconv.Atoi(p[1:])
+		if err != nil || v <= 0 {
+			return d, fmt.Errorf("drain %q: %q is not a letter and a positive number", name, p)
+		}
+		switch p[0] {
+		case 'c':
+			d.concurrency = v
+		case 'm':
+			d.maxConns = v
+		case 'g':
+			d.groupMax = v
+		case 'a':
+			d.accounts = v
+		default:
+			return d, fmt.Errorf("drain %q: unknown part %q (c, m, g, a)", name, p)
+		}
+	}
+	return d, nil
+}
+
+// phaseDrain measures (e): River's own no-op burn-down, as River performs
+// best here and with the worker's settings, then drains of preloaded events
+// by 1 and 2 noop workers, one noop worker with concurrency 1000 and 20
+// connections, and 1 and 2 ledger workers.
 func (b *bench) phaseDrain(ctx context.Context) error {
 	if err := b.resetTables(ctx); err != nil {
 		return err
 	}
 	var errs []error
-	river, err := runRiverCeiling(ctx, b, b.opts.RiverJobs)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("River ceiling: %w", err))
-	} else {
-		b.report.River = river
-		progress("   River no-op burn-down: %d jobs in %.1f s: %.0f jobs/s", river.Jobs, river.Seconds, river.JobsPerSec)
+	for _, rc := range []struct {
+		label string
+		rs    riverSettings
+		into  **RiverResult
+	}{
+		{"best: 1,000 workers, 2 ms cooldown", riverSettings{1000, 2 * time.Millisecond, 20 * time.Millisecond}, &b.report.River},
+		{"worker's settings", riverSettings{worker.ConcurrencyDefault, worker.FetchCooldownDefault, worker.FetchPollIntervalDefault}, &b.report.RiverAsWorker},
+	} {
+		if b.opts.Drains != nil && !b.opts.River {
+			break
+		}
+		river, err := runRiverCeiling(ctx, b, b.opts.RiverJobs, rc.rs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("River ceiling (%s): %w", rc.label, err))
+			continue
+		}
+		*rc.into = river
+		progress("   River no-op burn-down (%s): %d jobs in %.1f s: %.0f jobs/s", rc.label, river.Jobs, river.Seconds, river.JobsPerSec)
 	}
-	for _, d := range []struct {
-		binary, handler string
-		workers         int
-	}{{"worker", "noop", 1}, {"worker", "noop", 2}, {"ledger", "ledger", 1}, {"ledger", "ledger", 2}} {
-		r, err := b.drain(ctx, d.binary, d.handler, d.workers)
+	// The defaults (a transaction per event), then a replay storm's
+	// settings: concurrency 1000 on 20 connections, with and without group
+	// commit; the ledger also with deposits to 5 hot accounts.
+	storm := drainRun{workers: 1, concurrency: 1000, maxConns: 20}
+	stormGroup := storm
+	stormGroup.groupMax = worker.GroupMaxEventsAdvised
+	with := func(d drainRun, binary string, accounts int) drainRun {
+		d.binary, d.handler, d.accounts = binary, binary, accounts
+		if binary == "worker" {
+			d.handler = "noop"
+		}
+		return d
+	}
+	drains := []drainRun{
+		{binary: "worker", handler: "noop", workers: 1}, {binary: "worker", handler: "noop", workers: 2},
+		with(storm, "worker", 0), with(stormGroup, "worker", 0),
+		{binary: "ledger", handler: "ledger", workers: 1}, {binary: "ledger", handler: "ledger", workers: 2},
+		with(stormGroup, "ledger", 0),
+		{binary: "ledger", handler: "ledger", workers: 1, accounts: hotAccounts}, with(stormGroup, "ledger", hotAccounts),
+	}
+	if b.opts.Drains != nil {
+		drains = b.opts.Drains
+	}
+	for _, d := range drains {
+		r, err := b.drain(ctx, d)
 		if r != nil {
 			b.report.Drains = append(b.report.Drains, r)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s × %d: %w", d.handler, d.workers, err))
+			errs = append(errs, fmt.Errorf("%s: %w", d.name(), err))
 		}
 		if ctx.Err() != nil {
 			break
@@ -72,16 +175,21 @@ func (b *bench) phaseDrain(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// hotAccounts is how many accounts the hot ledger drains credit: every
+// group updates the same few rows.
+const hotAccounts = 5
+
 // drain preloads opts.DrainEvents pending events and times workers
 // processes of binary from their start until every event is done.
-func (b *bench) drain(ctx context.Context, binary, handler string, workers int) (*DrainResult, error) {
+func (b *bench) drain(ctx context.Context, d drainRun) (*DrainResult, error) {
+	binary, handler, workers := d.binary, d.handler, d.workers
 	n := b.opts.DrainEvents
 	if err := b.resetTables(ctx); err != nil {
 		return nil, err
 	}
-	r := &DrainResult{Handler: handler, Workers: workers, Events: n}
+	r := &DrainResult{Handler: handler, Workers: workers, Events: n, Concurrency: d.concurrency, MaxConns: d.maxConns, GroupMaxEvents: d.groupMax, Accounts: d.accounts}
 	t0 := time.Now()
-	if err := preloadPending(ctx, b.pool, b.store, fmt.Sprintf("msg_drain_%s%d", handler, workers), n); err != nil {
+	if err := preloadPending(ctx, b.pool, b.store, "msg_drain_"+d.name(), n, d.accounts); err != nil {
 		return nil, err
 	}
 	r.PreloadSecs = time.Since(t0).Seconds()
@@ -104,11 +212,12 @@ func (b *bench) drain(ctx context.Context, binary, handler string, workers int) 
 	}()
 	for i := range workers {
 		profile := ""
-		if b.opts.CPUProfile != "" && handler == "noop" && workers == 1 {
+		if b.opts.CPUProfile != "" && handler == "noop" && workers == 1 && d.concurrency == 0 && d.groupMax == 0 {
 			profile = b.profilePath("worker-noop.pprof")
 			b.report.Profiles = append(b.report.Profiles, profile)
 		}
-		p, _, err := b.startWorker(fmt.Sprintf("%s-%s%d-%d", binary, handler, workers, i+1), binary, handler, profile)
+		pc := procConfig{Handler: handler, Concurrency: cmp.Or(d.concurrency, b.opts.WorkerConcurrency), MaxConns: d.maxConns, GroupMaxEvents: d.groupMax}
+		p, _, err := b.startWorkerWith(fmt.Sprintf("%s-%s-%d", binary, d.name(), i+1), binary, profile, pc)
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +246,7 @@ func (b *bench) drain(ctx context.Context, binary, handler string, workers int) 
 		rss, _ := p.Sample()
 		r.PeakRSSMB = max(r.PeakRSSMB, mb(rss))
 	}
-	progress("   %s × %d: %d of %d events done (%d failed) in %.1f s: %.0f events/s; peak RSS %.0f MB",
-		handler, workers, r.Done, n, r.Failed, r.Seconds, r.EventsPerSec, r.PeakRSSMB)
+	progress("   %s: %d of %d events done (%d failed) in %.1f s: %.0f events/s; peak RSS %.0f MB",
+		d.name(), r.Done, n, r.Failed, r.Seconds, r.EventsPerSec, r.PeakRSSMB)
 	return r, err
 }

@@ -306,7 +306,7 @@ type answer struct {
 // request signs d as the provider would, at the moment of sending.
 func (c *loadClient) request(ctx context.Context, d Delivery) (*http.Request, error) {
 	now := time.Now()
-	body := depositBody(d.EventID, d.Seq, now)
+	body := depositBody(d.EventID, d.Seq, 0, now)
 	header, err := signedHeaders(d.EventID, body, now)
 	if err != nil {
 		return nil, err

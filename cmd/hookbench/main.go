@@ -41,19 +41,23 @@ type options struct {
 	Bin, Results, CPUProfile string
 	Quick, KeepDB            bool
 	Phases                   map[string]bool
-	Warmup, Window           time.Duration
-	Rounds                   int
-	Clients                  int
-	CeilingConc              []int
-	PerRequestConns          int
-	MaxRequests              int64
-	DrainEvents, RiverJobs   int
-	DrainDeadline            time.Duration
-	SteadyWindow             time.Duration
-	SteadyFraction           float64
-	SteadyInflight           int
-	ScaleRows                int
-	WorkerConcurrency        int
+	// Drains, when not nil, replaces the drains of (e) (see parseDrain);
+	// River's burn-downs run only with River.
+	Drains                 []drainRun
+	River                  bool
+	Warmup, Window         time.Duration
+	Rounds                 int
+	Clients                int
+	CeilingConc            []int
+	PerRequestConns        int
+	MaxRequests            int64
+	DrainEvents, RiverJobs int
+	DrainDeadline          time.Duration
+	SteadyWindow           time.Duration
+	SteadyFraction         float64
+	SteadyInflight         int
+	ScaleRows              int
+	WorkerConcurrency      int
 }
 
 // allPhases lists the phases in the order they run.
@@ -82,6 +86,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.Float64Var(&o.SteadyFraction, "steady-fraction", 0.5, "(f): the steady rate as a fraction of the pipeline's maximum, 1/(1/(c) + 1/(e) noop drain), or of (c) without (e)")
 	fs.IntVar(&o.SteadyInflight, "steady-inflight", 2048, "(f): most requests in flight at once; above the receiver's max_in_flight and batch_queue (1024 each), so that an overload meets its back-pressure (503) rather than waiting in hookbench")
 	fs.IntVar(&o.ScaleRows, "scale-rows", 2_000_000, "scale: processed rows preloaded before (c) is measured again")
+	drains := fs.String("drains", "", "(e): run these drains instead, comma-separated: noop<workers> or ledger<workers>, then -c<concurrency>, -m<max_conns>, -g<group_max_events>, -a<ledger accounts> (e.g. noop1,ledger2-a5); \"river\" adds River's burn-downs")
 	fs.IntVar(&o.WorkerConcurrency, "worker-concurrency", 0, "(e), (f): worker.concurrency (0: the product's default)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -95,6 +100,20 @@ func parseOptions(args []string) (*options, error) {
 			return nil, fmt.Errorf("--phases: unknown phase %q (from %s)", p, strings.Join(allPhases, ","))
 		}
 		o.Phases[p] = true
+	}
+	if *drains != "" {
+		o.Drains = []drainRun{}
+		for name := range strings.SplitSeq(*drains, ",") {
+			if name = strings.TrimSpace(name); name == "river" {
+				o.River = true
+				continue
+			}
+			d, err := parseDrain(name)
+			if err != nil {
+				return nil, fmt.Errorf("--drains: %w", err)
+			}
+			o.Drains = append(o.Drains, d)
+		}
 	}
 	for c := range strings.SplitSeq(*ceiling, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -23,9 +24,10 @@ const (
 
 // depositBody returns a realistic account.deposit event of about 700 bytes:
 // what a payment provider sends, with the nesting and metadata of a real
-// event rather than a two-field toy. seq picks the account and the amount.
-func depositBody(eventID string, seq int64, at time.Time) []byte {
-	account := seq % benchAccounts
+// event rather than a two-field toy. seq picks the amount and the account,
+// one of as many as accounts says (benchAccounts when 0).
+func depositBody(eventID string, seq int64, accounts int, at time.Time) []byte {
+	account := seq % int64(cmp.Or(accounts, benchAccounts))
 	cents := 100 + seq%99_900
 	return fmt.Appendf(nil, `{"type":%q,"id":%q,"created_at":%q,"api_version":"2025-01-01",`+
 		`"data":{"account_id":"acc_%06d","amount":"%d.%02d","currency":"EUR",`+
@@ -50,8 +52,8 @@ func signedHeaders(eventID string, body []byte, now time.Time) (http.Header, err
 // newDelivery returns the delivery the receiver would hand the inbox for a
 // signed delivery of eventID: the same event, payload, raw body and audit
 // headers, so that the inbox makes the same row of it.
-func newDelivery(eventID string, seq int64, now time.Time) (*inbox.Delivery, error) {
-	body := depositBody(eventID, seq, now)
+func newDelivery(eventID string, seq int64, accounts int, now time.Time) (*inbox.Delivery, error) {
+	body := depositBody(eventID, seq, accounts, now)
 	sig, err := provider.SignStandardWebhooks(benchSecret, eventID, now, body)
 	if err != nil {
 		return nil, err

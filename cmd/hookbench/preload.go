@@ -20,8 +20,9 @@ import (
 // each (InsertManyFast, River's COPY path, with the receiver's job args),
 // and bulk-loads the rows, each linked to its job. The rows and the jobs are
 // real; only the path is faster than n deliveries. River's jobs table must
-// hold no other hookinbox jobs.
-func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store, prefix string, n int) error {
+// hold no other hookinbox jobs. The deposits credit as many accounts
+// as accounts says (benchAccounts when 0).
+func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store, prefix string, n, accounts int) error {
 	base, err := store.ReserveIDs(ctx, n)
 	if err != nil {
 		return err
@@ -63,7 +64,7 @@ func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store,
 	return inParallel(n, 2, n, func(lo, hi int) error {
 		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
 			seq := int64(lo + i)
-			d, err := newDelivery(eventID(seq), seq, now)
+			d, err := newDelivery(eventID(seq), seq, accounts, now)
 			if err != nil {
 				return nil, err
 			}
@@ -91,7 +92,7 @@ func copyDoneRows(ctx context.Context, store *inbox.Store, n int) error {
 		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
 			seq := int64(lo + i)
 			received := oldest.Add(time.Duration(seq) * (window / time.Duration(n)))
-			d, err := newDelivery(fmt.Sprintf("msg_hist_%010d", seq), seq, received)
+			d, err := newDelivery(fmt.Sprintf("msg_hist_%010d", seq), seq, 0, received)
 			if err != nil {
 				return nil, err
 			}

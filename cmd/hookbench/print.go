@@ -41,16 +41,28 @@ func (r *Report) print(w io.Writer) {
 		t.row("(d) 50 % mix: duplicate deliveries/s", thousands(d.MixDupPerSec), f2(d.MixDupLatency.P50Ms), f2(d.MixDupLatency.P99Ms), f2(d.MixDupLatency.P999Ms),
 			fmt.Sprintf("extra rows %d, extra jobs %d", d.ExtraRows, d.ExtraJobs))
 	}
-	if rv := r.River; rv != nil {
-		t.row(fmt.Sprintf("(e) River no-op burn-down, %s jobs", thousands(float64(rv.Jobs))), thousands(rv.JobsPerSec), "", "", "",
-			fmt.Sprintf("%.1f s; %s", rv.Seconds, cpuNote(rv.CPU, 0)))
+	for _, rv := range []*RiverResult{r.River, r.RiverAsWorker} {
+		if rv != nil {
+			t.row(fmt.Sprintf("(e) River no-op burn-down, %d workers, %.0f ms cooldown, %s jobs", rv.Workers, rv.CooldownMs, thousands(float64(rv.Jobs))),
+				thousands(rv.JobsPerSec), "", "", "", fmt.Sprintf("%.1f s; %s", rv.Seconds, cpuNote(rv.CPU, 0)))
+		}
 	}
 	for _, d := range r.Drains {
 		note := fmt.Sprintf("%.1f s, %d failed, RSS %.0f MB; %s", d.Seconds, d.Failed, d.PeakRSSMB, cpuNote(d.CPU, 0))
 		if d.DeadlineHit {
 			note = fmt.Sprintf("deadline: %d of %d done in %.0f s; ", d.Done, d.Events, d.Seconds) + note
 		}
-		t.row(fmt.Sprintf("(e) drain %s, %d worker%s, %s events", d.Handler, d.Workers, plural(d.Workers), thousands(float64(d.Events))),
+		settings := ""
+		if d.Concurrency > 0 {
+			settings = fmt.Sprintf(" (concurrency %d, max_conns %d)", d.Concurrency, d.MaxConns)
+		}
+		if d.GroupMaxEvents > 0 {
+			settings += fmt.Sprintf(" (group_max_events %d)", d.GroupMaxEvents)
+		}
+		if d.Accounts > 0 {
+			settings += fmt.Sprintf(" (%d hot accounts)", d.Accounts)
+		}
+		t.row(fmt.Sprintf("(e) drain %s, %d worker%s%s, %s events", d.Handler, d.Workers, plural(d.Workers), settings, thousands(float64(d.Events))),
 			thousands(d.EventsPerSec), "", "", "", note)
 	}
 	if s := r.Steady; s != nil && s.Ack != nil {

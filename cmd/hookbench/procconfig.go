@@ -21,6 +21,8 @@ type procConfig struct {
 	Handler string
 	// Concurrency is worker.concurrency.
 	Concurrency int
+	// GroupMaxEvents is worker.group_max_events.
+	GroupMaxEvents int
 	// DatabaseURL, when set, replaces the benchmark database (set in the
 	// process's environment, never written to the config).
 	DatabaseURL string
@@ -46,6 +48,9 @@ func writeConfig(dir, name string, c procConfig) (string, error) {
 	fmt.Fprintf(&b, "worker:\n  listen: %q\n", c.WorkerAddr)
 	if c.Concurrency > 0 {
 		fmt.Fprintf(&b, "  concurrency: %d\n", c.Concurrency)
+	}
+	if c.GroupMaxEvents > 0 {
+		fmt.Fprintf(&b, "  group_max_events: %d\n", c.GroupMaxEvents)
 	}
 	handler := c.Handler
 	if handler == "" {

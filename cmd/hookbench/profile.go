@@ -45,7 +45,7 @@ func runProfiled(ctx context.Context, mode string, args []string) error {
 		defer env.Close()
 		return daemon.RunReceiver(ctx, env)
 	case "worker":
-		env, _, err := daemon.Boot(ctx, "worker", bootArgs, daemon.Verbs{"": config.NeedWorker}, daemon.WorkerPoolConns, []*schema.Set{schema.Core()})
+		env, _, err := daemon.Boot(ctx, "worker", bootArgs, daemon.Verbs{"": config.NeedWorker}, nil, []*schema.Set{schema.Core()})
 		if err != nil {
 			return err
 		}

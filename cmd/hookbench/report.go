@@ -20,16 +20,19 @@ type Report struct {
 	Options      map[string]any     `json:"options"`
 	PhaseSeconds map[string]float64 `json:"phase_seconds"`
 
-	Ceiling     []*CeilingResult   `json:"a_ceiling"`
-	PerRequest  *ReceiverRun       `json:"b_per_request,omitempty"`
-	GroupCommit *ReceiverRun       `json:"c_group_commit,omitempty"`
-	Duplicates  *DupResult         `json:"d_duplicates,omitempty"`
-	River       *RiverResult       `json:"e_river,omitempty"`
-	Drains      []*DrainResult     `json:"e_drains"`
-	Steady      *SteadyResult      `json:"f_steady,omitempty"`
-	PeakRSS     map[string]float64 `json:"g_peak_rss_mb"`
-	Scale       *ScaleResult       `json:"scale,omitempty"`
-	HTTPTotals  HTTPTotals         `json:"http_totals"`
+	Ceiling     []*CeilingResult `json:"a_ceiling"`
+	PerRequest  *ReceiverRun     `json:"b_per_request,omitempty"`
+	GroupCommit *ReceiverRun     `json:"c_group_commit,omitempty"`
+	Duplicates  *DupResult       `json:"d_duplicates,omitempty"`
+	River       *RiverResult     `json:"e_river,omitempty"`
+	// RiverAsWorker is River's burn-down with the worker's own settings
+	// (its default concurrency and fetch cooldown).
+	RiverAsWorker *RiverResult       `json:"e_river_as_worker,omitempty"`
+	Drains        []*DrainResult     `json:"e_drains"`
+	Steady        *SteadyResult      `json:"f_steady,omitempty"`
+	PeakRSS       map[string]float64 `json:"g_peak_rss_mb"`
+	Scale         *ScaleResult       `json:"scale,omitempty"`
+	HTTPTotals    HTTPTotals         `json:"http_totals"`
 
 	Ratios   map[string]float64 `json:"ratios"`
 	Targets  []Target           `json:"targets"`
@@ -140,8 +143,15 @@ type DupResult struct {
 
 // DrainResult is one worker drain of measurement (e).
 type DrainResult struct {
-	Handler      string  `json:"handler"`
-	Workers      int     `json:"workers"`
+	Handler string `json:"handler"`
+	Workers int    `json:"workers"`
+	// Concurrency and MaxConns are the worker's settings (0: the defaults).
+	Concurrency int `json:"concurrency,omitempty"`
+	MaxConns    int `json:"max_conns,omitempty"`
+	// GroupMaxEvents is worker.group_max_events (0: the default).
+	GroupMaxEvents int `json:"group_max_events,omitempty"`
+	// Accounts is how many ledger accounts the deposits credit (0: 10,000).
+	Accounts     int     `json:"accounts,omitempty"`
 	Events       int     `json:"events"`
 	Done         int64   `json:"done"`
 	Failed       int64   `json:"failed"`

@@ -29,6 +29,9 @@ func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil
 // RiverResult is River's own no-op throughput, measured like `river bench`
 // in burn-down mode.
 type RiverResult struct {
+	// Workers and CooldownMs are the client's MaxWorkers and FetchCooldown.
+	Workers    int     `json:"workers"`
+	CooldownMs float64 `json:"fetch_cooldown_ms"`
 	Jobs       int     `json:"jobs"`
 	JobsPerSec float64 `json:"jobs_per_sec"`
 	Seconds    float64 `json:"seconds"`
@@ -36,13 +39,19 @@ type RiverResult struct {
 	CPU        *CPUUse `json:"cpu,omitempty"`
 }
 
+// riverSettings are a burn-down client's settings.
+type riverSettings struct {
+	workers            int
+	cooldown, interval time.Duration
+}
+
 // runRiverCeiling measures River's no-op throughput on the benchmark's
 // database the way `river bench --num-total-jobs n` does: it empties and
 // compacts river_job, inserts n jobs in batches of 5,000, then starts a
-// client with River's benchmark settings (2,000 workers, 2 ms fetch
+// client with rs (River's benchmark uses 2,000 workers, 2 ms fetch
 // cooldown, 20 ms poll) and times it from start until the last job
 // completed, counting completions through a subscription.
-func runRiverCeiling(ctx context.Context, b *bench, n int) (*RiverResult, error) {
+func runRiverCeiling(ctx context.Context, b *bench, n int, rs riverSettings) (*RiverResult, error) {
 	pool, err := newPool(ctx, b.dbURL, 16)
 	if err != nil {
 		return nil, err
@@ -56,10 +65,10 @@ func runRiverCeiling(ctx context.Context, b *bench, n int) (*RiverResult, error)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &noopWorker{})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		FetchCooldown:     2 * time.Millisecond,
-		FetchPollInterval: 20 * time.Millisecond,
+		FetchCooldown:     rs.cooldown,
+		FetchPollInterval: rs.interval,
 		Logger:            slog.New(slog.DiscardHandler),
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2000}},
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: rs.workers}},
 		Workers:           workers,
 	})
 	if err != nil {
@@ -121,6 +130,7 @@ func runRiverCeiling(ctx context.Context, b *bench, n int) (*RiverResult, error)
 	}
 	elapsed := last.Sub(start)
 	return &RiverResult{
+		Workers: rs.workers, CooldownMs: float64(rs.cooldown) / float64(time.Millisecond),
 		Jobs: n, JobsPerSec: perSec(int64(n), elapsed), Seconds: elapsed.Seconds(), InsertSecs: insertSecs,
 		CPU: cpuSince(cpu0, takeCPU(b.postmaster), int64(n)),
 	}, nil

@@ -84,6 +84,50 @@ func (r *Report) judge() {
 		}
 	}
 
+	// No collapse: a thousand jobs in flight on 20 connections drain at
+	// least as fast as the default concurrency.
+	if d, base := r.drainWith("noop", 1, 1000), r.drain("noop", 1); d != nil && base != nil {
+		v, ok := ratio("e_noop1_c1000_over_default", d.EventsPerSec, base.EventsPerSec)
+		add(fmt.Sprintf("(e) noop drain, concurrency 1000 / max_conns %d ÷ default", d.MaxConns), f2(v)+"×", "≥ 1×", ok, v >= 1)
+	}
+	// A replay storm's settings: concurrency 1000, 20 connections, group
+	// commit. Against River, and against the same without groups and the
+	// defaults (a transaction per event must never be much faster).
+	for _, goal := range []struct {
+		handler string
+		min     float64
+	}{{"noop", 0.5}, {"ledger", 0.3}} {
+		g := r.drainGroup(goal.handler, 0)
+		if g == nil {
+			continue
+		}
+		v, ok := ratio("e_"+goal.handler+"1_group_over_river", g.EventsPerSec, river)
+		add(fmt.Sprintf("(e) %s drain, concurrency 1000 / max_conns %d / group_max_events %d ÷ River", goal.handler, g.MaxConns, g.GroupMaxEvents),
+			pct(v), fmt.Sprintf("≥ %.0f %%", 100*goal.min), ok, v >= goal.min)
+	}
+	for _, c := range []struct {
+		key, name string
+		num, den  *DrainResult
+	}{
+		{"e_noop1_group_over_c1000", "(e) noop, group commit ÷ a transaction per event, both at concurrency 1000", r.drainGroup("noop", 0), r.drainWith("noop", 1, 1000)},
+		{"e_ledger1_group_over_default", "(e) ledger, group commit at concurrency 1000 ÷ the defaults", r.drainGroup("ledger", 0), r.drain("ledger", 1)},
+		{"e_ledger1_hot_group_over_default", fmt.Sprintf("(e) ledger on %d hot accounts, group commit at concurrency 1000 ÷ the defaults", hotAccounts),
+			r.drainGroup("ledger", hotAccounts), r.drainHot("ledger", hotAccounts)},
+	} {
+		if c.num == nil || c.den == nil {
+			continue
+		}
+		if v, ok := ratio(c.key, c.num.EventsPerSec, c.den.EventsPerSec); ok {
+			r.Targets = append(r.Targets, Target{Name: c.name, Value: f2(v) + "×", Goal: "—", Result: "info"})
+		}
+	}
+	if rw := r.RiverAsWorker; rw != nil && river > 0 {
+		if v, ok := ratio("e_river_as_worker_over_river", rw.JobsPerSec, river); ok {
+			r.Targets = append(r.Targets, Target{Name: fmt.Sprintf("(e) River at the worker's settings (%d workers, %.0f ms) ÷ River's best", rw.Workers, rw.CooldownMs),
+				Value: pct(v), Goal: "—", Result: "info"})
+		}
+	}
+
 	// Context for (e): a worker's transaction per event against (a)'s
 	// transaction per event.
 	if d := r.drain("noop", 1); d != nil {
@@ -131,8 +175,36 @@ func (r *Report) bestCeiling() float64 {
 }
 
 func (r *Report) drain(handler string, workers int) *DrainResult {
+	return r.drainWith(handler, workers, 0)
+}
+
+// drainWith finds the drain of handler by workers processes at
+// concurrency (0: the default).
+func (r *Report) drainWith(handler string, workers, concurrency int) *DrainResult {
 	for _, d := range r.Drains {
-		if d.Handler == handler && d.Workers == workers {
+		if d.Handler == handler && d.Workers == workers && d.Concurrency == concurrency && d.GroupMaxEvents == 0 && d.Accounts == 0 {
+			return d
+		}
+	}
+	return nil
+}
+
+// drainGroup finds the group-commit drain of handler by one process on
+// as many accounts as accounts says (0: the usual 10,000).
+func (r *Report) drainGroup(handler string, accounts int) *DrainResult {
+	for _, d := range r.Drains {
+		if d.Handler == handler && d.Workers == 1 && d.GroupMaxEvents > 1 && d.Accounts == accounts {
+			return d
+		}
+	}
+	return nil
+}
+
+// drainHot finds the drain of handler by one process at the defaults on
+// accounts hot accounts.
+func (r *Report) drainHot(handler string, accounts int) *DrainResult {
+	for _, d := range r.Drains {
+		if d.Handler == handler && d.Workers == 1 && d.GroupMaxEvents == 0 && d.Concurrency == 0 && d.Accounts == accounts {
 			return d
 		}
 	}

@@ -16,7 +16,7 @@ import (
 
 func main() {
 	daemon.Main(func(ctx context.Context, args []string) error {
-		env, _, err := daemon.Boot(ctx, "worker", args, daemon.Verbs{"": config.NeedWorker}, daemon.WorkerPoolConns, []*schema.Set{schema.Core()})
+		env, _, err := daemon.Boot(ctx, "worker", args, daemon.Verbs{"": config.NeedWorker}, nil, []*schema.Set{schema.Core()})
 		if err != nil {
 			return err
 		}

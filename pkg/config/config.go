@@ -22,7 +22,9 @@ type DatabaseConfig struct {
 	// URL is a libpq-style connection URL. Precedence: HOOKINBOX_DATABASE_URL,
 	// then database.url, then DATABASE_URL. Required.
 	URL string `mapstructure:"url"`
-	// MaxConns caps each process's connection pool. Defaults to 16.
+	// MaxConns is each process's connection pool size, the most
+	// connections it opens; a worker's concurrency does not change it.
+	// Defaults to 16.
 	MaxConns int32 `mapstructure:"max_conns"`
 }
 
@@ -253,6 +255,11 @@ type WorkerConfig struct {
 	// (the default: it fails loudly, and can be replayed once the routes
 	// are fixed) or "done" (marked done with a note, and never run).
 	Unrouted string `mapstructure:"unrouted"`
+	// GroupMaxEvents caps the events worked in one transaction: jobs
+	// fetched together share a transaction, each event's handlers in a
+	// savepoint of their own, and one COMMIT. 1 gives each event a
+	// transaction of its own. Defaults to 50.
+	GroupMaxEvents int `mapstructure:"group_max_events"`
 	// SoftStopTimeout is how long a stopping worker lets running jobs
 	// finish before cancelling them. Defaults to 20s.
 	SoftStopTimeout time.Duration `mapstructure:"soft_stop_timeout"`

@@ -52,6 +52,7 @@ const (
 	// defaultWorkerUnrouted fails an unrouted event loudly: a failed row can
 	// be replayed once the routes are fixed, a row marked done cannot.
 	defaultWorkerUnrouted                      = UnroutedFailed
+	defaultWorkerGroupMaxEvents                = worker.GroupMaxEventsDefault
 	defaultWorkerSoftStopTimeout               = worker.SoftStopTimeoutDefault
 	defaultWorkerHardStopTimeout time.Duration = 5 * time.Second
 	defaultRouteType                           = "*"
@@ -121,6 +122,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	w.ReaperInterval = cmp.Or(w.ReaperInterval, defaultWorkerReaperInterval)
 	w.OrphanAfter = cmp.Or(w.OrphanAfter, defaultWorkerOrphanAfter)
 	w.Unrouted = cmp.Or(w.Unrouted, defaultWorkerUnrouted)
+	w.GroupMaxEvents = cmp.Or(w.GroupMaxEvents, defaultWorkerGroupMaxEvents)
 	w.SoftStopTimeout = cmp.Or(w.SoftStopTimeout, defaultWorkerSoftStopTimeout)
 	w.HardStopTimeout = cmp.Or(w.HardStopTimeout, defaultWorkerHardStopTimeout)
 	for i := range w.Routes {

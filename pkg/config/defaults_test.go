@@ -60,6 +60,7 @@ func TestApplyDefaults(t *testing.T) {
 			ReaperInterval:    time.Minute,
 			OrphanAfter:       5 * time.Minute,
 			Unrouted:          UnroutedFailed,
+			GroupMaxEvents:    1,
 			SoftStopTimeout:   20 * time.Second,
 			HardStopTimeout:   5 * time.Second,
 			Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}}},

@@ -114,6 +114,7 @@ worker:
 				ReaperInterval:    time.Minute,
 				OrphanAfter:       5 * time.Minute,
 				Unrouted:          "failed",
+				GroupMaxEvents:    1,
 				SoftStopTimeout:   20 * time.Second,
 				HardStopTimeout:   5 * time.Second,
 				Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}}},
@@ -612,7 +613,7 @@ func TestScalarKeys(t *testing.T) {
 		"receiver.delivery_log_level",
 		"worker.listen", "worker.concurrency", "worker.max_attempts", "worker.job_timeout", "worker.rescue_after",
 		"worker.fetch_cooldown", "worker.fetch_poll_interval",
-		"worker.reaper_interval", "worker.orphan_after", "worker.unrouted", "worker.soft_stop_timeout", "worker.hard_stop_timeout", "worker.synchronous_commit",
+		"worker.reaper_interval", "worker.orphan_after", "worker.unrouted", "worker.group_max_events", "worker.soft_stop_timeout", "worker.hard_stop_timeout", "worker.synchronous_commit",
 		"worker.ui.enabled", "worker.ui.read_only",
 	}, keys)
 	require.Equal(t, "HOOKINBOX_DATABASE_URL", EnvVar("database.url"))

@@ -70,6 +70,7 @@ func (c *Config) Redacted() map[string]any {
 			"orphan_after":        duration(w.OrphanAfter),
 			"unrouted":            w.Unrouted,
 			"synchronous_commit":  w.SynchronousCommit,
+			"group_max_events":    w.GroupMaxEvents,
 			"soft_stop_timeout":   duration(w.SoftStopTimeout),
 			"hard_stop_timeout":   duration(w.HardStopTimeout),
 			"routes":              routes,

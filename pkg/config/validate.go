@@ -139,6 +139,7 @@ func (c *Config) validateWorker(p *problems) {
 	if w.Unrouted != UnroutedDone && w.Unrouted != UnroutedFailed {
 		p.addf("worker.unrouted", "must be %s or %s, not %q", UnroutedDone, UnroutedFailed, w.Unrouted)
 	}
+	positive(p, "worker.group_max_events", w.GroupMaxEvents)
 	positive(p, "worker.soft_stop_timeout", w.SoftStopTimeout)
 	positive(p, "worker.hard_stop_timeout", w.HardStopTimeout)
 	if w.UI.Enabled && len(w.UI.BasicAuth) == 0 {

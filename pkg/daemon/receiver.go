@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/riverqueue/river"
@@ -113,6 +114,10 @@ func RunReceiver(ctx context.Context, env *Env) error {
 		return err
 	}
 	if err := env.AwaitSchema(ctx); err != nil {
+		if errors.Is(err, ErrPoolTooLarge) {
+			_ = door.shutdown(cfg.Receiver.ShutdownTimeout)
+			return err
+		}
 		env.Logger.Info("stopping before the database was ready")
 		return door.shutdown(cfg.Receiver.ShutdownTimeout)
 	}

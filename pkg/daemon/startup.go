@@ -20,6 +20,12 @@ const (
 	RetryMaxDefault     = 10 * time.Second
 )
 
+// ErrPoolTooLarge is returned by AwaitSchema when database.max_conns is more
+// than the server lets ordinary clients open: the pool would meet "too many
+// clients already" under load, and so would the other clients of the
+// database.
+var ErrPoolTooLarge = errors.New("database.max_conns exceeds what the PostgreSQL server allows")
+
 // checkTimeout bounds one attempt at CheckSchema.
 const checkTimeout = 15 * time.Second
 
@@ -58,10 +64,37 @@ func (e *Env) explain(err error) error {
 	}
 }
 
+// CheckPoolBudget returns an error wrapping ErrPoolTooLarge when the pool's
+// size (database.max_conns) is more than the server's max_connections less
+// its reserved connections (superuser_reserved_connections, and
+// reserved_connections on PostgreSQL 16 and later), naming both numbers.
+// It says nothing of the other processes' pools: their sum is the
+// deployment's to budget.
+func (e *Env) CheckPoolBudget(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	var maxConns, superReserved, reserved int32
+	err := e.Pool.QueryRow(ctx, `
+SELECT current_setting('max_connections')::int, current_setting('superuser_reserved_connections')::int,
+       coalesce(current_setting('reserved_connections', true), '0')::int`).Scan(&maxConns, &superReserved, &reserved)
+	if err != nil {
+		return e.explain(fmt.Errorf("read the server's connection limits: %w", err))
+	}
+	allowed := maxConns - superReserved - reserved
+	if size := e.Pool.Config().MaxConns; size > allowed {
+		return fmt.Errorf("%w: database.max_conns is %d, but the server allows %d connections (max_connections %d less %d reserved); "+
+			"lower database.max_conns, keeping the sum over every receiver and worker replica within %d",
+			ErrPoolTooLarge, size, allowed, maxConns, superReserved+reserved, allowed)
+	}
+	return nil
+}
+
 // AwaitSchema retries CheckSchema until it passes, waiting e.Retry between
 // attempts and logging each failure with the attempt number, the delay
 // before the next one and the error. It returns nil once the schema is
-// there, and ctx's error when ctx ends first.
+// there, and ctx's error when ctx ends first. Once the schema checks out it
+// checks the pool's size against the server (CheckPoolBudget) and returns
+// that error, which no retry mends.
 //
 // A schema that is reachable but older is retried too, logged at error level
 // with the migrate command: in Kubernetes the pod then waits, unready, for
@@ -71,6 +104,12 @@ func (e *Env) AwaitSchema(ctx context.Context) error {
 	maxDelay := cmp.Or(e.Retry.Max, RetryMaxDefault)
 	for attempt := 1; ; attempt++ {
 		err := e.CheckSchema(ctx)
+		if err == nil {
+			err = e.CheckPoolBudget(ctx)
+			if errors.Is(err, ErrPoolTooLarge) {
+				return err
+			}
+		}
 		if err == nil {
 			e.Logger.Info("database ready", zap.Int("attempt", attempt))
 			return nil

@@ -103,6 +103,21 @@ sources:
 			require.Contains(t, out, "HOOKINBOX_TEST_UNSET_SECRET")
 		})
 
+		t.Run(name+"/PoolLargerThanTheServerAllowsIsRefused", func(t *testing.T) {
+			t.Parallel()
+			db := dbtest.New(t)
+			var maxConns int
+			require.NoError(t, db.Pool.QueryRow(context.Background(),
+				`SELECT current_setting('max_connections')::int`).Scan(&maxConns))
+			cmd := command(t, name, "--config", writeConfig(t, daemonConfig(db.URL)))
+			cmd.Env = append(cmd.Env, fmt.Sprintf("HOOKINBOX_DATABASE_MAX_CONNS=%d", maxConns+1))
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err)
+			require.Equal(t, 1, cmd.ProcessState.ExitCode(), string(out))
+			require.Contains(t, string(out), fmt.Sprintf("database.max_conns is %d, but the server allows", maxConns+1))
+			require.Contains(t, string(out), fmt.Sprintf("(max_connections %d less", maxConns))
+		})
+
 		t.Run(name+"/BadEnvironmentOverrideIsBlamedOnTheVariable", func(t *testing.T) {
 			t.Parallel()
 			cmd := command(t, name, "--config", writeConfig(t, daemonConfig("postgres://postgres@127.0.0.1:1/postgres")))

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -52,15 +53,10 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		Registry:          registry,
 		QueueFor:          queueFor,
 		SoftStopTimeout:   wc.SoftStopTimeout,
+		GroupMaxEvents:    wc.GroupMaxEvents,
 		Logger:            env.Logger,
 		Metrics:           metrics.NewWorker(env.Metrics()),
 	})
-}
-
-// WorkerPoolConns is the pool size a worker needs: a connection per
-// concurrent job, plus a few for River's producers and maintenance.
-func WorkerPoolConns(cfg *config.Config) int32 {
-	return int32(len(cfg.Worker.Queues)*cfg.Worker.Concurrency + 4)
 }
 
 // RunWorker works jobs and serves /healthz, /readyz, /metrics and River UI
@@ -81,6 +77,10 @@ func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
 		return err
 	}
 	if err := env.AwaitSchema(ctx); err != nil {
+		if errors.Is(err, ErrPoolTooLarge) {
+			_ = door.shutdown(wc.HardStopTimeout)
+			return err
+		}
 		env.Logger.Info("stopping before the database was ready")
 		return door.shutdown(wc.HardStopTimeout)
 	}

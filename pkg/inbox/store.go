@@ -233,6 +233,127 @@ RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, i.payload, i.bod
           taken.attempts, coalesce(i.last_error, ''), i.received_at, coalesce(i.request_id, '')`, planned, id, jobID, nullTime(now)))
 }
 
+// Taken is a row TakeManyForWork took: the event as it was before the
+// done mark, and what UndoTake needs to put the row back.
+type Taken struct {
+	// Event is the row as it was before the mark.
+	Event *Event
+	// JobID is the job the row was taken for.
+	JobID int64
+	// processedAt is the row's processed_at before the mark (set on a failed
+	// row that is being replayed).
+	processedAt *time.Time
+}
+
+// TakeManyForWork is TakeForWork for a group of jobs in one statement: it
+// locks the rows of ids that are not done, in id order (so that concurrent
+// groups over overlapping rows cannot deadlock on them), marks them done
+// with their job from jobIDs (parallel to ids), and returns them by id. A
+// row that is done already or gone is absent from the map; of several jobs
+// for one row, the last one's id is recorded.
+func (s *Store) TakeManyForWork(ctx context.Context, tx pgx.Tx, ids, jobIDs []int64, now time.Time) (map[int64]*Taken, error) {
+	rows, err := tx.Query(ctx, `
+WITH wanted AS (
+    SELECT DISTINCT ON (id) id, job_id FROM unnest($1::bigint[], $2::bigint[]) AS u(id, job_id) ORDER BY id, job_id DESC
+), taken AS (
+    SELECT i.id, i.status, i.attempts, i.processed_at, w.job_id
+    FROM webhook_inbox AS i JOIN wanted AS w ON w.id = i.id
+    WHERE i.status <> 'done'
+    ORDER BY i.id
+    FOR UPDATE OF i
+)
+UPDATE webhook_inbox AS i
+SET status = 'done', processed_at = coalesce($3::timestamptz, now()), attempts = taken.attempts + 1,
+    river_job_id = taken.job_id, note = NULL
+FROM taken
+WHERE i.id = taken.id
+RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, i.payload, i.body, i.headers, taken.status,
+          taken.attempts, coalesce(i.last_error, ''), i.received_at, taken.job_id, taken.processed_at`,
+		planned, ids, jobIDs, nullTime(now))
+	if err != nil {
+		return nil, fmt.Errorf("inbox: take events: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[int64]*Taken, len(ids))
+	for rows.Next() {
+		var (
+			ev      Event
+			status  string
+			payload []byte
+			t       = Taken{Event: &ev}
+		)
+		if err := rows.Scan(&ev.ID, &ev.Source, &ev.Provider, &ev.EventID, &ev.EventType, &payload, &ev.Body,
+			&ev.Headers, &status, &ev.Attempts, &ev.LastError, &ev.ReceivedAt, &t.JobID, &t.processedAt); err != nil {
+			return nil, fmt.Errorf("inbox: take events: %w", err)
+		}
+		ev.Status = Status(status)
+		if payload != nil {
+			ev.Payload = json.RawMessage(payload)
+		}
+		out[ev.ID] = &t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inbox: take events: %w", err)
+	}
+	return out, nil
+}
+
+// TakeFailure is why a taken event's handlers failed.
+type TakeFailure struct {
+	// Reason is the handlers' error, kept in last_error.
+	Reason string
+	// Final marks the row failed (poison, or a permanent error).
+	Final bool
+}
+
+// UndoTake puts back a row TakeManyForWork took, after its handlers' writes
+// were rolled back to a savepoint, in the group's transaction. With a
+// failure, the row keeps the counted attempt and the error, and returns to
+// the status it had, or becomes failed when the failure is final. With nil
+// (the event is to be worked again at once, alone) the row is as it was
+// before the take.
+func (s *Store) UndoTake(ctx context.Context, tx pgx.Tx, t *Taken, failure *TakeFailure, now time.Time) error {
+	attempts, reason, final := t.Event.Attempts, t.Event.LastError, false
+	if failure != nil {
+		attempts, reason, final = attempts+1, failure.Reason, failure.Final
+	}
+	_, err := tx.Exec(ctx, `
+UPDATE webhook_inbox
+SET last_error = nullif($2, ''), attempts = $7,
+    status = CASE WHEN $3 THEN 'failed' ELSE $4 END,
+    processed_at = CASE WHEN $3 THEN coalesce($5::timestamptz, now()) ELSE $6::timestamptz END
+WHERE id = $1`, planned, t.Event.ID, reason, final, string(t.Event.Status), nullTime(now), t.processedAt, attempts)
+	if err != nil {
+		return fmt.Errorf("inbox: undo take: %w", err)
+	}
+	return nil
+}
+
+// UndoTakes puts back rows TakeManyForWork took, in the group's
+// transaction, in one statement: each row is as it was before the take, to
+// be worked again (UndoTake with a nil failure, for many rows).
+func (s *Store) UndoTakes(ctx context.Context, tx pgx.Tx, ts []*Taken) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	ids, attempts := make([]int64, len(ts)), make([]int32, len(ts))
+	reasons, statuses := make([]string, len(ts)), make([]string, len(ts))
+	processed := make([]*time.Time, len(ts))
+	for i, t := range ts {
+		ids[i], attempts[i], reasons[i] = t.Event.ID, int32(t.Event.Attempts), t.Event.LastError
+		statuses[i], processed[i] = string(t.Event.Status), t.processedAt
+	}
+	_, err := tx.Exec(ctx, `
+UPDATE webhook_inbox AS i
+SET last_error = nullif(u.reason, ''), attempts = u.attempts, status = u.status, processed_at = u.processed_at
+FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::timestamptz[]) AS u(id, reason, attempts, status, processed_at)
+WHERE i.id = u.id`, planned, ids, reasons, attempts, statuses, processed)
+	if err != nil {
+		return fmt.Errorf("inbox: undo takes: %w", err)
+	}
+	return nil
+}
+
 // SetNote records a remark on a row, in the caller's transaction or on db
 // alone.
 func (s *Store) SetNote(ctx context.Context, db DBTX, id int64, note string) error {

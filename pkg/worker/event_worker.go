@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/pkg/inbox"
@@ -20,8 +19,11 @@ import (
 // noteUnrouted is recorded on an event that no route matched.
 const noteUnrouted = "no route matched; marked done without running a handler"
 
-// eventWorker works inbox.JobArgs: one transaction per event that locks the
-// row, runs the route's handlers, marks the row done and completes the job.
+// eventWorker works inbox.JobArgs: the event's row is taken (locked and
+// marked done) and its route's handlers run in a transaction that commits
+// both, shared with the other jobs fetched with it (see groupCommitter).
+// The job itself is completed by River's batched completer once Work
+// returns: a job run again finds its row done and does nothing.
 type eventWorker struct {
 	river.WorkerDefaults[inbox.JobArgs]
 
@@ -32,13 +34,25 @@ type eventWorker struct {
 	asyncCommit  bool
 	logger       *zap.Logger
 	metrics      *metrics.Worker
+	// group, when set, works events in group transactions; without it each
+	// event has a transaction of its own.
+	group *groupCommitter
 }
 
 // Work processes one event. A crash anywhere before the commit leaves no
 // effect: the row stays as it was and River runs the job again.
 func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) error {
 	start := time.Now()
-	err := w.process(ctx, job)
+	var out jobOutcome
+	if w.group != nil {
+		out = w.group.do(ctx, job)
+		if out.alone {
+			out = jobOutcome{err: w.process(ctx, job)}
+		}
+	} else {
+		out.err = w.process(ctx, job)
+	}
+	err := out.err
 	if err == nil {
 		w.metrics.Event(job.Args.Source, metrics.OutcomeDone, time.Since(start), time.Since(job.CreatedAt))
 		return nil
@@ -60,8 +74,11 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 	// the job's final state.
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if recErr := w.store.RecordFailure(recordCtx, w.pool, job.Args.InboxID, job.ID, err.Error(), final, time.Time{}); recErr != nil {
-		log.Error("could not record the failure on the inbox row", zap.Error(recErr))
+	// A failure in a group was recorded in the group's transaction.
+	if !out.recorded {
+		if recErr := w.store.RecordFailure(recordCtx, w.pool, job.Args.InboxID, job.ID, err.Error(), final, time.Time{}); recErr != nil {
+			log.Error("could not record the failure on the inbox row", zap.Error(recErr))
+		}
 	}
 	outcome := metrics.OutcomeRetried
 	if final {
@@ -80,6 +97,7 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 	return err
 }
 
+// process works one event in a transaction of its own.
 func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]) error {
 	return pgx.BeginTxFunc(ctx, w.pool, inbox.WorkTxOptions(w.asyncCommit), func(tx pgx.Tx) error {
 		// One round trip locks the row, checks it, and marks it done; the
@@ -87,35 +105,33 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]
 		ev, err := w.store.TakeForWork(ctx, tx, job.Args.InboxID, job.ID, time.Time{})
 		if errors.Is(err, inbox.ErrNotFound) {
 			// Done already (a stray job, or a retry of a job whose commit
-			// landed), or pruned: never run the effect twice.
-			return completeTx(ctx, tx, job)
+			// landed), or pruned: never run the effect twice. River
+			// completes the job.
+			return nil
 		}
 		if err != nil {
 			return err
 		}
-		// A failed row is processed again: retrying its job from River UI
-		// is how an operator replays it.
-		handlers, ok := w.router.Match(ev.Source, ev.EventType)
-		if !ok {
-			if w.failUnrouted {
-				return inbox.Permanent(fmt.Errorf("no route matches source %q, type %q", ev.Source, ev.EventType))
-			}
-			if err := w.store.SetNote(ctx, tx, ev.ID, noteUnrouted); err != nil {
-				return err
-			}
-		}
-		for _, h := range handlers {
-			if err := callHandler(ctx, h, tx, *ev); err != nil {
-				return err
-			}
-		}
-		return completeTx(ctx, tx, job)
+		return w.runHandlers(ctx, tx, ev)
 	})
 }
 
-func completeTx(ctx context.Context, tx pgx.Tx, job *river.Job[inbox.JobArgs]) error {
-	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
-		return fmt.Errorf("complete job: %w", err)
+// runHandlers runs the handlers of the first route matching ev in tx, or
+// settles an unrouted event.
+func (w *eventWorker) runHandlers(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
+	// A failed row is processed again: retrying its job from River UI
+	// is how an operator replays it.
+	handlers, ok := w.router.Match(ev.Source, ev.EventType)
+	if !ok {
+		if w.failUnrouted {
+			return inbox.Permanent(fmt.Errorf("no route matches source %q, type %q", ev.Source, ev.EventType))
+		}
+		return w.store.SetNote(ctx, tx, ev.ID, noteUnrouted)
+	}
+	for _, h := range handlers {
+		if err := callHandler(ctx, h, tx, *ev); err != nil {
+			return err
+		}
 	}
 	return nil
 }

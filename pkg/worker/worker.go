@@ -51,6 +51,33 @@ const (
 	OrphanAfterDefault = 5 * time.Minute
 	// SoftStopTimeoutDefault is Config.SoftStopTimeout's default.
 	SoftStopTimeoutDefault = 20 * time.Second
+	// GroupMaxEventsDefault is Config.GroupMaxEvents's default: a
+	// transaction per event. Group commit pays where many events are in
+	// flight (a concurrency of hundreds); at the default concurrency it
+	// adds latency that a worker bound by its in-flight events pays in
+	// throughput (see docs/design.md, "Group commit in the worker").
+	GroupMaxEventsDefault = 1
+	// GroupMaxEventsAdvised is the group size to pair with a high
+	// concurrency: under PostgreSQL's cache of 64 subtransactions per
+	// backend, past which every snapshot in the server slows down.
+	GroupMaxEventsAdvised = 50
+	// GroupLingerDefault is how long a group waits, after its first job,
+	// for more jobs to queue before a free flusher takes it. River starts
+	// the jobs of one fetch together, and they reach the worker within a
+	// moment of each other: without the wait, idle flushers take them one
+	// at a time and groups hardly form.
+	GroupLingerDefault = 2 * time.Millisecond
+	// GroupLockTimeoutDefault is the longest a group transaction waits for
+	// a lock another transaction holds before the waiting event and the
+	// rest of its group are worked alone (see Config.GroupMaxEvents). Far
+	// below PostgreSQL's deadlock_timeout (1 s), so that groups never wait
+	// for the deadlock detector.
+	GroupLockTimeoutDefault = 20 * time.Millisecond
+	// RiverConnsDefault is how many of the pool's connections are left to
+	// River (its fetches, its completer, its LISTEN connection, its leader's
+	// maintenance) and the worker's own bookkeeping when
+	// Config.GroupFlushers is derived from the pool size.
+	RiverConnsDefault = 4
 )
 
 // Config configures a Worker.
@@ -108,6 +135,17 @@ type Config struct {
 	// SoftStopTimeout is how long Stop lets running jobs finish before
 	// cancelling them. Defaults to 20s.
 	SoftStopTimeout time.Duration
+	// GroupMaxEvents caps the events worked in one transaction: jobs
+	// fetched together share a transaction (each event's handlers in a
+	// savepoint of their own) and one COMMIT. Worth it with a high
+	// concurrency (hundreds of jobs in flight), with GroupMaxEventsAdvised.
+	// Defaults to 1: every event has a transaction of its own.
+	GroupMaxEvents int
+	// GroupFlushers is how many group transactions run at once, each on a
+	// connection of its own; River's worker count (Queues) is how many
+	// events are in flight, which may be far more. Defaults to the pool's
+	// size less RiverConnsDefault, and at least 1.
+	GroupFlushers int
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 	// Metrics counts each run of an event. nil counts nothing.
@@ -131,6 +169,7 @@ func (c *Config) withDefaults() *Config {
 	out.ReaperInterval = cmp.Or(out.ReaperInterval, ReaperIntervalDefault)
 	out.OrphanAfter = cmp.Or(out.OrphanAfter, OrphanAfterDefault)
 	out.SoftStopTimeout = cmp.Or(out.SoftStopTimeout, SoftStopTimeoutDefault)
+	out.GroupMaxEvents = cmp.Or(out.GroupMaxEvents, GroupMaxEventsDefault)
 	if out.Logger == nil {
 		out.Logger = zap.NewNop()
 	}
@@ -149,6 +188,9 @@ func (c *Config) validate() error {
 	if c.RescueAfter <= c.JobTimeout {
 		return errors.New("worker: RescueAfter must exceed JobTimeout, or River rescues jobs that are still running")
 	}
+	if c.GroupMaxEvents < 0 || c.GroupFlushers < 0 {
+		return errors.New("worker: GroupMaxEvents and GroupFlushers must not be negative")
+	}
 	for q, n := range c.Queues {
 		if n <= 0 {
 			return fmt.Errorf("worker: queue %q needs a positive concurrency", q)
@@ -165,6 +207,7 @@ type Worker struct {
 	client       *river.Client[pgx.Tx]
 	config       *Config
 	registration *registration
+	group        *groupCommitter // nil without group commit
 }
 
 // New builds a Worker on pool. It refuses routes that leave a source on a
@@ -187,10 +230,15 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	}
 	workers := river.NewWorkers()
 	store := inbox.NewStore(pool)
-	river.AddWorker(workers, &eventWorker{
+	ew := &eventWorker{
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, logger: c.Logger,
 		metrics: c.Metrics,
-	})
+	}
+	if c.GroupMaxEvents > 1 {
+		flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-RiverConnsDefault))
+		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, GroupLingerDefault)
+	}
+	river.AddWorker(workers, ew)
 	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor, logger: c.Logger.Named("reaper")})
 
 	queues := make(map[string]river.QueueConfig, len(c.Queues))
@@ -221,7 +269,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: river client: %w", err)
 	}
-	return &Worker{client: client, config: c, registration: newRegistration(pool, c)}, nil
+	return &Worker{client: client, config: c, registration: newRegistration(pool, c), group: ew.group}, nil
 }
 
 // firstQueue picks a stable queue for the reaper: "default" when worked.
@@ -249,7 +297,13 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := w.registration.start(ctx); err != nil {
 		return err
 	}
+	if w.group != nil {
+		w.group.start()
+	}
 	if err := w.client.Start(ctx); err != nil {
+		if w.group != nil {
+			w.group.shutdown()
+		}
 		_ = w.registration.stopAndDelete(context.WithoutCancel(ctx))
 		return err
 	}
@@ -265,6 +319,10 @@ func (w *Worker) Client() *river.Client[pgx.Tx] { return w.client }
 func (w *Worker) Stop(ctx context.Context) error {
 	if err := w.stopClient(ctx); err != nil {
 		return err
+	}
+	if w.group != nil {
+		// No Work runs any more: every queued job was answered.
+		w.group.shutdown()
 	}
 	return w.registration.stopAndDelete(ctx)
 }

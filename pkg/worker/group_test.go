@@ -1,0 +1,176 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/worker"
+)
+
+func TestGroupCommit(t *testing.T) {
+	t.Parallel()
+
+	// The events of one group share a transaction; a failing one rolls
+	// back alone (its savepoint), is recorded and retried alone, and the
+	// others commit.
+	t.Run("FailingEventRollsBackAloneAndTheOthersCommitTogether", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		_, err := b.db.Pool.Exec(ctx, `CREATE TABLE tx_effects (event_id text NOT NULL, txid bigint NOT NULL)`)
+		require.NoError(t, err)
+		entered, release := make(chan struct{}), make(chan struct{})
+		w := b.start(t, func(c *worker.Config) {
+			c.Queues = map[string]int{river.QueueDefault: 32}
+			c.GroupMaxEvents = worker.GroupMaxEventsAdvised
+			c.GroupFlushers = 1 // the gate holds the only flusher
+			c.Registry.Register("gate", func(context.Context, pgx.Tx, inbox.Event) error {
+				close(entered)
+				<-release
+				return nil
+			})
+			c.Registry.Register("tx_effect", func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+				_, err := tx.Exec(ctx, `INSERT INTO tx_effects VALUES ($1, txid_current())`, ev.EventID)
+				return err
+			})
+			c.Registry.Register("boom", func(context.Context, pgx.Tx, inbox.Event) error { return errors.New("boom") })
+			c.Routes = []worker.Route{
+				{Source: "*", Types: []string{"gate"}, Handlers: []string{"gate"}},
+				{Source: "*", Types: []string{"boom"}, Handlers: []string{"tx_effect", "boom"}},
+				{Source: "*", Handlers: []string{"tx_effect"}},
+			}
+		})
+		b.ingest(t, "evt_gate", "gate")
+		<-entered
+		// While the only flusher waits in the gate, ten events queue up
+		// behind it: they are the next group.
+		const n = 10
+		ids := make([]int64, n)
+		for i := range n {
+			typ := "account.deposit"
+			if i == n/2 {
+				typ = "boom"
+			}
+			ids[i] = b.ingest(t, fmt.Sprintf("evt_%02d", i), typ)
+		}
+		require.Eventually(t, func() bool { return w.QueuedForGroup() == n }, 30*time.Second, 5*time.Millisecond)
+		close(release)
+
+		bad := b.waitStatus(t, ids[n/2], inbox.StatusFailed)
+		require.Equal(t, 3, bad.Attempts)
+		require.Equal(t, "boom", bad.LastError)
+		for i, id := range ids {
+			if i != n/2 {
+				require.Equal(t, 1, b.waitStatus(t, id, inbox.StatusDone).Attempts)
+			}
+		}
+		var effects, txids, boomEffects int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE event_id <> 'evt_05'), count(DISTINCT txid) FILTER (WHERE event_id <> 'evt_05'),
+       count(*) FILTER (WHERE event_id = 'evt_05')
+FROM tx_effects`).Scan(&effects, &txids, &boomEffects))
+		require.Equal(t, n-1, effects)
+		require.Equal(t, 1, txids, "the group's events committed in one transaction")
+		require.Zero(t, boomEffects)
+		for i, id := range ids {
+			want := "completed"
+			if i == n/2 {
+				want = "discarded"
+			}
+			require.Equal(t, want, b.jobState(t, id))
+		}
+	})
+
+	// A group waits only briefly for a row another transaction holds: the
+	// event that meets the lock and those after it are worked alone, and
+	// the events before it commit without waiting for the lock's holder.
+	t.Run("EventWaitingOnAHeldRowEndsTheGroupAndIsWorkedAlone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		_, err := b.db.Pool.Exec(ctx, `
+CREATE TABLE tx_effects (event_id text NOT NULL, txid bigint NOT NULL);
+CREATE TABLE hot (id int PRIMARY KEY, n int NOT NULL);
+INSERT INTO hot VALUES (1, 0)`)
+		require.NoError(t, err)
+		entered, release := make(chan struct{}), make(chan struct{})
+		w := b.start(t, func(c *worker.Config) {
+			c.Queues = map[string]int{river.QueueDefault: 32}
+			c.GroupMaxEvents = worker.GroupMaxEventsAdvised
+			c.GroupFlushers = 1 // the gate holds the only flusher
+			c.Registry.Register("gate", func(context.Context, pgx.Tx, inbox.Event) error {
+				close(entered)
+				<-release
+				return nil
+			})
+			c.Registry.Register("tx_effect", func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+				_, err := tx.Exec(ctx, `INSERT INTO tx_effects VALUES ($1, txid_current())`, ev.EventID)
+				return err
+			})
+			c.Registry.Register("hot", func(ctx context.Context, tx pgx.Tx, _ inbox.Event) error {
+				_, err := tx.Exec(ctx, `UPDATE hot SET n = n + 1 WHERE id = 1`)
+				return err
+			})
+			c.Routes = []worker.Route{
+				{Source: "*", Types: []string{"gate"}, Handlers: []string{"gate"}},
+				{Source: "*", Types: []string{"hot"}, Handlers: []string{"tx_effect", "hot"}},
+				{Source: "*", Handlers: []string{"tx_effect"}},
+			}
+		})
+		// Another transaction holds the hot row until the end of the test's
+		// checks.
+		holder, err := b.db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer holder.Rollback(ctx) // Released explicitly below; this is for a failed test.
+		_, err = holder.Exec(ctx, `SELECT 1 FROM hot WHERE id = 1 FOR UPDATE`)
+		require.NoError(t, err)
+
+		b.ingest(t, "evt_gate", "gate")
+		<-entered
+		const n, hot = 10, 3
+		ids := make([]int64, n)
+		for i := range n {
+			typ := "account.deposit"
+			if i == hot {
+				typ = "hot"
+			}
+			ids[i] = b.ingest(t, fmt.Sprintf("evt_%02d", i), typ)
+		}
+		require.Eventually(t, func() bool { return w.QueuedForGroup() == n }, 30*time.Second, 5*time.Millisecond)
+		close(release)
+
+		// Every event but the hot one is done while the row is still held:
+		// nothing waited for the holder.
+		for i, id := range ids {
+			if i != hot {
+				require.Equal(t, 1, b.waitStatus(t, id, inbox.StatusDone).Attempts)
+			}
+		}
+		require.Equal(t, inbox.StatusPending, b.row(t, ids[hot]).Status, "the hot event cannot be done while its row is held")
+		require.NoError(t, holder.Rollback(ctx))
+		require.Equal(t, 1, b.waitStatus(t, ids[hot], inbox.StatusDone).Attempts)
+
+		var hotN int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT n FROM hot WHERE id = 1`).Scan(&hotN))
+		require.Equal(t, 1, hotN)
+		var effects, distinct, groupTxids int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `
+SELECT count(*), count(DISTINCT event_id),
+       count(DISTINCT txid) FILTER (WHERE event_id IN ('evt_00', 'evt_01', 'evt_02'))
+FROM tx_effects`).Scan(&effects, &distinct, &groupTxids))
+		require.Equal(t, n, effects, "each event's effect once, the hot one's rolled back in the group")
+		require.Equal(t, n, distinct)
+		require.Equal(t, 1, groupTxids, "the events before the hot one committed in one transaction")
+		for _, id := range ids {
+			require.Equal(t, "completed", b.jobState(t, id))
+		}
+	})
+}
