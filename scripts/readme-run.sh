@@ -29,6 +29,14 @@ if [[ -z $block ]]; then
 	echo "readme: no sh block under '## Running it' in README.md" >&2
 	exit 1
 fi
+# The block's daemons listen on config/minimal.yaml's fixed ports: say so
+# plainly when something else holds them, rather than talk to it.
+for port in 8080 8081; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		echo "readme: 127.0.0.1:$port is taken by another process; config/minimal.yaml's daemons need it" >&2
+		exit 1
+	fi
+done
 printf 'readme: running this block from README.md:\n%s\n\n' "$block"
 
 # The block runs in a session of its own, so that the daemons it leaves in

@@ -189,13 +189,7 @@ required where the provider sends them in headers (send names the missing ones).
 				return err
 			}
 			defer env.Close()
-			if err := send(cmd.Context(), env.Config, a); err != nil {
-				if strings.HasPrefix(err.Error(), "flag provided but not defined") {
-					return &usageError{err}
-				}
-				return err
-			}
-			return nil
+			return send(cmd.Context(), env.Config, a, cmd.OutOrStdout())
 		},
 	})
 	root.AddCommand(newEventsCommand(path))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -13,26 +14,31 @@ import (
 )
 
 // send signs one delivery as the source's provider would, with the source's
-// first secret and credentials, and POSTs it to the receiver.
-func send(ctx context.Context, cfg *config.Config, args []string) error {
+// first secret and credentials, POSTs it to the receiver, and writes the
+// answer to stdout. A command line it cannot run is a *usageError.
+func send(ctx context.Context, cfg *config.Config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("send", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // the error says what is wrong; --help prints the usage
 	source := fs.String("source", "", "source name (required)")
 	id := fs.String("id", "", "event id, for providers that send it in a header")
 	typ := fs.String("type", "", "event type, for providers that send it in a header")
 	data := fs.String("data", "", "raw body (required): JSON, or form parameters for twilio")
 	url := fs.String("url", "", "receiver base URL (default: http://<receiver.listen>)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return &usageError{fmt.Errorf("send: %w", err)}
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("send: unexpected argument %q", fs.Arg(0))
+		return &usageError{fmt.Errorf("send: unexpected argument %q", fs.Arg(0))}
+	}
+	if *source == "" {
+		return &usageError{errors.New("send: --source is required")}
 	}
 	src, ok := cfg.Source(*source)
 	if !ok {
-		return fmt.Errorf("send: unknown source %q", *source)
+		return &usageError{fmt.Errorf("send: unknown source %q", *source)}
 	}
 	if *data == "" {
-		return errors.New("send: --data is required")
+		return &usageError{errors.New("send: --data is required")}
 	}
 	base := *url
 	if base == "" {
@@ -49,7 +55,7 @@ func send(ctx context.Context, cfg *config.Config, args []string) error {
 	if err != nil {
 		return sendError(src, err)
 	}
-	fmt.Printf("%d %s\n", resp.StatusCode, resp.Body)
+	fmt.Fprintf(stdout, "%d %s\n", resp.StatusCode, resp.Body)
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("send: receiver answered %d", resp.StatusCode)
 	}
@@ -69,5 +75,5 @@ func sendError(src *config.SourceConfig, err error) error {
 	if flags == nil {
 		return fmt.Errorf("send: %w", err)
 	}
-	return fmt.Errorf("send: source %q needs %s: nothing sent (%w)", src.Name, strings.Join(flags, " and "), err)
+	return &usageError{fmt.Errorf("send: source %q needs %s: nothing sent (%w)", src.Name, strings.Join(flags, " and "), err)}
 }

@@ -181,7 +181,7 @@ func TestSendRefusesWithoutHeaderKeys(t *testing.T) {
 			stdout, stderr, err := runSend(t, configPath, args...)
 			var exit *exec.ExitError
 			require.ErrorAs(t, err, &exit, "want a non-zero exit; stdout: %s", stdout)
-			require.Equal(t, 1, exit.ExitCode())
+			require.Equal(t, 2, exit.ExitCode(), "a usage error")
 			require.Contains(t, stderr, tt.want)
 			require.Empty(t, stdout)
 			// The process has exited, and send waits for the answer to what it

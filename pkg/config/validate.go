@@ -86,8 +86,8 @@ func (c *Config) validateReceiver(p *problems) {
 	positive(p, "receiver.max_in_flight", r.MaxInFlight)
 	positive(p, "receiver.max_unverified_bytes", r.MaxUnverifiedBytes)
 	for _, s := range c.Sources {
-		if r.MaxUnverifiedBytes > 0 && 2*s.MaxBodyBytes > r.MaxUnverifiedBytes {
-			p.addf("receiver.max_unverified_bytes", "must be at least twice sources[%s].max_body_bytes (%d), so that one client's half holds a body at the limit", s.Name, 2*s.MaxBodyBytes)
+		if r.MaxUnverifiedBytes > 0 && 2*(s.MaxBodyBytes+1) > r.MaxUnverifiedBytes {
+			p.addf("receiver.max_unverified_bytes", "must be at least twice sources[%s].max_body_bytes plus one (%d), so that one client's half holds a body at the limit", s.Name, 2*(s.MaxBodyBytes+1))
 			break
 		}
 	}

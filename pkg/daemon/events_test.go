@@ -100,6 +100,11 @@ func TestInboxctlEvents(t *testing.T) {
 			{[]string{"events", "--help"}, 0, "inboxctl events [command]"},
 			{[]string{"events", "list", "--help"}, 0, "--since string"},
 			{[]string{"completion", "bash"}, 0, "bash completion"},
+			{[]string{"send", "--data", "{}"}, 2, "send: --source is required"},
+			{[]string{"send", "--source", "nope", "--data", "{}"}, 2, `send: unknown source "nope"`},
+			{[]string{"send", "--source", "bank"}, 2, "send: --data is required"},
+			{[]string{"send", "--source", "bank", "--data", "{}", "extra"}, 2, `send: unexpected argument "extra"`},
+			{[]string{"send", "--colour"}, 2, "flag provided but not defined: -colour"},
 		} {
 			code, out := run(t, "inboxctl", append(tt.args, "--config", path)...)
 			require.Equal(t, tt.code, code, "%q: %s", tt.args, out)

@@ -138,7 +138,7 @@ sources:
   - {name: stripe, provider: stripe, secrets: [%q]}
   - {name: github, provider: github, secrets: [github_secret], max_body_bytes: %d}
 `, db.URL, attackUnverifiedBytes, attackUnverifiedPerClient, attackMaxConnections, attackMaxConnectionsPerClient,
-				attackMaxHeaderBytes, secret, attackUnverifiedBytes/2))
+				attackMaxHeaderBytes, secret, attackUnverifiedBytes/2-1))
 			p := start(t, "receiver", "--config", config)
 			addr := listenAddr(t, p, "receiver")
 			p.WaitLine(t, "receiver accepting webhooks")

@@ -84,13 +84,16 @@ func WorkerHandler(ctx context.Context, env *Env, w *worker.Worker) (http.Handle
 // guardUI lets through only requests with one of ui's Basic Auth
 // credentials (401 otherwise), and, when ui is read-only, only reads: River
 // UI's mutating calls (retry, cancel, delete, pause, resume, update) are
-// POST, PUT and PATCH, refused with 403.
+// POST, PUT and PATCH, refused with 403. A mutating call another site's page
+// makes the browser send (it would carry the cached credentials) is refused
+// with 403 too (http.CrossOriginProtection: Sec-Fetch-Site, then Origin).
 func guardUI(ui *config.WorkerUIConfig, next http.Handler) http.Handler {
 	accepted := make([]provider.BasicAuth, len(ui.BasicAuth))
 	for i, ba := range ui.BasicAuth {
 		accepted[i] = provider.BasicAuth{Username: ba.Username, Password: ba.Password}
 	}
 	readOnly := ui.ReadOnly
+	crossOrigin := http.NewCrossOriginProtection()
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if err := provider.CheckBasicAuth(r.Header, accepted); err != nil {
 			rw.Header().Set("WWW-Authenticate", `Basic realm="hookinbox River UI", charset="UTF-8"`)
@@ -99,6 +102,10 @@ func guardUI(ui *config.WorkerUIConfig, next http.Handler) http.Handler {
 		}
 		if readOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			http.Error(rw, "River UI is read-only here (worker.ui.read_only)", http.StatusForbidden)
+			return
+		}
+		if err := crossOrigin.Check(r); err != nil {
+			http.Error(rw, "cross-origin request refused", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(rw, r)

@@ -335,6 +335,21 @@ func TestMetricsAndRiverUI(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 	})
 
+	t.Run("CrossSiteRetryIsRefused", func(t *testing.T) {
+		t.Parallel()
+		// What a browser sends when another site's page posts to River UI
+		// with the operator's cached credentials.
+		req, err := http.NewRequest(http.MethodPost, workerURL+"/riverui/api/jobs/retry", strings.NewReader(`{"ids":["1"]}`))
+		require.NoError(t, err)
+		req.SetBasicAuth(uiUser, uiPassword)
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		req.Header.Set("Origin", "https://evil.example")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	})
+
 	// The poison event's job is in River UI with its error and args, and
 	// retrying it there reprocesses the failed row, once. Retrying a done
 	// row's job then changes nothing.

@@ -32,14 +32,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/hookinbox/hookinbox/pkg/proctest"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
 // Main runs a package's tests, drops the template databases this process
-// made, and exits; a goroutine the tests left running fails the package, as
+// made and removes the binaries proctest.Build made, and exits; a goroutine the tests left running fails the package, as
 // goleak.VerifyTestMain would. Call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
+	proctest.RemoveBuilds()
 	if err := dropTemplates(); err != nil {
 		fmt.Fprintln(os.Stderr, "dbtest:", err)
 		code = 1

@@ -21,7 +21,21 @@ type binary struct {
 var (
 	buildMu sync.Mutex
 	built   = map[string]binary{} // by package: an import path or an absolute directory
+	dirs    []string              // the folders Build made, for RemoveBuilds
 )
+
+// RemoveBuilds removes the binaries Build made in this process. dbtest.Main
+// calls it when a package's tests end; a TestMain of a package that uses
+// Build without dbtest calls it itself.
+func RemoveBuilds() {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	for _, dir := range dirs {
+		_ = os.RemoveAll(dir)
+	}
+	dirs = nil
+	built = map[string]binary{}
+}
 
 // Build compiles the main packages pkgs once per test process and returns
 // the paths of their binaries, in the order of pkgs. A package is an import
@@ -81,6 +95,7 @@ func buildAll(pkgs []string) {
 		record(err)
 		return
 	}
+	dirs = append(dirs, dir)
 	args := append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)
 	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		record(fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, out))

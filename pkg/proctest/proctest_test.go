@@ -1,6 +1,7 @@
 package proctest_test
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 
@@ -10,8 +11,13 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/proctest"
 )
 
+// TestMain removes the binaries the tests built, and fails the package when
+// a test leaves a goroutine running.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		proctest.RemoveBuilds()
+		os.Exit(code)
+	}))
 }
 
 func child(t *testing.T) string {

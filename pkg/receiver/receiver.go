@@ -162,8 +162,10 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 			return nil, fmt.Errorf("receiver: source %q has no verifier", src.Name)
 		case src.MaxBodyBytes <= 0 || src.AckTimeout <= 0:
 			return nil, fmt.Errorf("receiver: source %q needs a positive body limit and ack timeout", src.Name)
-		case src.MaxBodyBytes > c.MaxUnverifiedBytes/2:
-			return nil, fmt.Errorf("receiver: source %q's body limit (%d bytes) is over half the unverified-body budget (%d bytes)",
+		case src.MaxBodyBytes+1 > c.MaxUnverifiedBytes/2:
+			// Reading a body of unknown length to the limit holds one byte
+			// more, to tell that it ends there.
+			return nil, fmt.Errorf("receiver: source %q's body limit (%d bytes) plus one is over half the unverified-body budget (%d bytes)",
 				src.Name, src.MaxBodyBytes, c.MaxUnverifiedBytes)
 		}
 		s.sources[src.Name] = src
@@ -181,11 +183,12 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 
 // UnverifiedBytesFor is the default MaxUnverifiedBytes for sources with
 // these body limits: MaxUnverifiedBytesDefault, or twice the largest limit
+// plus one (a body of unknown length read to the limit holds one byte more)
 // when that is more.
 func UnverifiedBytesFor(bodyLimits ...int64) int64 {
 	n := MaxUnverifiedBytesDefault
 	for _, limit := range bodyLimits {
-		n = max(n, 2*limit)
+		n = max(n, 2*(limit+1))
 	}
 	return n
 }

@@ -416,3 +416,36 @@ func TestProbes(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode, path)
 	}
 }
+
+// TestChunkedBodyAtTheLimit reads bodies of unknown length (chunked) with
+// the smallest budget the receiver accepts for its 1 KiB sources: one
+// client's half of it must hold a body at the limit, and the one byte more
+// that tells it ends there.
+func TestChunkedBodyAtTheLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 1024
+	db := dbtest.New(t)
+	url := setupWith(t, db.Pool, 4*time.Second, func(c *receiver.Config) { c.MaxUnverifiedBytes = 2 * (limit + 1) })
+
+	post := func(size int) int {
+		req, err := http.NewRequest(http.MethodPost, url+"/webhooks/bank", strings.NewReader(strings.Repeat("x", size)))
+		require.NoError(t, err)
+		req.ContentLength = -1 // unknown: sent chunked
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusUnauthorized, post(limit), "read whole, then refused for its signature")
+	require.Equal(t, http.StatusRequestEntityTooLarge, post(limit+1))
+
+	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
+	require.NoError(t, err)
+	verifier, err := provider.New("standardwebhooks", &provider.Config{Secrets: []string{bankSecret}})
+	require.NoError(t, err)
+	_, err = receiver.New(inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}), &receiver.Config{
+		Sources:            []receiver.Source{{Name: "bank", Verifier: verifier, MaxBodyBytes: limit, AckTimeout: time.Second}},
+		MaxUnverifiedBytes: 2 * limit,
+	})
+	require.ErrorContains(t, err, "over half the unverified-body budget")
+}
