@@ -306,6 +306,7 @@ func (g *groupCommitter) flushGroup(group []*pendingJob) (alone []*pendingJob, e
 				// The group ended at a lock conflict: the rest is worked
 				// alone.
 				if t := taken[p.job.Args.InboxID]; t != nil && t.JobID == p.job.ID {
+					delete(taken, p.job.Args.InboxID)
 					undo = append(undo, t)
 					deferred = append(deferred, p)
 					outcomes[i].recorded = true
@@ -318,6 +319,9 @@ func (g *groupCommitter) flushGroup(group []*pendingJob) (alone []*pendingJob, e
 				// in this group: never run the effect twice.
 				continue
 			}
+			// Used once: a second copy of the same job in this group (one
+			// River rescued while the first still waited) finds nothing.
+			delete(taken, p.job.Args.InboxID)
 			// One round trip moves the savepoint past the previous event.
 			sp := lockTimeoutSQL + "; SAVEPOINT hookinbox_event"
 			if savepoint {
