@@ -25,29 +25,9 @@ func TestGroupCommit(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
-		_, err := b.db.Pool.Exec(ctx, `CREATE TABLE tx_effects (event_id text NOT NULL, txid bigint NOT NULL)`)
-		require.NoError(t, err)
-		entered, release := make(chan struct{}), make(chan struct{})
-		w := b.start(t, func(c *worker.Config) {
-			c.Queues = map[string]int{river.QueueDefault: 32}
-			c.GroupMaxEvents = worker.GroupMaxEventsAdvised
-			c.GroupFlushers = 1 // the gate holds the only flusher
-			c.Registry.Register("gate", func(context.Context, pgx.Tx, inbox.Event) error {
-				close(entered)
-				<-release
-				return nil
-			})
-			c.Registry.Register("tx_effect", func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
-				_, err := tx.Exec(ctx, `INSERT INTO tx_effects VALUES ($1, txid_current())`, ev.EventID)
-				return err
-			})
-			c.Registry.Register("boom", func(context.Context, pgx.Tx, inbox.Event) error { return errors.New("boom") })
-			c.Routes = []worker.Route{
-				{Source: "*", Types: []string{"gate"}, Handlers: []string{"gate"}},
-				{Source: "*", Types: []string{"boom"}, Handlers: []string{"tx_effect", "boom"}},
-				{Source: "*", Handlers: []string{"tx_effect"}},
-			}
-		})
+		w, entered, release := startGated(t, b,
+			map[string]worker.Handler{"boom": func(context.Context, pgx.Tx, inbox.Event) error { return errors.New("boom") }},
+			worker.Route{Source: "*", Types: []string{"boom"}, Handlers: []string{"tx_effect", "boom"}})
 		b.ingest(t, "evt_gate", "gate")
 		<-entered
 		// While the only flusher waits in the gate, ten events queue up
@@ -96,35 +76,14 @@ FROM tx_effects`).Scan(&effects, &txids, &boomEffects))
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
-		_, err := b.db.Pool.Exec(ctx, `
-CREATE TABLE tx_effects (event_id text NOT NULL, txid bigint NOT NULL);
-CREATE TABLE hot (id int PRIMARY KEY, n int NOT NULL);
-INSERT INTO hot VALUES (1, 0)`)
+		_, err := b.db.Pool.Exec(ctx, `CREATE TABLE hot (id int PRIMARY KEY, n int NOT NULL); INSERT INTO hot VALUES (1, 0)`)
 		require.NoError(t, err)
-		entered, release := make(chan struct{}), make(chan struct{})
-		w := b.start(t, func(c *worker.Config) {
-			c.Queues = map[string]int{river.QueueDefault: 32}
-			c.GroupMaxEvents = worker.GroupMaxEventsAdvised
-			c.GroupFlushers = 1 // the gate holds the only flusher
-			c.Registry.Register("gate", func(context.Context, pgx.Tx, inbox.Event) error {
-				close(entered)
-				<-release
-				return nil
-			})
-			c.Registry.Register("tx_effect", func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
-				_, err := tx.Exec(ctx, `INSERT INTO tx_effects VALUES ($1, txid_current())`, ev.EventID)
-				return err
-			})
-			c.Registry.Register("hot", func(ctx context.Context, tx pgx.Tx, _ inbox.Event) error {
+		w, entered, release := startGated(t, b,
+			map[string]worker.Handler{"hot": func(ctx context.Context, tx pgx.Tx, _ inbox.Event) error {
 				_, err := tx.Exec(ctx, `UPDATE hot SET n = n + 1 WHERE id = 1`)
 				return err
-			})
-			c.Routes = []worker.Route{
-				{Source: "*", Types: []string{"gate"}, Handlers: []string{"gate"}},
-				{Source: "*", Types: []string{"hot"}, Handlers: []string{"tx_effect", "hot"}},
-				{Source: "*", Handlers: []string{"tx_effect"}},
-			}
-		})
+			}},
+			worker.Route{Source: "*", Types: []string{"hot"}, Handlers: []string{"tx_effect", "hot"}})
 		// Another transaction holds the hot row until the end of the test's
 		// checks.
 		holder, err := b.db.Pool.Begin(ctx)
@@ -173,4 +132,37 @@ FROM tx_effects`).Scan(&effects, &distinct, &groupTxids))
 			require.Equal(t, "completed", b.jobState(t, id))
 		}
 	})
+}
+
+// startGated starts a worker with group commit whose only flusher can be
+// held: an event of type "gate" blocks in its handler, closing entered, until
+// release is closed, so that the events ingested meanwhile queue up as the
+// next group. The tx_effect handler records each event's transaction id in
+// tx_effects, which it creates, for every event no earlier route matches.
+// handlers and routes come between the two.
+func startGated(t *testing.T, b *testBundle, handlers map[string]worker.Handler, routes ...worker.Route) (w *worker.Worker, entered <-chan struct{}, release chan<- struct{}) {
+	t.Helper()
+	_, err := b.db.Pool.Exec(context.Background(), `CREATE TABLE tx_effects (event_id text NOT NULL, txid bigint NOT NULL)`)
+	require.NoError(t, err)
+	in, out := make(chan struct{}), make(chan struct{})
+	w = b.start(t, func(c *worker.Config) {
+		c.Queues = map[string]int{river.QueueDefault: 32}
+		c.GroupMaxEvents = worker.GroupMaxEventsAdvised
+		c.GroupFlushers = 1 // the gate holds the only flusher
+		c.Registry.Register("gate", func(context.Context, pgx.Tx, inbox.Event) error {
+			close(in)
+			<-out
+			return nil
+		})
+		c.Registry.Register("tx_effect", func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+			_, err := tx.Exec(ctx, `INSERT INTO tx_effects VALUES ($1, txid_current())`, ev.EventID)
+			return err
+		})
+		for name, h := range handlers {
+			c.Registry.Register(name, h)
+		}
+		c.Routes = append([]worker.Route{{Source: "*", Types: []string{"gate"}, Handlers: []string{"gate"}}}, routes...)
+		c.Routes = append(c.Routes, worker.Route{Source: "*", Handlers: []string{"tx_effect"}})
+	})
+	return w, in, out
 }

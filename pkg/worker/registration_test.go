@@ -106,10 +106,10 @@ VALUES ('dead', 'default', 'bank * -> effect; unrouted -> done', 'gone', 1, now(
 		b.start(t, func(c *worker.Config) { c.HeartbeatInterval = 20 * time.Millisecond })
 		var first time.Time
 		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT expires_at FROM hookinbox_worker_routes`).Scan(&first))
-		require.Eventually(t, func() bool {
+		poll(t, 30*time.Second, "the record's renewal", func() (bool, error) {
 			var now time.Time
-			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT expires_at FROM hookinbox_worker_routes`).Scan(&now))
-			return now.After(first)
-		}, 30*time.Second, 10*time.Millisecond)
+			err := b.db.Pool.QueryRow(ctx, `SELECT expires_at FROM hookinbox_worker_routes`).Scan(&now)
+			return now.After(first), err
+		})
 	})
 }

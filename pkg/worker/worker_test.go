@@ -150,14 +150,33 @@ FROM webhook_inbox WHERE id = $1`, id).Scan(&r.Status, &r.Attempts, &r.LastError
 	return &r
 }
 
+// poll calls cond every 10 ms, in the test's own goroutine (so that cond
+// may use require), until it holds; an error from cond fails the test at
+// once, and so does timeout passing.
+func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		require.NoError(t, err, what)
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-time.After(10 * time.Millisecond)
+	}
+}
+
 // waitStatus polls the row until it reaches status, with a deadline.
 func (b *testBundle) waitStatus(t *testing.T, id int64, status inbox.Status) *row {
 	t.Helper()
 	var r *row
-	require.Eventually(t, func() bool {
+	poll(t, 30*time.Second, fmt.Sprintf("row %d to become %s", id, status), func() (bool, error) {
 		r = b.row(t, id)
-		return r.Status == status
-	}, 30*time.Second, 10*time.Millisecond, "row %d never became %s", id, status)
+		return r.Status == status, nil
+	})
 	return r
 }
 
@@ -173,11 +192,10 @@ func (b *testBundle) jobState(t *testing.T, id int64) string {
 	t.Helper()
 	var state string
 	jobID := b.row(t, id).JobID
-	require.Eventually(t, func() bool {
-		require.NoError(t, b.db.Pool.QueryRow(context.Background(),
-			`SELECT state::text FROM river_job WHERE id = $1`, jobID).Scan(&state))
-		return state != "running" && state != "available"
-	}, 30*time.Second, 10*time.Millisecond)
+	poll(t, 30*time.Second, fmt.Sprintf("job %d to finish", jobID), func() (bool, error) {
+		err := b.db.Pool.QueryRow(context.Background(), `SELECT state::text FROM river_job WHERE id = $1`, jobID).Scan(&state)
+		return state != "running" && state != "available", err
+	})
 	return state
 }
 
@@ -201,9 +219,9 @@ func TestWorker(t *testing.T) {
 		b.broken.Store(true)
 		b.start(t, nil)
 		id := b.ingest(t, "evt_flaky", "flaky")
-		require.Eventually(t, func() bool {
-			return b.row(t, id).Attempts >= 1
-		}, 30*time.Second, 10*time.Millisecond)
+		poll(t, 30*time.Second, "a first, failed attempt", func() (bool, error) {
+			return b.row(t, id).Attempts >= 1, nil
+		})
 		b.broken.Store(false)
 		ev := b.waitStatus(t, id, inbox.StatusDone)
 		require.GreaterOrEqual(t, ev.Attempts, 2)
@@ -271,11 +289,10 @@ func TestWorker(t *testing.T) {
 		// A stray second job for the same row (a replay of a done event).
 		res, err := b.client.Insert(context.Background(), inbox.JobArgs{InboxID: id}, nil)
 		require.NoError(t, err)
-		require.Eventually(t, func() bool {
+		poll(t, 30*time.Second, "the stray job to complete", func() (bool, error) {
 			job, err := b.client.JobGet(context.Background(), res.Job.ID)
-			require.NoError(t, err)
-			return job.State == rivertype.JobStateCompleted
-		}, 30*time.Second, 10*time.Millisecond)
+			return err == nil && job.State == rivertype.JobStateCompleted, err
+		})
 		require.Equal(t, 1, b.effects(t, "evt_1"))
 	})
 
@@ -350,12 +367,12 @@ func TestReaper(t *testing.T) {
 		require.NoError(t, err)
 		w := b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
 		// Wait for the reaper's run at start to finish, then look.
-		require.Eventually(t, func() bool {
+		poll(t, 30*time.Second, "the reaper's first run", func() (bool, error) {
 			var n int
-			require.NoError(t, b.db.Pool.QueryRow(ctx,
-				`SELECT count(*) FROM river_job WHERE kind = 'hookinbox.reaper' AND state = 'completed'`).Scan(&n))
-			return n == 1
-		}, 30*time.Second, 10*time.Millisecond)
+			err := b.db.Pool.QueryRow(ctx,
+				`SELECT count(*) FROM river_job WHERE kind = 'hookinbox.reaper' AND state = 'completed'`).Scan(&n)
+			return n == 1, err
+		})
 		require.Equal(t, inbox.StatusPending, b.row(t, claimed[0].ID).Status)
 		_ = w
 	})
@@ -423,11 +440,10 @@ func TestTwoWorkersRacingOverTheSameRows(t *testing.T) {
 	}
 	otherWorker()
 
-	require.Eventually(t, func() bool {
+	poll(t, 60*time.Second, "every row to be done", func() (bool, error) {
 		c, err := b.store.Count(ctx, nil)
-		require.NoError(t, err)
-		return c.Done == n
-	}, 60*time.Second, 20*time.Millisecond)
+		return err == nil && c.Done == n, err
+	})
 	var total, distinct int
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT event_id) FROM effects`).Scan(&total, &distinct))
 	require.Equal(t, n, total)
