@@ -93,11 +93,10 @@ func TestReceiverAndWorkerFromConfig(t *testing.T) {
 
 	ctx := context.Background()
 	store := inbox.NewStore(db.Pool)
-	require.Eventually(t, func() bool {
+	waitFor(t, "the event to be done", func() bool {
 		c, err := store.Count(ctx, &inbox.Filter{Source: "bank"})
-		require.NoError(t, err)
-		return c.Done == 1
-	}, 30*time.Second, 10*time.Millisecond)
+		return err == nil && c.Done == 1
+	})
 	var jobs int
 	var queue string
 	rows, err := store.Count(ctx, nil)
