@@ -26,6 +26,23 @@ type DatabaseConfig struct {
 	// connections it opens; a worker's concurrency does not change it.
 	// Defaults to 16.
 	MaxConns int32 `mapstructure:"max_conns"`
+	// Pooler says what sits between the processes and PostgreSQL: "none"
+	// (the default: a session of their own on every connection) or
+	// "transaction" (a pooler that hands a server connection to a client
+	// for one transaction only, such as PgBouncer's pool_mode =
+	// transaction). With "transaction" the worker's River polls instead of
+	// LISTENing (a LISTEN needs a session), the start-up check of
+	// database.max_conns against the server's max_connections is skipped
+	// (the pooler bounds the server's connections), and query_mode
+	// defaults to exec. See docs/pgbouncer.md.
+	Pooler string `mapstructure:"pooler"`
+	// QueryMode is how pgx sends queries, one of QueryModes:
+	// cache_statement (named prepared statements cached per connection),
+	// cache_describe, describe_exec, exec or simple_protocol. Behind a
+	// transaction pooler only cache_describe, exec and simple_protocol
+	// work. Defaults to cache_statement, or exec when Pooler is
+	// "transaction".
+	QueryMode string `mapstructure:"query_mode"`
 }
 
 // LogConfig configures the zap logger.

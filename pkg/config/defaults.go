@@ -17,7 +17,13 @@ import (
 // …Default constant, referred to here; the rest are config-only. ApplyDefaults
 // is the only place they are applied.
 const (
-	defaultDatabaseMaxConns               int32         = 16
+	defaultDatabaseMaxConns  int32 = 16
+	defaultDatabasePooler          = PoolerNone
+	defaultDatabaseQueryMode       = "cache_statement" // pgx's own default
+	// defaultDatabasePooledQueryMode is database.query_mode's default
+	// behind a transaction pooler: pgx's advice for PgBouncer, and one round
+	// trip a query like cache_statement's.
+	defaultDatabasePooledQueryMode                      = "exec"
 	defaultLogLevel                                     = "info"
 	defaultLogFormat                                    = "json"
 	defaultReceiverListen                               = "127.0.0.1:8080"
@@ -71,6 +77,11 @@ func (c *Config) ApplyDefaults() { c.applyDefaults(provider.PresetFor) }
 // applyDefaults is ApplyDefaults with the provider presets injected.
 func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, bool)) {
 	c.Database.MaxConns = cmp.Or(c.Database.MaxConns, defaultDatabaseMaxConns)
+	c.Database.Pooler = cmp.Or(c.Database.Pooler, defaultDatabasePooler)
+	if c.Database.TransactionPooled() {
+		c.Database.QueryMode = cmp.Or(c.Database.QueryMode, defaultDatabasePooledQueryMode)
+	}
+	c.Database.QueryMode = cmp.Or(c.Database.QueryMode, defaultDatabaseQueryMode)
 
 	c.Log.Level = cmp.Or(c.Log.Level, defaultLogLevel)
 	c.Log.Format = cmp.Or(c.Log.Format, defaultLogFormat)

@@ -79,8 +79,10 @@ worker:
 
 		require.Equal(t, &Config{
 			Database: DatabaseConfig{
-				URL:      "postgres://hookinbox:" + testDatabasePassword + "@localhost:5432/hookinbox",
-				MaxConns: 16,
+				URL:       "postgres://hookinbox:" + testDatabasePassword + "@localhost:5432/hookinbox",
+				Pooler:    PoolerNone,
+				QueryMode: "cache_statement",
+				MaxConns:  16,
 			},
 			Log: LogConfig{Level: "info", Format: "json"},
 			Receiver: ReceiverConfig{
@@ -604,7 +606,7 @@ func TestScalarKeys(t *testing.T) {
 
 	keys := scalarKeys(reflect.TypeFor[Config]())
 	require.Equal(t, []string{
-		"database.url", "database.max_conns",
+		"database.url", "database.max_conns", "database.pooler", "database.query_mode",
 		"log.level", "log.format",
 		"receiver.listen", "receiver.max_body_bytes", "receiver.ack_timeout", "receiver.retry_after", "receiver.shutdown_timeout",
 		"receiver.batch_max_events", "receiver.batch_max_wait", "receiver.batch_flushers", "receiver.batch_queue", "receiver.max_in_flight",

@@ -81,8 +81,10 @@ func (c *Config) Redacted() map[string]any {
 
 func (d *DatabaseConfig) redacted() map[string]any {
 	return map[string]any{
-		"url":       RedactDatabaseURL(d.URL),
-		"max_conns": d.MaxConns,
+		"url":        RedactDatabaseURL(d.URL),
+		"max_conns":  d.MaxConns,
+		"pooler":     d.Pooler,
+		"query_mode": d.QueryMode,
 	}
 }
 

@@ -59,6 +59,7 @@ func (c *Config) validateDatabase(p *problems) {
 		p.addf("database.url", "%s", err)
 	}
 	positive(p, "database.max_conns", c.Database.MaxConns)
+	c.Database.validatePooler(p)
 }
 
 // logLevels are the levels a config may name.

@@ -119,12 +119,16 @@ func Boot(ctx context.Context, name string, args []string, verbs Verbs, minConns
 	if poolCfg.ConnConfig.ConnectTimeout == 0 {
 		poolCfg.ConnConfig.ConnectTimeout = ConnectTimeoutDefault
 	}
+	// database.query_mode: behind a transaction pooler, a mode whose every
+	// round trip stands alone (see docs/pgbouncer.md).
+	poolCfg.ConnConfig.DefaultQueryExecMode = cfg.Database.QueryExecMode()
 	env.Pool, err = pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("database: %w", err)
 	}
 	// The daemons log it again at info when they start; a CLI stays quiet.
-	logger.Debug("loaded config", zap.Any("config", cfg.Redacted()), zap.Int32("pool_max_conns", poolCfg.MaxConns))
+	logger.Debug("loaded config", zap.Any("config", cfg.Redacted()), zap.Int32("pool_max_conns", poolCfg.MaxConns),
+		zap.String("query_mode", cfg.Database.QueryMode))
 	return env, rest, nil
 }
 

@@ -69,8 +69,13 @@ func (e *Env) explain(err error) error {
 // its reserved connections (superuser_reserved_connections, and
 // reserved_connections on PostgreSQL 16 and later), naming both numbers.
 // It says nothing of the other processes' pools: their sum is the
-// deployment's to budget.
+// deployment's to budget. Behind a transaction pooler (database.pooler:
+// transaction) it checks nothing: the pooler, not the pool, bounds the
+// server's connections, and the pool may rightly be larger.
 func (e *Env) CheckPoolBudget(ctx context.Context) error {
+	if e.Config.Database.TransactionPooled() {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	var maxConns, superReserved, reserved int32

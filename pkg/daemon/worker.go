@@ -48,6 +48,7 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		OrphanAfter:       wc.OrphanAfter,
 		UnroutedDone:      wc.Unrouted == config.UnroutedDone,
 		SynchronousCommit: wc.SynchronousCommit,
+		PollOnly:          env.Config.Database.TransactionPooled(),
 		Routes:            routes,
 		Sources:           sources,
 		Registry:          registry,

@@ -4,8 +4,9 @@
 // Migrations come in sets: the core set (package migrations) and any set a
 // worker binary adds for its own tables (examples/ledger does). Each set's
 // applied versions are recorded in hookinbox_migration. Applying is
-// idempotent and serialised by an advisory lock, so several pods may run
-// `inboxctl migrate` at once.
+// idempotent and serialised by a transaction-scoped advisory lock, so several
+// pods may run `inboxctl migrate` at once, directly or through a transaction
+// pooler.
 package schema
 
 import (
@@ -96,16 +97,30 @@ type Applied struct {
 // given sets (Core first, if the caller lists it first), each in its own
 // transaction. It returns what it applied; nothing when the database is
 // current.
+//
+// Concurrent migrators are serialised by a transaction-scoped advisory lock,
+// taken in a transaction of its own that stays open, on a connection of its
+// own, until Migrate returns; the migrations run on other connections of
+// pool, which therefore needs two. A session lock would not do: behind a
+// transaction pooler (PgBouncer's pool_mode = transaction) its unlock may
+// run on another server connection, leaving the lock held by a server
+// connection that the pooler keeps open, and the next migrator waiting on
+// it for ever. A transaction keeps its server connection until it ends, and
+// its locks end with it, even when the process dies.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) ([]Applied, error) {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("schema: acquire connection: %w", err)
+	if size := pool.Config().MaxConns; size < 2 {
+		return nil, fmt.Errorf("schema: migrating needs a pool of at least 2 connections (one holds the lock), not %d", size)
 	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+	lock, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("schema: begin the migration lock's transaction: %w", err)
+	}
+	// It wrote nothing: ending it is all that matters, and a broken
+	// connection ends it too.
+	defer lock.Rollback(context.WithoutCancel(ctx))
+	if _, err := lock.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey); err != nil {
 		return nil, fmt.Errorf("schema: take migration lock: %w", err)
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey) //nolint:errcheck // an unlock fails only on a broken connection, which the pool closes, ending the lock
 
 	var applied []Applied
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
@@ -120,11 +135,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) ([]Applied, 
 		applied = append(applied, Applied{Set: "river", Version: v.Version, Name: v.Name})
 	}
 
-	if _, err := conn.Exec(ctx, createVersionTable); err != nil {
+	if _, err := pool.Exec(ctx, createVersionTable); err != nil {
 		return nil, fmt.Errorf("schema: create hookinbox_migration: %w", err)
 	}
 	for _, set := range sets {
-		done, err := appliedVersions(ctx, conn.Conn(), set.Name)
+		done, err := appliedVersions(ctx, pool, set.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +151,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) ([]Applied, 
 			if done[m.Version] {
 				continue
 			}
-			if err := apply(ctx, conn.Conn(), set.Name, m); err != nil {
+			if err := apply(ctx, pool, set.Name, m); err != nil {
 				return nil, err
 			}
 			applied = append(applied, Applied{Set: set.Name, Version: m.Version, Name: m.Name})
@@ -154,8 +169,8 @@ CREATE TABLE IF NOT EXISTS hookinbox_migration (
     PRIMARY KEY (set_name, version)
 )`
 
-func apply(ctx context.Context, conn *pgx.Conn, setName string, m Migration) error {
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+func apply(ctx context.Context, pool *pgxpool.Pool, setName string, m Migration) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return fmt.Errorf("schema: apply %s %04d_%s: %w", setName, m.Version, m.Name, err)
 		}
@@ -166,8 +181,8 @@ func apply(ctx context.Context, conn *pgx.Conn, setName string, m Migration) err
 	})
 }
 
-func appliedVersions(ctx context.Context, conn *pgx.Conn, setName string) (map[int]bool, error) {
-	rows, err := conn.Query(ctx, "SELECT version FROM hookinbox_migration WHERE set_name = $1", setName)
+func appliedVersions(ctx context.Context, pool *pgxpool.Pool, setName string) (map[int]bool, error) {
+	rows, err := pool.Query(ctx, "SELECT version FROM hookinbox_migration WHERE set_name = $1", setName)
 	if err != nil {
 		return nil, fmt.Errorf("schema: read applied versions: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/pkg/dbtest"
@@ -118,4 +120,60 @@ func TestSetMigrations(t *testing.T) {
 	}}
 	_, err = dup.Migrations()
 	require.ErrorContains(t, err, "two migrations numbered 1")
+}
+
+// TestMigrateThroughPgBouncer runs concurrent migrators through PgBouncer in
+// transaction pooling mode, where a session advisory lock would be taken on
+// one server connection and released (or not) on another.
+func TestMigrateThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bouncer := dbtest.StartPgBouncer(t)
+	db := dbtest.NewEmpty(t)
+	cfg, err := pgxpool.ParseConfig(bouncer.URL(t, db))
+	require.NoError(t, err)
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := schema.Migrate(ctx, pool, schema.Core())
+			errs <- err
+		}()
+	}
+	for range 3 {
+		require.NoError(t, <-errs)
+	}
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_migration WHERE set_name = 'core'`).Scan(&n))
+	latest, err := schema.Core().Latest()
+	require.NoError(t, err)
+	require.Equal(t, latest, n)
+
+	// No server connection that PgBouncer keeps still holds the lock: the
+	// next migrator gets it at once, whichever connection it is lent.
+	var held int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&held))
+	require.Zero(t, held)
+	applied, err := schema.Migrate(ctx, pool, schema.Core())
+	require.NoError(t, err)
+	require.Empty(t, applied)
+	require.NoError(t, schema.Check(ctx, pool, schema.Core()))
+}
+
+func TestMigrateNeedsTwoConnections(t *testing.T) {
+	t.Parallel()
+	db := dbtest.NewEmpty(t)
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = schema.Migrate(context.Background(), pool, schema.Core())
+	require.EqualError(t, err, "schema: migrating needs a pool of at least 2 connections (one holds the lock), not 1")
 }

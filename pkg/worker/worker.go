@@ -114,6 +114,11 @@ type Config struct {
 	// job runs again and nothing is applied twice or lost. (The receiver's
 	// claim is always durable: its 2xx promises it.)
 	SynchronousCommit bool
+	// PollOnly makes River poll for jobs every FetchPollInterval, and for
+	// leadership, instead of LISTENing for them: a LISTEN needs a session of
+	// its own, which a transaction pooler (PgBouncer's pool_mode =
+	// transaction) does not give. Defaults to false.
+	PollOnly bool
 	// Routes pick each event's handlers; the first match decides. New
 	// refuses routes that leave a source on a worked queue without a route
 	// (see CheckRoutes).
@@ -251,6 +256,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		MaxAttempts:          c.MaxAttempts,
 		FetchCooldown:        c.FetchCooldown,
 		FetchPollInterval:    c.FetchPollInterval,
+		PollOnly:             c.PollOnly,
 		Logger:               logging.Slog(c.Logger.Named("river")),
 		Queues:               queues,
 		Workers:              workers,
