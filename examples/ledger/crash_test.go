@@ -16,6 +16,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/proctest"
 )
@@ -29,14 +31,20 @@ func ledgerCommand(bin string, env []string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// writeConfig writes a ledger config for the test's database. jobTimeout
-// bounds one handler run; River rescues a job left running for a second
-// longer than that.
+// writeConfig writes a ledger config for the test's database, reached
+// directly. jobTimeout bounds one handler run; River rescues a job left
+// running for a second longer than that.
 func writeConfig(t *testing.T, dbURL string, jobTimeout time.Duration) string {
+	t.Helper()
+	return writePoolerConfig(t, dbURL, config.PoolerNone, jobTimeout)
+}
+
+// writePoolerConfig is writeConfig with database.pooler set to pooler.
+func writePoolerConfig(t *testing.T, dbURL, pooler string, jobTimeout time.Duration) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ledger.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`
-database: {url: %q}
+database: {url: %q, pooler: %s}
 log: {level: info}
 sources:
   - {name: bank, provider: standardwebhooks, secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]}
@@ -49,7 +57,7 @@ worker:
   soft_stop_timeout: 5s
   routes:
     - {source: bank, types: ["account.deposit"], handlers: [ledger]}
-`, dbURL, crashConcurrency, jobTimeout, jobTimeout+time.Second)), 0o600))
+`, dbURL, pooler, crashConcurrency, jobTimeout, jobTimeout+time.Second)), 0o600))
 	return path
 }
 
@@ -115,6 +123,28 @@ func TestSIGKILLMidBatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills a subprocess")
 	}
+	testSIGKILLMidBatch(t, func(db *dbtest.DB) string { return db.URL }, config.PoolerNone)
+}
+
+// TestSIGKILLMidBatchThroughPgBouncer is TestSIGKILLMidBatch with the worker
+// reaching PostgreSQL through PgBouncer in transaction pooling mode
+// (database.pooler: transaction, so exec query mode and River polling). The
+// killed process's transactions, each on a server connection PgBouncer had
+// lent it, must roll back as they do on a direct connection.
+func TestSIGKILLMidBatchThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and kills a subprocess")
+	}
+	bouncer := dbtest.StartPgBouncer(t)
+	testSIGKILLMidBatch(t, func(db *dbtest.DB) string { return bouncer.URL(t, db) }, config.PoolerTransaction)
+}
+
+// testSIGKILLMidBatch runs the scenario with the ledger worker reaching the
+// test's database at workerURL(db), behind pooler (database.pooler); the
+// test itself reads and locks the database directly.
+func testSIGKILLMidBatch(t *testing.T, workerURL func(*dbtest.DB) string, pooler string) {
+	t.Helper()
 	bin := proctest.Build(t, ".")[0]
 	db := ledgerDB(t)
 	ctx := context.Background()
@@ -151,7 +181,7 @@ SELECT 'acc_' || g FROM generate_series(0, $1 - 1) AS g`, accounts)
 	_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts WHERE account_id = 'acc_0' FOR UPDATE`)
 	require.NoError(t, err)
 
-	first := proctest.Start(t, ledgerCommand(bin, nil, "--config", writeConfig(t, db.URL, 5*time.Minute)))
+	first := proctest.Start(t, ledgerCommand(bin, nil, "--config", writePoolerConfig(t, workerURL(db), pooler, 5*time.Minute)))
 	var inFlight []int64
 	first.WaitUntil(t, 90*time.Second, func() bool {
 		inFlight = blockedJobs(t, db.Pool)
@@ -181,7 +211,7 @@ SELECT 'acc_' || g FROM generate_series(0, $1 - 1) AS g`, accounts)
 	t.Logf("killed with %d of %d done, %d events mid-transaction and %d committed but not completed", doneAtKill, n, len(inFlight), len(running)-len(inFlight))
 	restart := time.Now()
 
-	second := proctest.Start(t, ledgerCommand(bin, nil, "--config", writeConfig(t, db.URL, 2*time.Second)))
+	second := proctest.Start(t, ledgerCommand(bin, nil, "--config", writePoolerConfig(t, workerURL(db), pooler, 2*time.Second)))
 	second.WaitUntil(t, 180*time.Second, func() bool { return countDone(t, db.Pool) == n })
 	t.Logf("all done %s after the restart", time.Since(restart).Round(time.Second))
 	var entries, distinct int
