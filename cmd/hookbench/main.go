@@ -10,8 +10,10 @@
 // duplicate storm and a 50 % duplicate mix; (e) worker drain of preloaded
 // events against River's own no-op burn-down; (f) ack latency and event age
 // under a steady open-loop load at half of (c); (g) the processes' peak RSS;
-// and (c) again with two million processed rows in the inbox. The receiver
-// and the workers run as the real binaries, as subprocesses.
+// and (c) again with two million processed rows in the inbox; (q) the cost
+// of database.query_mode, and of PgBouncer in transaction pooling mode, on
+// the receiver's ingest and a worker's drain. The receiver and the workers
+// run as the real binaries, as subprocesses.
 //
 //	hookbench --bin bin [--quick] [--cpuprofile DIR]
 //
@@ -61,7 +63,7 @@ type options struct {
 }
 
 // allPhases lists the phases in the order they run.
-var allPhases = []string{"a", "b", "c", "d", "e", "f", "scale"}
+var allPhases = []string{"a", "b", "c", "d", "e", "f", "scale", "q"}
 
 func parseOptions(args []string) (*options, error) {
 	o := &options{}

@@ -20,6 +20,7 @@ func (b *bench) runPhases(ctx context.Context) {
 		{"e", "(e) River's no-op ceiling and worker drains", b.phaseDrain},
 		{"f", "(f) steady open-loop load with a worker", b.phaseSteady},
 		{"scale", "scale: (c) again with processed rows in the inbox", b.phaseScale},
+		{"q", "(q) query modes, direct and through PgBouncer", b.phaseQueryModes},
 	}
 	for _, p := range phases {
 		selected := b.opts.Phases[p.name]

@@ -32,6 +32,7 @@ type Report struct {
 	Steady        *SteadyResult      `json:"f_steady,omitempty"`
 	PeakRSS       map[string]float64 `json:"g_peak_rss_mb"`
 	Scale         *ScaleResult       `json:"scale,omitempty"`
+	QueryModes    []*QueryModeResult `json:"q_query_modes,omitempty"`
 	HTTPTotals    HTTPTotals         `json:"http_totals"`
 
 	Ratios   map[string]float64 `json:"ratios"`
