@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
@@ -30,8 +31,8 @@ type queryModeVariant struct {
 // phaseQueryModes measures (q): what database.query_mode costs, and what
 // PgBouncer in transaction pooling mode costs on top. The group-commit
 // receiver's ingest at --clients clients is measured for each variant,
-// interleaved like (a)–(c); then a noop worker drains a quarter of
-// --drain-events with each. Directly: cache_statement (the default), exec
+// interleaved like (a)–(c); then a noop worker drains an eighth of
+// --drain-events with each, twice, in opposite orders. Directly: cache_statement (the default), exec
 // and simple_protocol; through PgBouncer (when installed): exec and
 // simple_protocol, with database.pooler: transaction, so the worker polls.
 func (b *bench) phaseQueryModes(ctx context.Context) error {
@@ -80,23 +81,50 @@ func (b *bench) phaseQueryModes(ctx context.Context) error {
 		b.report.HTTPTotals.add(ms[i].total)
 		b.report.QueryModes = append(b.report.QueryModes, v.result)
 	}
-	for _, v := range variants {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	// Drains cannot share a window as loads do; two rounds in opposite
+	// orders spread a neighbour's drift over every variant instead.
+	const rounds = 2
+	n := max(1, b.opts.DrainEvents/4/rounds)
+	for r := range rounds {
+		order := slices.Clone(variants)
+		if r%2 == 1 {
+			slices.Reverse(order)
 		}
-		d, err := b.queryModeDrain(ctx, v)
-		if err != nil {
-			return err
+		for _, v := range order {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			d, err := b.queryModeDrain(ctx, v, n)
+			if err != nil {
+				return err
+			}
+			v.result.Drain = mergeDrain(v.result.Drain, d)
 		}
-		v.result.Drain = d
 	}
 	return nil
 }
 
-// queryModeDrain preloads a quarter of --drain-events pending events and
-// times one noop worker of v's settings draining them.
-func (b *bench) queryModeDrain(ctx context.Context, v *queryModeVariant) (*DrainResult, error) {
-	n := max(1, b.opts.DrainEvents/4)
+// mergeDrain adds drain d to the total of earlier rounds (nil before the
+// first).
+func mergeDrain(total, d *DrainResult) *DrainResult {
+	if total == nil {
+		return d
+	}
+	total.Events += d.Events
+	total.Done += d.Done
+	total.Failed += d.Failed
+	total.Seconds += d.Seconds
+	total.EventsPerSec = perSec(total.Done, time.Duration(total.Seconds*float64(time.Second)))
+	total.DeadlineHit = total.DeadlineHit || d.DeadlineHit
+	total.PreloadSecs += d.PreloadSecs
+	total.PeakRSSMB = max(total.PeakRSSMB, d.PeakRSSMB)
+	total.CPU = mergeCPU(total.CPU, d.CPU)
+	return total
+}
+
+// queryModeDrain preloads n pending events and times one noop worker of
+// v's settings draining them.
+func (b *bench) queryModeDrain(ctx context.Context, v *queryModeVariant, n int) (*DrainResult, error) {
 	if err := b.resetTables(ctx); err != nil {
 		return nil, err
 	}

@@ -20,9 +20,9 @@ import (
 // TestThroughPgBouncer runs inboxctl, the receiver and the worker binaries
 // through PgBouncer in transaction pooling mode, with each query mode that
 // works there, and checks the promise: duplicate deliveries claim one row
-// and one job, and every event's handler runs once. The processes' pools
-// (32 connections each) share PgBouncer's 20 server connections, one
-// transaction at a time.
+// and one job, and every event's handler runs once. The processes' pools,
+// each larger than the server's max_connections, share PgBouncer's 20
+// server connections, one transaction at a time.
 func TestThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -34,8 +34,13 @@ func TestThroughPgBouncer(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			db := dbtest.New(t)
+			// A pool larger than the server allows, which behind a
+			// transaction pooler is no error: PgBouncer bounds the server's
+			// connections.
+			var maxConns int
+			require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT current_setting('max_connections')::int`).Scan(&maxConns))
 			path := writeConfig(t, fmt.Sprintf(`
-database: {url: %q, pooler: transaction, query_mode: %s, max_conns: 32}
+database: {url: %q, pooler: transaction, query_mode: %s, max_conns: %d}
 receiver: {listen: "127.0.0.1:0"}
 worker:
   listen: "127.0.0.1:0"
@@ -44,7 +49,7 @@ worker:
   routes: [{source: bank, handlers: [log]}]
 sources:
   - {name: bank, provider: standardwebhooks, secrets: [%q]}
-`, bouncer.URL(t, db), mode, secretValue))
+`, bouncer.URL(t, db), mode, maxConns+1, secretValue))
 
 			code, out := run(t, "inboxctl", "migrate", "--config", path)
 			require.Equal(t, 0, code, out)
