@@ -79,7 +79,9 @@ func StartPgBouncer(tb testing.TB) *PgBouncer {
 	defer lnFile.Close()
 
 	runAs := runAsUser(tb)
-	dir, err := os.MkdirTemp("", "hookinbox-pgbouncer-")
+	// Not tb.TempDir: its parent is private to this user, and pgbouncer,
+	// run as another, could not reach the config.
+	dir, err := os.MkdirTemp("", "hookinbox-pgbouncer-") //nolint:usetesting // see above: pgbouncer runs as another user
 	require.NoError(tb, err)
 	tb.Cleanup(func() { os.RemoveAll(dir) })
 	ini := filepath.Join(dir, "pgbouncer.ini")
