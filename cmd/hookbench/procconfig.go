@@ -37,7 +37,8 @@ func writeConfig(dir, name string, c procConfig) (string, error) {
 	if c.MaxConns > 0 {
 		fmt.Fprintf(&b, "database: {max_conns: %d}\n", c.MaxConns)
 	}
-	fmt.Fprintf(&b, "receiver:\n  listen: %q\n", c.ReceiverAddr)
+	// No load balancer to wait for: the receiver stops at once on SIGTERM.
+	fmt.Fprintf(&b, "receiver:\n  listen: %q\n  shutdown_delay: 0s\n", c.ReceiverAddr)
 	if c.BatchMaxEvents > 0 {
 		fmt.Fprintf(&b, "  batch_max_events: %d\n", c.BatchMaxEvents)
 	}
