@@ -513,3 +513,36 @@ func TestBadValuesAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestREADMEListsEveryValue keeps the chart's README table from drifting:
+// every top-level value, and every value of receiver and worker, is named
+// in it.
+func TestREADMEListsEveryValue(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	for key, v := range values {
+		if !strings.Contains(string(readme), "`"+key) {
+			t.Errorf("charts/hookinbox/README.md does not list %s", key)
+		}
+		if key != "receiver" && key != "worker" {
+			continue
+		}
+		for sub := range v.(map[string]any) {
+			// A row names a value in full, or as `.sub` after its parent's.
+			if !strings.Contains(string(readme), "`"+key+"."+sub) && !strings.Contains(string(readme), "`."+sub) {
+				t.Errorf("charts/hookinbox/README.md does not list %s.%s", key, sub)
+			}
+		}
+	}
+}
