@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= $(GO) tool -modfile=tools/go.mod golangci-lint
 BUILD_PKGS := $(addsuffix /...,$(addprefix ./,$(wildcard cmd examples)))
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo readme bench fuzz lint migrate clean
+.PHONY: help build test demo readme bench fuzz lint migrate clean chart-test
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z_-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -23,6 +23,9 @@ build: ## build the commands and examples into bin/
 
 test: ## run all tests (private PostgreSQL unless DATABASE_URL is set; TESTFLAGS=-race)
 	scripts/with-postgres.sh $(GO) test -count=1 $(TESTFLAGS) -timeout 9m ./...
+
+chart-test: ## lint and render charts/hookinbox with Helm (tools/helm/go.mod) for each value set, and test its invariants
+	scripts/chart-test.sh
 
 demo: ## run the demo against PostgreSQL (private unless DATABASE_URL is set)
 	scripts/with-postgres.sh scripts/demo.sh $(DEMO_FLAGS)

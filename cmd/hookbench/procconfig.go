@@ -38,7 +38,8 @@ func writeConfig(dir, name string, c procConfig) (string, error) {
 	var b strings.Builder
 	b.WriteString("log: {level: info, format: json}\n")
 	b.WriteString(c.databaseSection())
-	fmt.Fprintf(&b, "receiver:\n  listen: %q\n", c.ReceiverAddr)
+	// No load balancer to wait for: the receiver stops at once on SIGTERM.
+	fmt.Fprintf(&b, "receiver:\n  listen: %q\n  shutdown_delay: 0s\n", c.ReceiverAddr)
 	if c.BatchMaxEvents > 0 {
 		fmt.Fprintf(&b, "  batch_max_events: %d\n", c.BatchMaxEvents)
 	}

@@ -65,7 +65,13 @@ type ReceiverConfig struct {
 	AckTimeout time.Duration `mapstructure:"ack_timeout"`
 	// RetryAfter is the Retry-After hint sent with a 503. Defaults to 5s.
 	RetryAfter time.Duration `mapstructure:"retry_after"`
-	// ShutdownTimeout bounds the graceful HTTP shutdown. Defaults to 10s.
+	// ShutdownDelay is how long the receiver keeps serving after SIGTERM
+	// with /readyz answering 503, so that load balancers and Kubernetes
+	// endpoints stop sending it traffic before it stops listening. Nil
+	// (left out) defaults to 5s; an explicit 0s turns the delay off.
+	ShutdownDelay *time.Duration `mapstructure:"shutdown_delay"`
+	// ShutdownTimeout bounds the graceful HTTP shutdown, after
+	// ShutdownDelay. Defaults to 10s.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
 	// BatchMaxEvents caps the events one group-commit transaction claims; a
 	// delivery is never split, so the one that reaches the cap joins whole.

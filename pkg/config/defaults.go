@@ -30,6 +30,7 @@ const (
 	defaultReceiverMaxBodyBytes           int64         = 1 << 20
 	defaultReceiverAckTimeout             time.Duration = 4 * time.Second
 	defaultReceiverRetryAfter                           = receiver.RetryAfterDefault
+	defaultReceiverShutdownDelay          time.Duration = 5 * time.Second
 	defaultReceiverShutdownTimeout        time.Duration = 10 * time.Second
 	defaultReceiverBatchMaxEvents                       = inbox.BatchMaxEventsDefault
 	defaultReceiverBatchFlushers                        = inbox.BatchFlushersDefault
@@ -91,6 +92,12 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	r.MaxBodyBytes = cmp.Or(r.MaxBodyBytes, defaultReceiverMaxBodyBytes)
 	r.AckTimeout = cmp.Or(r.AckTimeout, defaultReceiverAckTimeout)
 	r.RetryAfter = cmp.Or(r.RetryAfter, defaultReceiverRetryAfter)
+	if r.ShutdownDelay == nil {
+		// Only a key left out takes the default: an explicit 0s means no
+		// delay.
+		delay := defaultReceiverShutdownDelay
+		r.ShutdownDelay = &delay
+	}
 	r.ShutdownTimeout = cmp.Or(r.ShutdownTimeout, defaultReceiverShutdownTimeout)
 	r.BatchMaxEvents = cmp.Or(r.BatchMaxEvents, defaultReceiverBatchMaxEvents)
 	r.BatchFlushers = cmp.Or(r.BatchFlushers, defaultReceiverBatchFlushers)

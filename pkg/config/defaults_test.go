@@ -35,6 +35,7 @@ func TestApplyDefaults(t *testing.T) {
 			MaxBodyBytes:    1048576,
 			AckTimeout:      4 * time.Second,
 			RetryAfter:      5 * time.Second,
+			ShutdownDelay:   new(5 * time.Second),
 			ShutdownTimeout: 10 * time.Second,
 			BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024, DeliveryLogLevel: "info",
 			MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, MaxConnections: 2048,
@@ -211,10 +212,7 @@ func TestDocumentedDefaultsMatchTheConstants(t *testing.T) {
 		} else {
 			v = fieldByKey(defaults, key).Interface()
 		}
-		if d, ok := v.(time.Duration); ok {
-			return formatDuration(d)
-		}
-		return fmt.Sprint(v)
+		return documentedValue(key, v)
 	}
 	keys := slices.DeleteFunc(scalarKeys(reflect.TypeFor[Config]()), func(key string) bool {
 		return key == "database.url" // Required: no default.
@@ -316,6 +314,9 @@ func documentedValue(key string, v any) string {
 		if v == defaultWorkerJobTimeout+defaultWorkerRescueMargin {
 			return "job_timeout + " + formatDuration(defaultWorkerRescueMargin)
 		}
+	}
+	if d, ok := v.(*time.Duration); ok && d != nil {
+		v = *d // receiver.shutdown_delay, whose explicit 0s is kept
 	}
 	if d, ok := v.(time.Duration); ok {
 		return formatDuration(d)

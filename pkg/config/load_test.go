@@ -90,6 +90,7 @@ worker:
 				MaxBodyBytes:    1048576,
 				AckTimeout:      4 * time.Second,
 				RetryAfter:      5 * time.Second,
+				ShutdownDelay:   new(5 * time.Second),
 				ShutdownTimeout: 10 * time.Second,
 				BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024, DeliveryLogLevel: "info",
 				MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, MaxConnections: 2048, MaxConnectionsPerClient: 512,
@@ -139,6 +140,24 @@ worker:
 		require.Equal(t, 1500*time.Millisecond, cfg.Receiver.AckTimeout)
 		require.Equal(t, 90*time.Second, cfg.Receiver.ShutdownTimeout)
 		require.Equal(t, 2*time.Hour, cfg.Worker.OrphanAfter)
+	})
+
+	t.Run("ShutdownDelayKeepsAnExplicitZero", func(t *testing.T) {
+		t.Parallel()
+
+		for value, want := range map[string]time.Duration{"": 5 * time.Second, "receiver: {shutdown_delay: 0s}": 0, "receiver: {shutdown_delay: 2s}": 2 * time.Second} {
+			cfg, err := loadIn(writeFile(t, "hookinbox.yaml", minimalYAML+value+"\n"), NeedDatabase|NeedReceiver, nil)
+			require.NoError(t, err, value)
+			require.NotNil(t, cfg.Receiver.ShutdownDelay, value)
+			require.Equal(t, want, *cfg.Receiver.ShutdownDelay, value)
+		}
+		env := map[string]string{"HOOKINBOX_RECEIVER_SHUTDOWN_DELAY": "0s"}
+		cfg, err := loadIn(writeFile(t, "hookinbox.yaml", minimalYAML), NeedDatabase|NeedReceiver, env)
+		require.NoError(t, err)
+		require.Equal(t, time.Duration(0), *cfg.Receiver.ShutdownDelay, "from the environment")
+
+		_, err = loadIn(writeFile(t, "hookinbox.yaml", minimalYAML+"receiver: {shutdown_delay: -1s}\n"), NeedDatabase|NeedReceiver, nil)
+		require.ErrorContains(t, err, "receiver.shutdown_delay: must not be negative")
 	})
 
 	t.Run("RejectsDurationWithoutUnit", func(t *testing.T) {
@@ -608,7 +627,7 @@ func TestScalarKeys(t *testing.T) {
 	require.Equal(t, []string{
 		"database.url", "database.max_conns", "database.pooler", "database.query_mode",
 		"log.level", "log.format",
-		"receiver.listen", "receiver.max_body_bytes", "receiver.ack_timeout", "receiver.retry_after", "receiver.shutdown_timeout",
+		"receiver.listen", "receiver.max_body_bytes", "receiver.ack_timeout", "receiver.retry_after", "receiver.shutdown_delay", "receiver.shutdown_timeout",
 		"receiver.batch_max_events", "receiver.batch_max_wait", "receiver.batch_flushers", "receiver.batch_queue", "receiver.max_in_flight",
 		"receiver.max_unverified_bytes", "receiver.max_unverified_per_client", "receiver.min_body_rate",
 		"receiver.max_connections", "receiver.max_connections_per_client", "receiver.max_header_bytes", "receiver.read_header_timeout", "receiver.idle_timeout",

@@ -39,6 +39,7 @@ func (c *Config) Redacted() map[string]any {
 			"max_body_bytes":             r.MaxBodyBytes,
 			"ack_timeout":                duration(r.AckTimeout),
 			"retry_after":                duration(r.RetryAfter),
+			"shutdown_delay":             durationPtr(r.ShutdownDelay),
 			"shutdown_timeout":           duration(r.ShutdownTimeout),
 			"batch_max_events":           r.BatchMaxEvents,
 			"batch_max_wait":             duration(r.BatchMaxWait),
@@ -157,6 +158,15 @@ func redactValue(v string) string {
 }
 
 func duration(d time.Duration) string { return d.String() }
+
+// durationPtr is duration for a key whose zero is explicit; nil (only
+// before ApplyDefaults) reads "default".
+func durationPtr(d *time.Duration) string {
+	if d == nil {
+		return "default"
+	}
+	return d.String()
+}
 
 // String returns Redacted as JSON, so printing a Config never leaks secrets.
 func (c Config) String() string { return toJSON(c.Redacted()) }

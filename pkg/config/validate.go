@@ -80,6 +80,9 @@ func (c *Config) validateReceiver(p *problems) {
 	positive(p, "receiver.max_body_bytes", r.MaxBodyBytes)
 	positive(p, "receiver.ack_timeout", r.AckTimeout)
 	positive(p, "receiver.retry_after", r.RetryAfter)
+	if r.ShutdownDelay != nil && *r.ShutdownDelay < 0 {
+		p.addf("receiver.shutdown_delay", "must not be negative (0s turns the delay off)")
+	}
 	positive(p, "receiver.shutdown_timeout", r.ShutdownTimeout)
 	positive(p, "receiver.batch_max_events", r.BatchMaxEvents)
 	positive(p, "receiver.batch_flushers", r.BatchFlushers)

@@ -20,10 +20,12 @@ import (
 // reached: until open is called, GET /healthz answers 200 (the process
 // lives) and every other request 503 with Retry-After (/readyz included, and
 // a webhook, which the sender retries). Then the daemon's own handler
-// answers.
+// answers. Once unready is called, /readyz answers 503 and every answer
+// closes its connection, while every other request is still served.
 type frontDoor struct {
 	srv        *http.Server
 	handler    atomic.Pointer[http.Handler]
+	unreadyNow atomic.Bool
 	retryAfter string
 	served     chan error // http.Server.Serve's result
 }
@@ -52,7 +54,23 @@ func openFrontDoor(what, listenKey, addr string, limits *receiver.HTTPConfig) (*
 // open hands every request from now on to h.
 func (d *frontDoor) open(h http.Handler) { d.handler.Store(&h) }
 
+// unready turns the door unready for a graceful stop: /readyz answers 503
+// from now on, so that Kubernetes takes the pod out of its Service's
+// endpoints, and every answer carries Connection: close, so that clients
+// and proxies holding a keep-alive connection open their next one to
+// another pod. Everything else is still served.
+func (d *frontDoor) unready() { d.unreadyNow.Store(true) }
+
 func (d *frontDoor) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	if d.unreadyNow.Load() {
+		rw.Header().Set("Connection", "close")
+		if r.URL.Path == "/readyz" {
+			rw.Header().Set("Content-Type", "application/json")
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = rw.Write([]byte(`{"error":"shutting down"}` + "\n"))
+			return
+		}
+	}
 	if h := d.handler.Load(); h != nil {
 		(*h).ServeHTTP(rw, r)
 		return

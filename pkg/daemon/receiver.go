@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -128,11 +129,44 @@ func RunReceiver(ctx context.Context, env *Env) error {
 	case err := <-door.failed():
 		return err
 	}
+	if err := unreadyFor(door, shutdownDelay(cfg), env.Logger); err != nil {
+		return err
+	}
+	env.Logger.Info("receiver draining", zap.Duration("shutdown_timeout", cfg.Receiver.ShutdownTimeout))
 	if err := door.shutdown(cfg.Receiver.ShutdownTimeout); err != nil {
 		return fmt.Errorf("receiver: %w", err)
 	}
 	env.Logger.Info("receiver stopped")
 	return nil
+}
+
+// shutdownDelay is receiver.shutdown_delay. Load defaults it; nil, in a
+// Config built by hand without ApplyDefaults, means none.
+func shutdownDelay(cfg *config.Config) time.Duration {
+	if d := cfg.Receiver.ShutdownDelay; d != nil {
+		return *d
+	}
+	return 0
+}
+
+// unreadyFor turns door unready (/readyz 503, connections closed after each
+// answer) and keeps serving for delay, so that endpoints and load
+// balancers stop sending traffic before the listener closes. It returns
+// early, with the error, if the server stops on its own.
+func unreadyFor(door *frontDoor, delay time.Duration, logger *zap.Logger) error {
+	door.unready()
+	if delay <= 0 {
+		return nil
+	}
+	logger.Info("receiver unready: serving until the shutdown delay ends", zap.Duration("shutdown_delay", delay))
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case err := <-door.failed():
+		return err
+	}
 }
 
 // QueueFor maps a source to its configured River queue.

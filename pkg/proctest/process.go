@@ -171,6 +171,19 @@ func (p *Process) Terminate(tb testing.TB) int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
+// Wait waits for the process to exit on its own (WaitTimeout at most) and
+// returns its exit code: -1 when a signal ended it. Use it after a signal
+// the test sent itself, when a second one would race the exit.
+func (p *Process) Wait(tb testing.TB) int {
+	tb.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(WaitTimeout):
+		tb.Fatalf("%s still running after %s (output below)", p.name, WaitTimeout)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
 // Stop sends SIGTERM and requires a clean exit: status 0.
 func (p *Process) Stop(tb testing.TB) {
 	tb.Helper()

@@ -1,0 +1,185 @@
+{{/* Chart name, truncated for label values. */}}
+{{- define "hookinbox.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Full name: the prefix of every object's name. */}}
+{{- define "hookinbox.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of every object; pass (dict "ctx" $ "component" "receiver"). */}}
+{{- define "hookinbox.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "hookinbox.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: hookinbox
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels; component is receiver, worker or migration. */}}
+{{- define "hookinbox.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "hookinbox.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- if .component }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- end -}}
+
+{{- define "hookinbox.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "hookinbox.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hookinbox.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "hookinbox.secretName" -}}
+{{- required "existingSecret is required: the name of a Secret holding the database URL and the provider secrets (see the chart's README)" .Values.existingSecret -}}
+{{- end -}}
+
+{{/* Grace periods: the stop timeouts plus a margin, or the value set, which must exceed them. */}}
+{{- define "hookinbox.receiverGrace" -}}
+{{- $r := .Values.receiver -}}
+{{- $stop := add $r.shutdownDelaySeconds $r.shutdownTimeoutSeconds -}}
+{{- if kindIs "invalid" $r.terminationGracePeriodSeconds -}}
+{{- add $stop $r.terminationMarginSeconds -}}
+{{- else if le (int $r.terminationGracePeriodSeconds) (int $stop) -}}
+{{- fail (printf "receiver.terminationGracePeriodSeconds (%d) must exceed receiver.shutdownDelaySeconds + receiver.shutdownTimeoutSeconds (%d)" (int $r.terminationGracePeriodSeconds) (int $stop)) -}}
+{{- else -}}
+{{- $r.terminationGracePeriodSeconds -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hookinbox.workerGrace" -}}
+{{- $w := .Values.worker -}}
+{{- $stop := add $w.softStopTimeoutSeconds $w.hardStopTimeoutSeconds -}}
+{{- if kindIs "invalid" $w.terminationGracePeriodSeconds -}}
+{{- add $stop $w.terminationMarginSeconds -}}
+{{- else if le (int $w.terminationGracePeriodSeconds) (int $stop) -}}
+{{- fail (printf "worker.terminationGracePeriodSeconds (%d) must exceed worker.softStopTimeoutSeconds + worker.hardStopTimeoutSeconds (%d)" (int $w.terminationGracePeriodSeconds) (int $stop)) -}}
+{{- else -}}
+{{- $w.terminationGracePeriodSeconds -}}
+{{- end -}}
+{{- end -}}
+
+{{/* hookinbox.isRef: "true" when the string is exactly one ${NAME} reference. */}}
+{{- define "hookinbox.isRef" -}}
+{{- if regexMatch "^\\$\\{[A-Za-z_][A-Za-z0-9_]*\\}$" (toString .) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The config file: .Values.config with the keys the chart owns set from the
+values. It fails on a key the chart owns, and on a secret, password or
+database URL written out instead of referenced as ${NAME}.
+*/}}
+{{- define "hookinbox.config" -}}
+{{- $cfg := deepCopy (default (dict) .Values.config) -}}
+{{- $owned := dict "receiver" (list "listen" "shutdown_delay" "shutdown_timeout") "worker" (list "listen" "soft_stop_timeout" "hard_stop_timeout" "ui") -}}
+{{- range $section, $keys := $owned -}}
+{{- $s := default (dict) (get $cfg $section) -}}
+{{- range $keys -}}
+{{- if hasKey $s . -}}
+{{- fail (printf "config.%s.%s is set by the chart; use the chart's values instead (see its README)" $section .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $db := default (dict) (get $cfg "database") -}}
+{{- if and (hasKey $db "url") (not (include "hookinbox.isRef" $db.url)) -}}
+{{- fail "config.database.url must not be written in the values: the chart reads it from existingSecret (databaseUrlKey)" -}}
+{{- end -}}
+{{- range $i, $src := (default (list) (get $cfg "sources")) -}}
+{{- range $j, $secret := (default (list) $src.secrets) -}}
+{{- if not (include "hookinbox.isRef" $secret) -}}
+{{- fail (printf "config.sources[%d].secrets[%d] must be a ${NAME} reference to a key of existingSecret, not the secret itself" $i $j) -}}
+{{- end -}}
+{{- end -}}
+{{- range $j, $ba := (default (list) $src.basic_auth) -}}
+{{- if not (include "hookinbox.isRef" $ba.password) -}}
+{{- fail (printf "config.sources[%d].basic_auth[%d].password must be a ${NAME} reference to a key of existingSecret" $i $j) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $src.hmac $src.hmac.api_keys -}}
+{{- range $j, $key := $src.hmac.api_keys -}}
+{{- if not (include "hookinbox.isRef" $key) -}}
+{{- fail (printf "config.sources[%d].hmac.api_keys[%d] must be a ${NAME} reference to a key of existingSecret" $i $j) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $receiver := default (dict) (get $cfg "receiver") -}}
+{{- $_ := set $receiver "listen" (printf ":%d" (int .Values.receiver.port)) -}}
+{{- $_ := set $receiver "shutdown_delay" (printf "%ds" (int .Values.receiver.shutdownDelaySeconds)) -}}
+{{- $_ := set $receiver "shutdown_timeout" (printf "%ds" (int .Values.receiver.shutdownTimeoutSeconds)) -}}
+{{- $_ := set $cfg "receiver" $receiver -}}
+{{- $worker := default (dict) (get $cfg "worker") -}}
+{{- $_ := set $worker "listen" (printf ":%d" (int .Values.worker.port)) -}}
+{{- $_ := set $worker "soft_stop_timeout" (printf "%ds" (int .Values.worker.softStopTimeoutSeconds)) -}}
+{{- $_ := set $worker "hard_stop_timeout" (printf "%ds" (int .Values.worker.hardStopTimeoutSeconds)) -}}
+{{- if .Values.worker.riverUI.enabled -}}
+{{- $_ := set $worker "ui" (dict "enabled" true "read_only" .Values.worker.riverUI.readOnly "basic_auth" (list (dict "username" "${RIVERUI_USERNAME}" "password" "${RIVERUI_PASSWORD}"))) -}}
+{{- end -}}
+{{- $_ := set $cfg "worker" $worker -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* Environment of the receiver and worker containers. */}}
+{{- define "hookinbox.env" -}}
+- name: HOOKINBOX_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "hookinbox.secretName" . }}
+      key: {{ .Values.databaseUrlKey }}
+{{- end -}}
+
+{{/* The config volume and a writable /tmp, on a read-only root filesystem. */}}
+{{- define "hookinbox.volumes" -}}
+- name: config
+  configMap:
+    name: {{ include "hookinbox.fullname" . }}
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- end -}}
+
+{{- define "hookinbox.volumeMounts" -}}
+- name: config
+  mountPath: /etc/hookinbox
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+{{- end -}}
+
+{{/* Topology spread constraints with the component's labelSelector added. */}}
+{{- define "hookinbox.topologySpread" -}}
+{{- $ctx := .ctx -}}
+{{- $component := .component -}}
+{{- range .constraints }}
+{{ "- " }}{{ toYaml (merge (dict "labelSelector" (dict "matchLabels" (fromYaml (include "hookinbox.selectorLabels" (dict "ctx" $ctx "component" $component))))) .) | nindent 2 | trim }}
+{{- end }}
+{{- end -}}
+
+{{/* Worker autoscaling: at most one of the HPA and KEDA. */}}
+{{- define "hookinbox.workerAutoscaled" -}}
+{{- $a := .Values.worker.autoscaling -}}
+{{- if and $a.hpa.enabled $a.keda.enabled -}}
+{{- fail "worker.autoscaling: enable either hpa or keda, not both (they would fight over the worker's replicas)" -}}
+{{- end -}}
+{{- if or $a.hpa.enabled $a.keda.enabled -}}true{{- end -}}
+{{- end -}}

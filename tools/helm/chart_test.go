@@ -1,0 +1,548 @@
+// Package helm_test checks charts/hookinbox's invariants on the objects Helm
+// renders, for the default values and every value set under
+// charts/hookinbox/ci (each optional feature on). It renders through Helm's
+// own Go module, the way `helm template` does, and decodes each object
+// strictly into its Kubernetes type, so a misspelt field fails too.
+//
+// Run by scripts/chart-test.sh (make chart-test): cd tools/helm && go test ./...
+package helm_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+const chartDir = "../../charts/hookinbox"
+
+// rendered is one rendering of the chart: its objects by kind, and the
+// migration hook.
+type rendered struct {
+	name        string
+	all         []*unstructured.Unstructured
+	deployments map[string]*appsv1.Deployment // by component
+	configMap   *corev1.ConfigMap
+	config      map[string]any // the ConfigMap's hookinbox.yaml
+	jobs        []*batchv1.Job
+	hpas        []*autoscalingv2.HorizontalPodAutoscaler
+	kinds       map[string]int
+}
+
+// render renders the chart with the values files and the extra values
+// (dotted keys, as --set), validating them against values.schema.json
+// unless skipSchema.
+func render(t *testing.T, files []string, set map[string]any, skipSchema bool) (*rendered, error) {
+	t.Helper()
+	chrt, err := loader.LoadDir(chartDir)
+	if err != nil {
+		t.Fatalf("load the chart: %v", err)
+	}
+	vals := map[string]any{}
+	for _, f := range files {
+		v, err := chartutil.ReadValuesFile(f)
+		if err != nil {
+			t.Fatalf("read %s: %v", f, err)
+		}
+		vals = chartutil.CoalesceTables(v, vals)
+	}
+	for key, value := range set {
+		m := vals
+		path := strings.Split(key, ".")
+		for _, p := range path[:len(path)-1] {
+			next, ok := m[p].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[p] = next
+			}
+			m = next
+		}
+		m[path[len(path)-1]] = value
+	}
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun, install.ClientOnly, install.Replace = true, true, true
+	install.ReleaseName, install.Namespace = "hi", "hooks"
+	install.SkipSchemaValidation = skipSchema
+	rel, err := install.Run(chrt, vals)
+	if err != nil {
+		return nil, err
+	}
+	r := &rendered{name: strings.Join(files, ","), deployments: map[string]*appsv1.Deployment{}, kinds: map[string]int{}}
+	manifests := []string{rel.Manifest}
+	for _, h := range rel.Hooks {
+		manifests = append(manifests, h.Manifest)
+	}
+	for _, doc := range splitDocs(strings.Join(manifests, "\n---\n")) {
+		r.add(t, doc)
+	}
+	return r, nil
+}
+
+func splitDocs(s string) []string {
+	var docs []string
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(s, -1) {
+		if strings.TrimSpace(regexp.MustCompile(`(?m)^#.*$`).ReplaceAllString(doc, "")) != "" {
+			docs = append(docs, doc)
+		}
+	}
+	return docs
+}
+
+// add decodes one object, strictly into its type where the test has one.
+func (r *rendered) add(t *testing.T, doc string) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		t.Fatalf("%s: not YAML: %v\n%s", r.name, err, doc)
+	}
+	r.all = append(r.all, u)
+	r.kinds[u.GetKind()]++
+	strict := func(into any) {
+		if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
+			t.Fatalf("%s: %s %s: %v", r.name, u.GetKind(), u.GetName(), err)
+		}
+	}
+	switch u.GetKind() {
+	case "Deployment":
+		d := &appsv1.Deployment{}
+		strict(d)
+		r.deployments[d.Labels["app.kubernetes.io/component"]] = d
+	case "ConfigMap":
+		r.configMap = &corev1.ConfigMap{}
+		strict(r.configMap)
+		if err := yaml.Unmarshal([]byte(r.configMap.Data["hookinbox.yaml"]), &r.config); err != nil {
+			t.Fatalf("%s: hookinbox.yaml: %v", r.name, err)
+		}
+	case "Job":
+		j := &batchv1.Job{}
+		strict(j)
+		r.jobs = append(r.jobs, j)
+	case "HorizontalPodAutoscaler":
+		h := &autoscalingv2.HorizontalPodAutoscaler{}
+		strict(h)
+		r.hpas = append(r.hpas, h)
+	case "Service":
+		strict(&corev1.Service{})
+	case "ServiceAccount":
+		strict(&corev1.ServiceAccount{})
+	}
+}
+
+// valueSets are the chart's ci/ value files, each rendered on its own.
+func valueSets(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil || len(files) < 4 {
+		t.Fatalf("charts/hookinbox/ci: want the default and the optional value sets, found %v (%v)", files, err)
+	}
+	return files
+}
+
+func mustRender(t *testing.T, files []string, set map[string]any) *rendered {
+	t.Helper()
+	r, err := render(t, files, set, false)
+	if err != nil {
+		t.Fatalf("render %v %v: %v", files, set, err)
+	}
+	return r
+}
+
+func TestEveryValueSet(t *testing.T) {
+	t.Parallel()
+	for _, file := range valueSets(t) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			t.Parallel()
+			r := mustRender(t, []string{file}, nil)
+			t.Run("LabelsOnEveryObject", func(t *testing.T) { checkLabels(t, r) })
+			t.Run("PodsAreLockedDown", func(t *testing.T) { checkPods(t, r) })
+			t.Run("ProbesOnHealthzAndReadyz", func(t *testing.T) { checkProbes(t, r) })
+			t.Run("MigrationIsAPreInstallPreUpgradeHook", func(t *testing.T) { checkMigration(t, r, file) })
+			t.Run("GracePeriodsExceedTheStopTimeouts", func(t *testing.T) { checkGrace(t, r) })
+			t.Run("NoSecretInAnyConfigMap", func(t *testing.T) { checkNoSecret(t, r) })
+			t.Run("AtMostOneWorkerAutoscaler", func(t *testing.T) { checkAutoscaling(t, r) })
+			t.Run("ConfigChecksumOnThePods", func(t *testing.T) { checkChecksum(t, r) })
+		})
+	}
+}
+
+func checkLabels(t *testing.T, r *rendered) {
+	for _, u := range r.all {
+		for _, key := range []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"} {
+			if u.GetLabels()[key] == "" {
+				t.Errorf("%s %s has no label %s", u.GetKind(), u.GetName(), key)
+			}
+		}
+	}
+}
+
+// podSpecs are the receiver's, the worker's and the migration Job's.
+func podSpecs(r *rendered) map[string]*corev1.PodSpec {
+	specs := map[string]*corev1.PodSpec{}
+	for component, d := range r.deployments {
+		specs[component] = &d.Spec.Template.Spec
+	}
+	for _, j := range r.jobs {
+		specs[j.Name] = &j.Spec.Template.Spec
+	}
+	return specs
+}
+
+func checkPods(t *testing.T, r *rendered) {
+	if len(r.deployments) != 2 || r.deployments["receiver"] == nil || r.deployments["worker"] == nil {
+		t.Fatalf("want a receiver and a worker Deployment, got %v", r.kinds)
+	}
+	for name, spec := range podSpecs(r) {
+		psc := spec.SecurityContext
+		if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
+			t.Errorf("%s: the pod must run as a numeric non-root user: %+v", name, psc)
+		}
+		if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s: the pod's seccompProfile must be RuntimeDefault", name)
+		}
+		if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+			t.Errorf("%s: the service-account token must not be mounted", name)
+		}
+		for _, c := range spec.Containers {
+			sc := c.SecurityContext
+			switch {
+			case sc == nil:
+				t.Errorf("%s/%s: no securityContext", name, c.Name)
+				continue
+			case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+				t.Errorf("%s/%s: the root filesystem must be read-only", name, c.Name)
+			case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+				t.Errorf("%s/%s: privilege escalation must be off", name, c.Name)
+			case sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0:
+				t.Errorf("%s/%s: every capability must be dropped", name, c.Name)
+			case sc.RunAsUser != nil && *sc.RunAsUser == 0:
+				t.Errorf("%s/%s: runs as root", name, c.Name)
+			}
+		}
+	}
+}
+
+func checkProbes(t *testing.T, r *rendered) {
+	for component, d := range r.deployments {
+		c := d.Spec.Template.Spec.Containers[0]
+		for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+			if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "http" {
+				t.Errorf("%s: want a probe on GET %s at the http port, got %+v", component, path, probe)
+			}
+		}
+		want := []string{"/" + component, "--config", "/etc/hookinbox/hookinbox.yaml"}
+		if !slices.Equal(c.Command, want) {
+			t.Errorf("%s: command %q, want %q", component, c.Command, want)
+		}
+		port := fmt.Sprintf(":%d", c.Ports[0].ContainerPort)
+		if got := r.config[component].(map[string]any)["listen"]; got != port {
+			t.Errorf("%s: listens on %v, but its container port is %s", component, got, port)
+		}
+	}
+}
+
+func checkMigration(t *testing.T, r *rendered, file string) {
+	if migrationOff(file) {
+		if len(r.jobs) != 0 {
+			t.Errorf("migration.enabled is false, yet a Job is rendered")
+		}
+		return
+	}
+	if len(r.jobs) != 1 {
+		t.Fatalf("want one migration Job, got %d", len(r.jobs))
+	}
+	j := r.jobs[0]
+	events := strings.Split(j.Annotations["helm.sh/hook"], ",")
+	if !slices.Contains(events, "pre-install") || !slices.Contains(events, "pre-upgrade") {
+		t.Errorf("the migration Job's helm.sh/hook is %q, want pre-install,pre-upgrade", j.Annotations["helm.sh/hook"])
+	}
+	if !strings.Contains(j.Annotations["helm.sh/hook-delete-policy"], "before-hook-creation") {
+		t.Errorf("the migration Job must be replaced on the next upgrade (before-hook-creation)")
+	}
+	c := j.Spec.Template.Spec.Containers[0]
+	if !slices.Equal(c.Command, []string{"/inboxctl", "migrate"}) {
+		t.Errorf("the migration runs %q", c.Command)
+	}
+	// A hook runs before the release's other objects exist: it may use
+	// neither the ConfigMap nor the chart's ServiceAccount.
+	if len(j.Spec.Template.Spec.Volumes) > 0 {
+		t.Errorf("the migration Job mounts %v, which may not exist yet", j.Spec.Template.Spec.Volumes)
+	}
+	for _, e := range c.Env {
+		if e.Name == "HOOKINBOX_DATABASE_URL" {
+			if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+				t.Errorf("the migration's database URL must come from the existing Secret")
+			}
+			return
+		}
+	}
+	t.Errorf("the migration Job has no HOOKINBOX_DATABASE_URL")
+}
+
+// migrationOff reports whether the value file turns the migration hook off.
+func migrationOff(file string) bool {
+	data, _ := os.ReadFile(file)
+	var v struct {
+		Migration struct {
+			Enabled *bool `json:"enabled"`
+		} `json:"migration"`
+	}
+	_ = yaml.Unmarshal(data, &v)
+	return v.Migration.Enabled != nil && !*v.Migration.Enabled
+}
+
+// seconds reads a duration key of the rendered config.
+func seconds(t *testing.T, r *rendered, section, key string) int64 {
+	t.Helper()
+	s, _ := r.config[section].(map[string]any)[key].(string)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("config %s.%s = %q: %v", section, key, s, err)
+	}
+	return int64(d / time.Second)
+}
+
+func checkGrace(t *testing.T, r *rendered) {
+	for component, keys := range map[string][2]string{"worker": {"soft_stop_timeout", "hard_stop_timeout"}, "receiver": {"shutdown_delay", "shutdown_timeout"}} {
+		stop := seconds(t, r, component, keys[0]) + seconds(t, r, component, keys[1])
+		grace := r.deployments[component].Spec.Template.Spec.TerminationGracePeriodSeconds
+		if grace == nil || *grace <= stop {
+			t.Errorf("%s: terminationGracePeriodSeconds %v must exceed %s + %s (%ds)", component, grace, keys[0], keys[1], stop)
+		}
+	}
+	if soft := seconds(t, r, "worker", "soft_stop_timeout"); *r.deployments["worker"].Spec.Template.Spec.TerminationGracePeriodSeconds <= soft {
+		t.Errorf("worker: grace period within the soft-stop timeout (%ds)", soft)
+	}
+}
+
+var envRef = regexp.MustCompile(`^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`)
+
+// checkNoSecret requires every secret-bearing key of the ConfigMap (a
+// source's secrets, api keys and Basic Auth passwords, River UI's
+// passwords, the database URL) to be a ${NAME} reference, and the chart to
+// render no Secret of its own.
+func checkNoSecret(t *testing.T, r *rendered) {
+	if r.configMap == nil {
+		t.Fatal("no ConfigMap rendered")
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		case string:
+			if regexp.MustCompile(`(secrets\[\d+\]|password|api_keys\[\d+\]|database\.url)$`).MatchString(path) && !envRef.MatchString(v) {
+				t.Errorf("ConfigMap key %s holds a value, not a ${NAME} reference", path)
+			}
+		}
+	}
+	walk("", r.config)
+	// The Secret is never rendered: it must exist already.
+	if r.kinds["Secret"] != 0 {
+		t.Errorf("the chart renders a Secret; it must only reference existingSecret")
+	}
+}
+
+func checkAutoscaling(t *testing.T, r *rendered) {
+	hpa, keda := r.kinds["HorizontalPodAutoscaler"], r.kinds["ScaledObject"]
+	if hpa > 0 && keda > 0 {
+		t.Fatalf("both an HPA and a KEDA ScaledObject are rendered")
+	}
+	replicas := r.deployments["worker"].Spec.Replicas
+	if hpa+keda > 0 && replicas != nil {
+		t.Errorf("the worker Deployment sets replicas (%d) under an autoscaler: each upgrade would reset them", *replicas)
+	}
+	if hpa+keda == 0 && replicas == nil {
+		t.Errorf("the worker Deployment has no replicas without an autoscaler")
+	}
+	for _, h := range r.hpas {
+		if h.Spec.ScaleTargetRef.Name != r.deployments["worker"].Name {
+			t.Errorf("the HPA scales %s, not the worker", h.Spec.ScaleTargetRef.Name)
+		}
+	}
+	for _, u := range r.all {
+		if u.GetKind() != "ScaledObject" {
+			continue
+		}
+		trigger, _, _ := unstructured.NestedSlice(u.Object, "spec", "triggers")
+		meta, _, _ := unstructured.NestedStringMap(trigger[0].(map[string]any), "metadata")
+		if trigger[0].(map[string]any)["type"] != "postgresql" || meta["targetQueryValue"] == "" || meta["activationTargetQueryValue"] == "" || meta["query"] == "" {
+			t.Errorf("the ScaledObject's trigger must be postgresql with a query, targetQueryValue and activationTargetQueryValue: %v", trigger)
+		}
+		_, auth := trigger[0].(map[string]any)["authenticationRef"]
+		if (meta["connectionFromEnv"] == "") == !auth {
+			t.Errorf("the trigger must take its connection from exactly one of connectionFromEnv and a TriggerAuthentication: %v", trigger)
+		}
+		if env := meta["connectionFromEnv"]; env != "" && !containerHasEnv(r.deployments["worker"], env) {
+			t.Errorf("connectionFromEnv names %s, which the worker container does not have", env)
+		}
+		if auth && r.kinds["TriggerAuthentication"] != 1 {
+			t.Errorf("authenticationRef without a TriggerAuthentication")
+		}
+	}
+}
+
+func containerHasEnv(d *appsv1.Deployment, name string) bool {
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func checkChecksum(t *testing.T, r *rendered) {
+	for component, d := range r.deployments {
+		if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(d.Spec.Template.Annotations["checksum/config"]) {
+			t.Errorf("%s: no checksum/config annotation on the pod template", component)
+		}
+		mounted := false
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			mounted = mounted || (v.ConfigMap != nil && v.ConfigMap.Name == r.configMap.Name)
+		}
+		if !mounted {
+			t.Errorf("%s: the ConfigMap %s is not mounted", component, r.configMap.Name)
+		}
+	}
+}
+
+func TestConfigChangeRollsThePods(t *testing.T) {
+	t.Parallel()
+	defaults := []string{filepath.Join(chartDir, "ci", "default-values.yaml")}
+	before := mustRender(t, defaults, nil)
+	after := mustRender(t, defaults, map[string]any{"config.log": map[string]any{"level": "debug"}})
+	for _, component := range []string{"receiver", "worker"} {
+		a := before.deployments[component].Spec.Template.Annotations["checksum/config"]
+		b := after.deployments[component].Spec.Template.Annotations["checksum/config"]
+		if a == b {
+			t.Errorf("%s: the checksum did not change with the config", component)
+		}
+	}
+}
+
+func TestReceiverAndWorkerReplicasAreIndependent(t *testing.T) {
+	t.Parallel()
+	defaults := []string{filepath.Join(chartDir, "ci", "default-values.yaml")}
+	for _, n := range [][2]int{{3, 7}, {5, 1}} {
+		r := mustRender(t, defaults, map[string]any{"receiver.replicas": n[0], "worker.replicas": n[1]})
+		if got := *r.deployments["receiver"].Spec.Replicas; int(got) != n[0] {
+			t.Errorf("receiver.replicas %d rendered %d", n[0], got)
+		}
+		if got := *r.deployments["worker"].Spec.Replicas; int(got) != n[1] {
+			t.Errorf("worker.replicas %d rendered %d", n[1], got)
+		}
+	}
+}
+
+func TestHPAAndKEDATogetherAreRefused(t *testing.T) {
+	t.Parallel()
+	both := []string{filepath.Join(chartDir, "testdata", "hpa-and-keda-values.yaml")}
+
+	_, err := render(t, both, nil, false)
+	if err == nil || !strings.Contains(err.Error(), "/worker/autoscaling") {
+		t.Errorf("values.schema.json must refuse hpa and keda together, got %v", err)
+	}
+	// And the templates, for whoever skips the schema.
+	_, err = render(t, both, nil, true)
+	if err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("the templates must refuse hpa and keda together, got %v", err)
+	}
+}
+
+func TestBadValuesAreRefused(t *testing.T) {
+	t.Parallel()
+	defaults := []string{filepath.Join(chartDir, "ci", "default-values.yaml")}
+	for name, tt := range map[string]struct {
+		set  map[string]any
+		want string
+	}{
+		"LiteralProviderSecret": {
+			map[string]any{"config.sources": []any{map[string]any{"name": "stripe", "provider": "stripe", "secrets": []any{"whsec_literal"}}}},
+			"config.sources[0].secrets[0] must be a ${NAME} reference",
+		},
+		"LiteralDatabaseURL": {
+			map[string]any{"config.database": map[string]any{"url": "postgres://u:p@db/hookinbox"}},
+			"config.database.url must not be written",
+		},
+		"ChartOwnedKey": {
+			map[string]any{"config.worker": map[string]any{"soft_stop_timeout": "1h", "routes": []any{}}},
+			"config.worker.soft_stop_timeout is set by the chart",
+		},
+		"WorkerGraceTooShort": {
+			map[string]any{"worker.terminationGracePeriodSeconds": 25},
+			"worker.terminationGracePeriodSeconds (25) must exceed",
+		},
+		"ReceiverGraceTooShort": {
+			map[string]any{"receiver.terminationGracePeriodSeconds": 15},
+			"receiver.terminationGracePeriodSeconds (15) must exceed",
+		},
+		"NoExistingSecret": {
+			map[string]any{"existingSecret": ""},
+			"existingSecret is required",
+		},
+		"UnknownValue": {
+			map[string]any{"worker.replicaz": 3},
+			"replicaz",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := render(t, defaults, tt.set, false)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("want an error containing %q, got %v", tt.want, err)
+			}
+		})
+	}
+}
+
+// TestREADMEListsEveryValue keeps the chart's README table from drifting:
+// every top-level value, and every value of receiver and worker, is named
+// in it.
+func TestREADMEListsEveryValue(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	for key, v := range values {
+		if !strings.Contains(string(readme), "`"+key) {
+			t.Errorf("charts/hookinbox/README.md does not list %s", key)
+		}
+		if key != "receiver" && key != "worker" {
+			continue
+		}
+		for sub := range v.(map[string]any) {
+			// A row names a value in full, or as `.sub` after its parent's.
+			if !strings.Contains(string(readme), "`"+key+"."+sub) && !strings.Contains(string(readme), "`."+sub) {
+				t.Errorf("charts/hookinbox/README.md does not list %s.%s", key, sub)
+			}
+		}
+	}
+}
