@@ -56,7 +56,7 @@ image: ## build the container image hookinbox:VERSION and hookinbox:dev with pod
 	GO=$(GO) scripts/image.sh
 
 image-test: ## build the image, then run its receiver, worker and migration in podman against PostgreSQL
-	GO=$(GO) scripts/with-postgres.sh scripts/image-test.sh
+	GO=$(GO) scripts/image-test.sh
 
 clean: ## remove bin/
 	rm -rf $(BIN)

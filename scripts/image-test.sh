@@ -2,8 +2,8 @@
 # `make image-test` (and `make chart-test`): builds the image (scripts/image.sh),
 # then runs the image test (scripts/imagetest, build tag imagetest): the
 # rendered migration, receiver and worker containers in podman with host
-# networking against the PostgreSQL of DATABASE_URL, each in a fresh
-# database dropped afterwards.
+# networking against the PostgreSQL of DATABASE_URL (a private cluster when
+# it is unset), in a fresh database dropped afterwards.
 #
 # podman runs with a containers.conf of this run's own (CONTAINERS_CONF),
 # never the user's: Debian's runc as the runtime (crun fails on some hosts'
@@ -17,6 +17,10 @@
 # not built and the Go test skips, saying why.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Called directly, without a database: run in a private PostgreSQL cluster.
+if [[ -z ${DATABASE_URL:-} ]]; then
+	exec scripts/with-postgres.sh "$0" "$@"
+fi
 : "${GO:=go}"
 : "${IMAGE:=hookinbox}"
 if [[ -z ${VERSION:-} ]]; then

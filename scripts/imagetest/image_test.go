@@ -10,9 +10,9 @@ package imagetest
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"text/template"
@@ -149,9 +150,13 @@ func TestPodsRunAsRendered(t *testing.T) {
 	eventID := "evt_image_" + randomHex(t, 6)
 	body := fmt.Sprintf(`{"id":%q,"object":"event","type":"image.test","created":%d,"data":{"object":{}}}`, eventID, time.Now().Unix())
 	start = time.Now()
-	code, out = proctest.Run(t, p.command(t, "send", receiverDeploy, receiver, "/inboxctl", "send",
-		"--source", source, "--id", eventID, "--type", "image.test", "--data", body,
-		"--url", fmt.Sprintf("http://127.0.0.1:%d", receiverPort)))
+	send := []string{"/inboxctl", "send"}
+	if path := configFlag(receiver); path != "" {
+		send = append(send, "--config", path)
+	}
+	send = append(send, "--source", source, "--id", eventID, "--type", "image.test", "--data", body,
+		"--url", fmt.Sprintf("http://127.0.0.1:%d", receiverPort))
+	code, out = proctest.Run(t, p.command(t, "send", receiverDeploy, receiver, send...))
 	require.Equal(t, 0, code, "inboxctl send:\n%s", out)
 	workerProc.WaitUntil(t, readyTimeout, func() bool {
 		var status string
@@ -230,6 +235,22 @@ func referencedVariables(m *manifests) map[string]bool {
 	return names
 }
 
+// configFlag returns the --config path on c's command line, "" when it
+// has none (the config then comes from $HOOKINBOX_CONFIG, if the spec sets
+// it).
+func configFlag(c *container) string {
+	line := append(slices.Clone(c.Command), c.Args...)
+	for i, arg := range line {
+		if value, ok := strings.CutPrefix(arg, "--config="); ok {
+			return value
+		}
+		if arg == "--config" && i+1 < len(line) {
+			return line[i+1]
+		}
+	}
+	return ""
+}
+
 // firstSource returns the name of the first source of the config file the
 // rendered ConfigMaps hold.
 func firstSource(t *testing.T, m *manifests) string {
@@ -293,4 +314,3 @@ func randomHex(t *testing.T, n int) string {
 	require.NoError(t, err)
 	return hex.EncodeToString(b)
 }
-

@@ -4,7 +4,6 @@ package imagetest
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,7 @@ import (
 )
 
 // object is the part of a rendered Kubernetes object that running its pod
-// needs: a ConfigMap's or Secret's data, a Deployment's or Job's pod
+// needs: a ConfigMap's data, a Deployment's or Job's pod
 // template.
 type object struct {
 	Kind     string `yaml:"kind"`
@@ -23,9 +22,8 @@ type object struct {
 		Labels      map[string]string `yaml:"labels"`
 		Annotations map[string]string `yaml:"annotations"`
 	} `yaml:"metadata"`
-	Data       map[string]string `yaml:"data"`
-	StringData map[string]string `yaml:"stringData"`
-	Spec       struct {
+	Data map[string]string `yaml:"data"`
+	Spec struct {
 		Template struct {
 			Spec podSpec `yaml:"spec"`
 		} `yaml:"template"`
@@ -206,21 +204,4 @@ func (m *manifests) workload(kind, name string) (*object, *container, error) {
 		}
 	}
 	return nil, nil, fmt.Errorf("no %s with a container named %q in the rendered manifests", kind, name)
-}
-
-// secretData returns a Secret's values, decoding data and taking
-// stringData as it is.
-func (o *object) secretData() (map[string]string, error) {
-	values := make(map[string]string, len(o.Data)+len(o.StringData))
-	for k, v := range o.Data {
-		b, err := base64.StdEncoding.DecodeString(v)
-		if err != nil {
-			return nil, fmt.Errorf("secret %s: key %s: %w", o.Metadata.Name, k, err)
-		}
-		values[k] = string(b)
-	}
-	for k, v := range o.StringData {
-		values[k] = v
-	}
-	return values, nil
 }

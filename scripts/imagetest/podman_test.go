@@ -239,7 +239,7 @@ func writeVolume(dir string, files map[string]string) error {
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil { //nolint:gosec // a ConfigMap's files are world-readable in a pod too
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
 			return err
 		}
 	}
@@ -272,11 +272,11 @@ func securityArgs(pod, c *securityContext) ([]string, error) {
 	if ape := c.AllowPrivilegeEscalation; ape != nil && !*ape {
 		args = append(args, "--security-opt", "no-new-privileges")
 	}
-	for _, cap := range c.Capabilities.Drop {
-		args = append(args, "--cap-drop", strings.ToLower(cap))
+	for _, name := range c.Capabilities.Drop {
+		args = append(args, "--cap-drop", strings.ToLower(name))
 	}
-	for _, cap := range c.Capabilities.Add {
-		args = append(args, "--cap-add", strings.ToLower(cap))
+	for _, name := range c.Capabilities.Add {
+		args = append(args, "--cap-add", strings.ToLower(name))
 	}
 	switch t := cmp.Or(c.SeccompProfile.Type, pod.SeccompProfile.Type); t {
 	case "", "RuntimeDefault":
@@ -340,4 +340,3 @@ func cmpPtr[T any](a, b *T) *T {
 	}
 	return b
 }
-
