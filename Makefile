@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= $(GO) tool -modfile=tools/go.mod golangci-lint
 BUILD_PKGS := $(addsuffix /...,$(addprefix ./,$(wildcard cmd examples)))
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo readme bench fuzz lint migrate clean chart-test
+.PHONY: help build test demo readme bench fuzz lint migrate image image-test clean chart-test
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z_-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -54,6 +54,12 @@ lint: ## the tree check (nothing built or over 1 MiB in git), gofmt, go vet, gol
 
 migrate: ## apply the database migrations (inboxctl migrate, configured by the environment)
 	$(GO) run ./cmd/inboxctl migrate
+
+image: ## build the container image hookinbox:VERSION and hookinbox:dev with podman or docker (scripts/image.sh)
+	GO=$(GO) scripts/image.sh
+
+image-test: ## build the image, then run its receiver, worker and migration in podman against PostgreSQL
+	GO=$(GO) scripts/image-test.sh
 
 clean: ## remove bin/
 	rm -rf $(BIN)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hookinbox/hookinbox/pkg/buildinfo"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
@@ -124,7 +125,9 @@ func newRoot(path string) *cobra.Command {
 		SilenceErrors: true,
 		Args:          args(cobra.NoArgs),
 		RunE:          needCommand,
+		Version:       buildinfo.Version(),
 	}
+	root.SetVersionTemplate("inboxctl {{.Version}}\n")
 	// Taken out of the command line by daemon.SplitConfig before cobra
 	// parses it; declared so that --help shows it.
 	root.PersistentFlags().String("config", "", "config file (default: $"+config.PathEnv+")")

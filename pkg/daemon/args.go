@@ -8,13 +8,17 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/config"
 )
 
+// ErrVersion is returned by Boot for --version given before the verb: Main
+// then prints the binary's name and version (buildinfo.Version) and exits 0.
+var ErrVersion = errors.New("version requested")
+
 // parseArgs splits a binary's command line into the --config path and the
 // rest: the verb (if any) followed by its own arguments. --config F,
 // --config=F, -config F and -config=F are accepted before the verb and
 // anywhere after it up to a "--", so `inboxctl --config F migrate` and
 // `inboxctl migrate --config F` mean the same. Other flags before the verb
-// are refused (-h prints the usage and returns flag.ErrHelp); flags after
-// it are the verb's.
+// are refused (-h prints the usage and returns flag.ErrHelp; --version
+// returns ErrVersion); flags after it are the verb's.
 func parseArgs(name string, args []string) (path string, rest []string, err error) {
 	path, rest, err = SplitConfig(args)
 	if err != nil {
@@ -24,8 +28,12 @@ func parseArgs(name string, args []string) (path string, rest []string, err erro
 	// refuses one and answers -h with the usage, which names --config.
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.String("config", "", "config file (default: $"+config.PathEnv+")")
+	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(rest); err != nil {
 		return "", nil, err
+	}
+	if *version {
+		return "", nil, ErrVersion
 	}
 	return path, fs.Args(), nil
 }

@@ -35,6 +35,12 @@ func TestParseArgs(t *testing.T) {
 		})
 	}
 
+	t.Run("VersionBeforeVerb", func(t *testing.T) {
+		t.Parallel()
+		_, _, err := parseArgs("test", []string{"--version"})
+		require.ErrorIs(t, err, ErrVersion)
+	})
+
 	t.Run("Refusals", func(t *testing.T) {
 		t.Parallel()
 		for want, args := range map[string][]string{

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/pkg/buildinfo"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/logging"
 	"github.com/hookinbox/hookinbox/pkg/schema"
@@ -155,11 +157,17 @@ func (e *Env) MigrateCommand() string {
 }
 
 // Main runs fn with a context that SIGINT and SIGTERM cancel, and exits the
-// process: 0 on success, 1 with the error on standard error otherwise.
+// process: 0 on success, 1 with the error on standard error otherwise. When
+// fn returns ErrVersion (Boot does, for --version), it prints the binary's
+// name and version and exits 0.
 func Main(fn func(ctx context.Context, args []string) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := fn(ctx, os.Args[1:])
 	stop()
+	if errors.Is(err, ErrVersion) {
+		fmt.Printf("%s %s\n", filepath.Base(os.Args[0]), buildinfo.Version())
+		return
+	}
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[0], err)
 		os.Exit(1)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hookinbox/hookinbox/pkg/buildinfo"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/logging"
@@ -91,7 +92,7 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 // it accepts webhooks. When ctx ends during the wait, it returns nil.
 func RunReceiver(ctx context.Context, env *Env) error {
 	cfg := env.Config
-	env.Logger.Info("starting", zap.Any("config", cfg.Redacted()), zap.Int32("pool_max_conns", env.Pool.Config().MaxConns))
+	env.Logger.Info("starting", zap.String("version", buildinfo.Version()), zap.Any("config", cfg.Redacted()), zap.Int32("pool_max_conns", env.Pool.Config().MaxConns))
 	srv, stop, err := NewReceiver(env)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/pkg/buildinfo"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/metrics"
 	"github.com/hookinbox/hookinbox/pkg/receiver"
@@ -68,7 +69,7 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 // ends during the wait, it returns nil.
 func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
 	wc := env.Config.Worker
-	env.Logger.Info("starting", zap.Any("config", env.Config.Redacted()), zap.Int32("pool_max_conns", env.Pool.Config().MaxConns))
+	env.Logger.Info("starting", zap.String("version", buildinfo.Version()), zap.Any("config", env.Config.Redacted()), zap.Int32("pool_max_conns", env.Pool.Config().MaxConns))
 	w, err := NewWorker(env, registry)
 	if err != nil {
 		return err

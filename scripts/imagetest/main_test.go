@@ -1,0 +1,14 @@
+//go:build imagetest
+
+package imagetest
+
+import (
+	"testing"
+
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
+)
+
+// TestMain drops the databases the tests made when they end.
+func TestMain(m *testing.M) {
+	dbtest.Main(m)
+}
