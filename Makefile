@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= $(GO) tool -modfile=tools/go.mod golangci-lint
 BUILD_PKGS := $(addsuffix /...,$(addprefix ./,$(wildcard cmd examples)))
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo readme bench fuzz lint migrate clean
+.PHONY: help build test demo readme bench fuzz lint migrate clean kube-test
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z_-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -51,6 +51,9 @@ lint: ## the tree check (nothing built or over 1 MiB in git), gofmt, go vet, gol
 
 migrate: ## apply the database migrations (inboxctl migrate, configured by the environment)
 	$(GO) run ./cmd/inboxctl migrate
+
+kube-test: ## the chart against a real kube-apiserver + etcd + kwok built from Go modules (scripts/kube-test.sh)
+	scripts/kube-test.sh
 
 clean: ## remove bin/
 	rm -rf $(BIN)
