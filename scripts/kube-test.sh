@@ -32,6 +32,7 @@ PROMOP_MODULE=github.com/prometheus-operator/prometheus-operator@v0.85.0
 PROMOP_SUM=h1:M5xLCLEoaW2IJfnuCwFzzpL+jSVQu3KGT84Pye+fW8s=
 RELEASE=hookinbox
 NAMESPACE=hookinbox
+SECRET=hookinbox-kube-test
 NODES=3
 
 t0=$(date +%s)
@@ -191,7 +192,8 @@ log "$NODES kwok nodes Ready"
 # command if need be, refused unless its hash is the pinned one.
 crd_dir() {
 	local json dir sum
-	json=$(cd tools/kube && GOFLAGS=-mod=mod $GO mod download -json "$1")
+	# Outside any module (in $work), so that no go.mod or go.sum of ours changes.
+	json=$(cd "$work" && $GO mod download -json "$1")
 	dir=$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$json")
 	sum=$(sed -n 's/^\t"Sum": "\(.*\)",$/\1/p' <<<"$json")
 	[[ $sum == "$2" ]] || die "$1 has hash $sum, want $2"
@@ -203,12 +205,25 @@ promop=$(crd_dir "$PROMOP_MODULE" "$PROMOP_SUM")/example/prometheus-operator-crd
 	"$promop/monitoring.coreos.com_servicemonitors.yaml" "$promop/monitoring.coreos.com_prometheusrules.yaml"
 log "CRDs applied: KEDA ${KEDA_MODULE#*@}, prometheus-operator ${PROMOP_MODULE#*@}"
 
+# The namespace and the existingSecret the chart requires (it must exist before install: the
+# migration hook reads it). kwok runs no container, so the values only need to be well formed.
 cat >"$work/namespace.yaml" <<EOF
 apiVersion: v1
 kind: Namespace
 metadata: {name: $NAMESPACE}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: $SECRET, namespace: $NAMESPACE}
+stringData:
+  DATABASE_URL: postgres://hookinbox@127.0.0.1:5432/hookinbox?sslmode=disable
+  STRIPE_WEBHOOK_SECRET: whsec_kube_test
+  RIVER_UI_USERNAME: admin
+  RIVER_UI_PASSWORD: kube-test
 EOF
 "$kc" apply "$work/namespace.yaml" >/dev/null
+# Every value set starts from these (a ci file may override them).
+echo "existingSecret: $SECRET" >"$work/base-values.yaml"
 
 # ---- 4. every value set, dry-run on the server ------------------------------------------
 value_sets=(default)
@@ -217,8 +232,8 @@ for f in "$CHART"/ci/*-values.yaml; do
 done
 for vs in "${value_sets[@]}"; do
 	name=$(basename "$vs" .yaml)
-	args=()
-	[[ $vs == default ]] || args=(-f "$vs")
+	args=(-f "$work/base-values.yaml")
+	[[ $vs == default ]] || args+=(-f "$vs")
 	helm template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --validate "${args[@]}" >"$work/render/$name.yaml"
 	out=$("$kc" dryrun -namespace "$NAMESPACE" "$work/render/$name.yaml") || {
 		echo "$out" >&2
@@ -242,8 +257,10 @@ hook_check() {
 	log "$1: $(tail -n 1 "$work/logs/hook-$1.log")"
 }
 
-install_values=()
-[[ -f $CHART/ci/kube-test-values.yaml ]] && install_values=(-f "$CHART/ci/kube-test-values.yaml")
+install_values=(-f "$work/base-values.yaml")
+[[ -f $CHART/ci/kube-test-values.yaml ]] && install_values+=(-f "$CHART/ci/kube-test-values.yaml")
+# The hook Job runs as the namespace's default ServiceAccount, which the controller manager makes.
+"$kc" wait-sa -namespace "$NAMESPACE" default
 hook_watch install
 helm install "$RELEASE" "$CHART" --namespace "$NAMESPACE" --wait --timeout 5m "${install_values[@]}"
 hook_check install

@@ -23,6 +23,7 @@ commands:
   ready                        wait until the API server's /readyz answers ok
   apply FILE...                server-side apply every object (CRDs: wait until Established)
   wait-nodes N                 wait until N nodes are Ready
+  wait-sa NAME                 wait until the namespace has ServiceAccount NAME (made by the controller manager)
   dryrun FILE...               server-side dry-run create of every object with fieldValidation=Strict
   hook-order -phase P          watch the namespace; exit 0 once a completed hook Job precedes the first
                                Deployment creation (P=install) or spec change (P=upgrade), 1 otherwise
@@ -68,7 +69,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 			return err
 		}
 		return cmdCerts(*dir, *server)
-	case "ready", "apply", "wait-nodes", "dryrun":
+	case "ready", "apply", "wait-nodes", "wait-sa", "dryrun":
 		c.register(fs)
 		if err := fs.Parse(args); err != nil {
 			return err
@@ -86,6 +87,8 @@ func run(ctx context.Context, cmd string, args []string) error {
 			return cmdApply(ctx, cl, c.namespace, fs.Args())
 		case "wait-nodes":
 			return cmdWaitNodes(ctx, cl, fs.Args())
+		case "wait-sa":
+			return cmdWaitServiceAccount(ctx, cl, c.namespace, fs.Args())
 		default:
 			return cmdDryRun(ctx, cl, c.namespace, fs.Args())
 		}

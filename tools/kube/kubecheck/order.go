@@ -39,6 +39,19 @@ func cmdWaitNodes(ctx context.Context, cl *clients, args []string) error {
 	})
 }
 
+func cmdWaitServiceAccount(ctx context.Context, cl *clients, namespace string, args []string) error {
+	if len(args) != 1 {
+		return errors.New("want one argument: the ServiceAccount's name")
+	}
+	return poll(ctx, "ServiceAccount "+namespace+"/"+args[0], func(ctx context.Context) (bool, string, error) {
+		_, err := cl.typed.CoreV1().ServiceAccounts(namespace).Get(ctx, args[0], metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
+}
+
 // resourceVersion reads an object's resourceVersion as the etcd revision of its last
 // write. The API calls it opaque; with one etcd behind the API server, as here, it is that
 // revision, and revisions order every write in the cluster, across resources.
