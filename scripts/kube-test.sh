@@ -32,7 +32,7 @@ PROMOP_MODULE=github.com/prometheus-operator/prometheus-operator@v0.85.0
 PROMOP_SUM=h1:M5xLCLEoaW2IJfnuCwFzzpL+jSVQu3KGT84Pye+fW8s=
 RELEASE=hookinbox
 NAMESPACE=hookinbox
-SECRET=hookinbox-kube-test
+SECRET=hookinbox
 NODES=3
 
 t0=$(date +%s)
