@@ -147,8 +147,7 @@ log "kube-apiserver ready"
 
 start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$KUBECONFIG" \
 	--secure-port 0 --leader-elect=false --use-service-account-credentials=false \
-	--service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
-	--controllers '*,-nodeipam,-service-lb-controller,-route,-cloud-node-lifecycle'
+	--service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt"
 start kube-scheduler "$bin/kube-scheduler" --kubeconfig "$KUBECONFIG" --secure-port 0 --leader-elect=false
 
 # kwok's stages, from its module: nodes go Ready at once and keep a lease; pods on them go
