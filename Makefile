@@ -53,7 +53,7 @@ migrate: ## apply the database migrations (inboxctl migrate, configured by the e
 	$(GO) run ./cmd/inboxctl migrate
 
 kube-test: ## the chart against a real kube-apiserver + etcd + kwok built from Go modules (scripts/kube-test.sh)
-	scripts/kube-test.sh
+	HOOKINBOX_KUBE_TEST=1 scripts/kube-test.sh
 
 clean: ## remove bin/
 	rm -rf $(BIN)

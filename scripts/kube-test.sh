@@ -20,6 +20,14 @@
 # from tools/helm/go.mod (HELM_MODFILE overrides); CHART overrides the chart folder.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Not yet seen green end to end: its first cold build of the control plane had not finished
+# when it was committed. Until it has, only `make kube-test` (HOOKINBOX_KUBE_TEST=1) runs it,
+# and make chart-test / CI skip it with this reason rather than start an unverified build.
+if [[ ${HOOKINBOX_KUBE_TEST:-} != 1 ]]; then
+	echo "kube-test: skipped: not yet verified end to end; run make kube-test (HOOKINBOX_KUBE_TEST=1)"
+	exit 0
+fi
 root=$PWD
 
 GO=${GO:-go}
