@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= $(GO) tool -modfile=tools/go.mod golangci-lint
 BUILD_PKGS := $(addsuffix /...,$(addprefix ./,$(wildcard cmd examples)))
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo readme bench fuzz lint migrate image image-test clean chart-test
+.PHONY: help build test demo readme bench fuzz lint migrate image image-test kube-test clean chart-test
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z_-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -60,6 +60,9 @@ image: ## build the container image hookinbox:VERSION and hookinbox:dev with pod
 
 image-test: ## build the image, then run its receiver, worker and migration in podman against PostgreSQL
 	GO=$(GO) scripts/image-test.sh
+
+kube-test: ## the chart against a real kube-apiserver + etcd + kwok built from Go modules (scripts/kube-test.sh)
+	HOOKINBOX_KUBE_TEST=1 scripts/kube-test.sh
 
 clean: ## remove bin/
 	rm -rf $(BIN)
