@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -18,9 +17,9 @@ import (
 // preloadPending makes n pending events, as the receiver's claim and enqueue
 // leave them, in bulk: it reserves n inbox ids, lets River insert a job for
 // each (InsertManyFast, River's COPY path, with the receiver's job args),
-// and bulk-loads the rows, each linked to its job. The rows and the jobs are
-// real; only the path is faster than n deliveries. River's jobs table must
-// hold no other hookinbox jobs. The deposits credit as many accounts
+// and bulk-loads the rows (a job's args name its row). The rows and the jobs
+// are real; only the path is faster than n deliveries. The deposits credit
+// as many accounts
 // as accounts says (benchAccounts when 0).
 func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store, prefix string, n, accounts int) error {
 	base, err := store.ReserveIDs(ctx, n)
@@ -45,21 +44,6 @@ func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store,
 	if err != nil {
 		return fmt.Errorf("insert River jobs: %w", err)
 	}
-	jobIDs := make([]int64, n)
-	rows, err := pool.Query(ctx, `SELECT (args->>'inbox_id')::bigint, id FROM river_job WHERE kind = $1`, inbox.JobKind)
-	if err != nil {
-		return err
-	}
-	var inboxID, jobID int64
-	_, err = pgx.ForEachRow(rows, []any{&inboxID, &jobID}, func() error {
-		if i := inboxID - base; i >= 0 && i < int64(n) {
-			jobIDs[i] = jobID
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read job ids: %w", err)
-	}
 	now := time.Now()
 	return inParallel(n, 2, n, func(lo, hi int) error {
 		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
@@ -68,7 +52,7 @@ func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store,
 			if err != nil {
 				return nil, err
 			}
-			return &inbox.LoadRow{ID: base + seq, Delivery: d, Status: inbox.StatusPending, ReceivedAt: now, JobID: jobIDs[seq]}, nil
+			return &inbox.LoadRow{ID: base + seq, Delivery: d, Status: inbox.StatusPending, ReceivedAt: now}, nil
 		})
 		if err != nil {
 			return fmt.Errorf("load pending rows: %w", err)
@@ -98,7 +82,7 @@ func copyDoneRows(ctx context.Context, store *inbox.Store, n int) error {
 			}
 			return &inbox.LoadRow{
 				ID: base + seq, Delivery: d, Status: inbox.StatusDone, Attempts: 1,
-				ReceivedAt: received, ProcessedAt: received.Add(40 * time.Millisecond), JobID: seq + 1,
+				ReceivedAt: received, ProcessedAt: received.Add(40 * time.Millisecond),
 			}, nil
 		})
 		if err != nil {
