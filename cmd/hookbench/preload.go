@@ -31,7 +31,7 @@ func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store,
 		return err
 	}
 	eventID := func(seq int64) string { return fmt.Sprintf("%s_%09d", prefix, seq) }
-	err = inParallel(n, 2, 5000, func(lo, hi int) error {
+	err = inParallel(n, 5000, func(lo, hi int) error {
 		params := make([]river.InsertManyParams, 0, hi-lo)
 		for seq := int64(lo); seq < int64(hi); seq++ {
 			params = append(params, river.InsertManyParams{
@@ -45,7 +45,7 @@ func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store,
 		return fmt.Errorf("insert River jobs: %w", err)
 	}
 	now := time.Now()
-	return inParallel(n, 2, n, func(lo, hi int) error {
+	return inParallel(n, n, func(lo, hi int) error {
 		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
 			seq := int64(lo + i)
 			d, err := newDelivery(eventID(seq), seq, accounts, now)
@@ -72,7 +72,7 @@ func copyDoneRows(ctx context.Context, store *inbox.Store, n int) error {
 	}
 	const window = 30 * 24 * time.Hour
 	oldest := time.Now().Add(-window)
-	return inParallel(n, 2, n, func(lo, hi int) error {
+	return inParallel(n, n, func(lo, hi int) error {
 		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
 			seq := int64(lo + i)
 			received := oldest.Add(time.Duration(seq) * (window / time.Duration(n)))
@@ -92,9 +92,13 @@ func copyDoneRows(ctx context.Context, store *inbox.Store, n int) error {
 	})
 }
 
+// loadStreams is how many bulk loads run at once: one per core here.
+const loadStreams = 2
+
 // inParallel splits [0, n) into chunks of at most chunk and runs fn on them
-// from workers goroutines, returning the first error.
-func inParallel(n, workers, chunk int, fn func(lo, hi int) error) error {
+// from loadStreams goroutines, returning the first error.
+func inParallel(n, chunk int, fn func(lo, hi int) error) error {
+	workers := loadStreams
 	per := min(chunk, (n+workers-1)/workers)
 	work := make(chan [2]int)
 	var (

@@ -235,7 +235,7 @@ func copyDoneWithPrefix(ctx context.Context, store *inbox.Store, prefix string, 
 		return err
 	}
 	received := time.Now().Add(-time.Hour)
-	return inParallel(n, 2, n, func(lo, hi int) error {
+	return inParallel(n, n, func(lo, hi int) error {
 		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
 			seq := int64(lo + i)
 			d, err := newDelivery(fmt.Sprintf("%s_%09d", prefix, seq), seq, 0, received)
