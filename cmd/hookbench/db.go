@@ -111,7 +111,8 @@ func settle(ctx context.Context, pool *pgxpool.Pool, tables ...string) error {
 	return nil
 }
 
-// Tally counts inbox rows and River jobs.
+// Tally counts inbox rows and their River jobs (of inbox.JobKind: a
+// worker's periodic reaper jobs are not counted).
 type Tally struct {
 	Rows, Jobs int64
 }
@@ -123,7 +124,7 @@ func (b *bench) tally(ctx context.Context) (Tally, error) {
 		return t, fmt.Errorf("count rows: %w", err)
 	}
 	t.Rows = c.Pending + c.Done + c.Failed
-	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job`).Scan(&t.Jobs); err != nil {
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, inbox.JobKind).Scan(&t.Jobs); err != nil {
 		return t, fmt.Errorf("count jobs: %w", err)
 	}
 	return t, nil

@@ -45,6 +45,9 @@ type LoadSpec struct {
 	// AckTimeout is the receiver's ack_timeout: answers slower than it are
 	// counted. Requests give up at AckTimeout + 5s.
 	AckTimeout time.Duration
+	// Stop, when closed, ends an open loop's schedule early (the requests
+	// in flight finish); nil for never.
+	Stop <-chan struct{}
 }
 
 // ClassStats are the figures of one class of deliveries (new or duplicate).
@@ -229,8 +232,15 @@ schedule:
 			select {
 			case <-ctx.Done():
 				break schedule
+			case <-l.spec.Stop:
+				break schedule
 			case <-time.After(wait):
 			}
+		}
+		select {
+		case <-l.spec.Stop:
+			break schedule
+		default:
 		}
 		jobs <- job{at: at, d: l.spec.Next(0, seq)}
 		l.sent.Add(1)

@@ -60,10 +60,14 @@ type options struct {
 	SteadyInflight         int
 	ScaleRows              int
 	WorkerConcurrency      int
+	// The replay storm's sizes (storm.go).
+	StormDeliveries int
+	StormFraction   float64
+	StormDeadline   time.Duration
 }
 
 // allPhases lists the phases in the order they run.
-var allPhases = []string{"a", "b", "c", "d", "e", "f", "scale", "q"}
+var allPhases = []string{"a", "b", "c", "d", "e", "f", "storm", "scale", "q"}
 
 func parseOptions(args []string) (*options, error) {
 	o := &options{}
@@ -90,6 +94,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.ScaleRows, "scale-rows", 2_000_000, "scale: processed rows preloaded before (c) is measured again")
 	drains := fs.String("drains", "", "(e): run these drains instead, comma-separated: noop<workers> or ledger<workers>, then -c<concurrency>, -m<max_conns>, -g<group_max_events>, -a<ledger accounts> (e.g. noop1,ledger2-a5); \"river\" adds River's burn-downs")
 	fs.IntVar(&o.WorkerConcurrency, "worker-concurrency", 0, "(e), (f): worker.concurrency (0: the product's default)")
+	stormFlags(fs, o)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -132,6 +137,9 @@ func parseOptions(args []string) (*options, error) {
 	if o.Clients <= 0 || o.Window <= 0 || o.SteadyFraction <= 0 || o.SteadyInflight <= 0 || o.DrainEvents <= 0 || o.RiverJobs <= 0 {
 		return nil, errors.New("--clients, --window, --steady-fraction, --steady-inflight, --drain-events and --river-jobs must be positive")
 	}
+	if o.StormDeliveries < 2 || o.StormFraction <= 0 || o.StormDeadline <= 0 {
+		return nil, errors.New("--storm-deliveries must be at least 2, --storm-fraction and --storm-deadline positive")
+	}
 	if o.CPUProfile != "" {
 		if err := os.MkdirAll(o.CPUProfile, 0o755); err != nil {
 			return nil, fmt.Errorf("--cpuprofile: %w", err)
@@ -156,6 +164,8 @@ func (o *options) quick(set map[string]bool) {
 	shrink("drain-deadline", func() { o.DrainDeadline = 20 * time.Second })
 	shrink("steady-window", func() { o.SteadyWindow = 3 * time.Second })
 	shrink("scale-rows", func() { o.ScaleRows = 100_000 })
+	shrink("storm-deliveries", func() { o.StormDeliveries = 4_000 })
+	shrink("storm-deadline", func() { o.StormDeadline = 30 * time.Second })
 }
 
 func main() {

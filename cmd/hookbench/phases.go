@@ -19,6 +19,7 @@ func (b *bench) runPhases(ctx context.Context) {
 		{"d", "(d) duplicate storm and 50 % duplicate mix", b.phaseDuplicates},
 		{"e", "(e) River's no-op ceiling and worker drains", b.phaseDrain},
 		{"f", "(f) steady open-loop load with a worker", b.phaseSteady},
+		{"storm", "storm: a replay storm with normal traffic, drained by 1 and 2 workers", b.phaseStorm},
 		{"scale", "scale: (c) again with processed rows in the inbox", b.phaseScale},
 		{"q", "(q) query modes, direct and through PgBouncer", b.phaseQueryModes},
 	}

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -18,9 +17,9 @@ import (
 // preloadPending makes n pending events, as the receiver's claim and enqueue
 // leave them, in bulk: it reserves n inbox ids, lets River insert a job for
 // each (InsertManyFast, River's COPY path, with the receiver's job args),
-// and bulk-loads the rows, each linked to its job. The rows and the jobs are
-// real; only the path is faster than n deliveries. River's jobs table must
-// hold no other hookinbox jobs. The deposits credit as many accounts
+// and bulk-loads the rows (a job's args name its row). The rows and the jobs
+// are real; only the path is faster than n deliveries. The deposits credit
+// as many accounts
 // as accounts says (benchAccounts when 0).
 func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store, prefix string, n, accounts int) error {
 	base, err := store.ReserveIDs(ctx, n)
@@ -32,7 +31,7 @@ func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store,
 		return err
 	}
 	eventID := func(seq int64) string { return fmt.Sprintf("%s_%09d", prefix, seq) }
-	err = inParallel(n, 2, 5000, func(lo, hi int) error {
+	err = inParallel(n, 5000, func(lo, hi int) error {
 		params := make([]river.InsertManyParams, 0, hi-lo)
 		for seq := int64(lo); seq < int64(hi); seq++ {
 			params = append(params, river.InsertManyParams{
@@ -45,30 +44,15 @@ func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store,
 	if err != nil {
 		return fmt.Errorf("insert River jobs: %w", err)
 	}
-	jobIDs := make([]int64, n)
-	rows, err := pool.Query(ctx, `SELECT (args->>'inbox_id')::bigint, id FROM river_job WHERE kind = $1`, inbox.JobKind)
-	if err != nil {
-		return err
-	}
-	var inboxID, jobID int64
-	_, err = pgx.ForEachRow(rows, []any{&inboxID, &jobID}, func() error {
-		if i := inboxID - base; i >= 0 && i < int64(n) {
-			jobIDs[i] = jobID
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read job ids: %w", err)
-	}
 	now := time.Now()
-	return inParallel(n, 2, n, func(lo, hi int) error {
+	return inParallel(n, n, func(lo, hi int) error {
 		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
 			seq := int64(lo + i)
 			d, err := newDelivery(eventID(seq), seq, accounts, now)
 			if err != nil {
 				return nil, err
 			}
-			return &inbox.LoadRow{ID: base + seq, Delivery: d, Status: inbox.StatusPending, ReceivedAt: now, JobID: jobIDs[seq]}, nil
+			return &inbox.LoadRow{ID: base + seq, Delivery: d, Status: inbox.StatusPending, ReceivedAt: now}, nil
 		})
 		if err != nil {
 			return fmt.Errorf("load pending rows: %w", err)
@@ -88,7 +72,7 @@ func copyDoneRows(ctx context.Context, store *inbox.Store, n int) error {
 	}
 	const window = 30 * 24 * time.Hour
 	oldest := time.Now().Add(-window)
-	return inParallel(n, 2, n, func(lo, hi int) error {
+	return inParallel(n, n, func(lo, hi int) error {
 		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
 			seq := int64(lo + i)
 			received := oldest.Add(time.Duration(seq) * (window / time.Duration(n)))
@@ -98,7 +82,7 @@ func copyDoneRows(ctx context.Context, store *inbox.Store, n int) error {
 			}
 			return &inbox.LoadRow{
 				ID: base + seq, Delivery: d, Status: inbox.StatusDone, Attempts: 1,
-				ReceivedAt: received, ProcessedAt: received.Add(40 * time.Millisecond), JobID: seq + 1,
+				ReceivedAt: received, ProcessedAt: received.Add(40 * time.Millisecond),
 			}, nil
 		})
 		if err != nil {
@@ -108,9 +92,13 @@ func copyDoneRows(ctx context.Context, store *inbox.Store, n int) error {
 	})
 }
 
+// loadStreams is how many bulk loads run at once: one per core here.
+const loadStreams = 2
+
 // inParallel splits [0, n) into chunks of at most chunk and runs fn on them
-// from workers goroutines, returning the first error.
-func inParallel(n, workers, chunk int, fn func(lo, hi int) error) error {
+// from loadStreams goroutines, returning the first error.
+func inParallel(n, chunk int, fn func(lo, hi int) error) error {
+	workers := loadStreams
 	per := min(chunk, (n+workers-1)/workers)
 	work := make(chan [2]int)
 	var (

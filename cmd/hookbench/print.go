@@ -75,6 +75,7 @@ func (r *Report) print(w io.Writer) {
 		t.row("(f) event age at done (received → processed)", "", f1(s.AgeP50Ms), f1(s.AgeP99Ms), "",
 			ageNote(s))
 	}
+	r.printStorms(t)
 	for _, kind := range []string{"receiver", "worker", "ledger"} {
 		var parts []string
 		for _, name := range sortedKeys(r.PeakRSS) {

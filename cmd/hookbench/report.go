@@ -30,6 +30,7 @@ type Report struct {
 	RiverAsWorker *RiverResult       `json:"e_river_as_worker,omitempty"`
 	Drains        []*DrainResult     `json:"e_drains"`
 	Steady        *SteadyResult      `json:"f_steady,omitempty"`
+	Storms        []*StormResult     `json:"storm,omitempty"`
 	PeakRSS       map[string]float64 `json:"g_peak_rss_mb"`
 	Scale         *ScaleResult       `json:"scale,omitempty"`
 	QueryModes    []*QueryModeResult `json:"q_query_modes,omitempty"`
@@ -58,6 +59,7 @@ func newReport(o *options) *Report {
 			"river_jobs": o.RiverJobs, "steady_window": o.SteadyWindow.String(), "steady_fraction": o.SteadyFraction, "steady_inflight": o.SteadyInflight,
 			"scale_rows": o.ScaleRows, "worker_concurrency": o.WorkerConcurrency, "ack_timeout": ackTimeout.String(),
 			"rounds": o.Rounds, "drain_deadline": o.DrainDeadline.String(), "max_requests": o.MaxRequests,
+			"storm_deliveries": o.StormDeliveries, "storm_fraction": o.StormFraction, "storm_deadline": o.StormDeadline.String(),
 		},
 	}
 }

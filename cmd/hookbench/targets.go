@@ -40,7 +40,7 @@ func (r *Report) judge() {
 	cMany, cOne, bMany, bOne := many(c), one(c), many(b), one(b)
 
 	v, ok := ratio("c_over_a", cMany.NewPerSec, best)
-	add("(c)/(a): group commit vs the 1-event/tx ceiling", f2(v)+"×", "≥ 1.5×", ok, v >= 1.5)
+	add("(c)/(a): group commit vs the 1-event/tx ceiling", f2(v)+"×", "≥ 2×", ok, v >= 2)
 	v, ok = ratio("c_over_b_many", cMany.NewPerSec, bMany.NewPerSec)
 	add(fmt.Sprintf("(c)/(b) at %d clients", cMany.Clients), f2(v)+"×", "≥ 3×", ok, v >= 3)
 	v, ok = ratio("b_over_c_p50_one", bOne.Latency.P50Ms, cOne.Latency.P50Ms)
@@ -63,6 +63,8 @@ func (r *Report) judge() {
 	} else {
 		add("(d) duplicates/s ≥ new/s, zero extra rows/jobs", "", "≥ 1×; 0 / 0", false, false)
 	}
+
+	r.judgeStorms()
 
 	river := 0.0
 	if r.River != nil {

@@ -216,7 +216,8 @@ func (b *observeBundle) job(t *testing.T, id int64) jobRow {
 func (b *observeBundle) row(t *testing.T, eventID string) (status string, attempts int, jobID int64, requestID string) {
 	t.Helper()
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
-		`SELECT status, attempts, river_job_id, coalesce(request_id, '') FROM webhook_inbox WHERE source = 'bank' AND event_id = $1`, eventID).
+		`SELECT status, attempts, coalesce((SELECT max(j.id) FROM river_job AS j WHERE j.kind = 'hookinbox.event' AND j.args @> jsonb_build_object('inbox_id', i.id)), 0), coalesce(request_id, '')
+FROM webhook_inbox AS i WHERE source = 'bank' AND event_id = $1`, eventID).
 		Scan(&status, &attempts, &jobID, &requestID))
 	return status, attempts, jobID, requestID
 }

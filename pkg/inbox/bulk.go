@@ -32,12 +32,10 @@ type LoadRow struct {
 	ReceivedAt time.Time
 	// ProcessedAt is when the row was done or failed; zero for never.
 	ProcessedAt time.Time
-	// JobID is the row's current River job; 0 for none.
-	JobID int64
 }
 
 // ReserveIDs reserves n consecutive row ids from webhook_inbox's identity,
-// so that rows loaded with them can be linked to their jobs first, and
+// so that jobs can be inserted for rows loaded with them, and
 // returns the first.
 func (s *Store) ReserveIDs(ctx context.Context, n int) (int64, error) {
 	var first int64
@@ -56,7 +54,7 @@ SELECT setval(pg_get_serial_sequence('webhook_inbox', 'id'),
 // whole load. Several BulkLoads may run at once.
 func (s *Store) BulkLoad(ctx context.Context, n int, row func(i int) (*LoadRow, error)) error {
 	cols := []string{"id", "source", "provider", "event_id", "event_type", "payload", "body", "headers",
-		"status", "attempts", "last_error", "twin_key", "received_at", "processed_at", "river_job_id"}
+		"status", "attempts", "last_error", "twin_key", "received_at", "processed_at"}
 	src := &loadSource{n: n, row: row}
 	if _, err := s.pool.CopyFrom(ctx, pgx.Identifier{"webhook_inbox"}, cols, src); err != nil {
 		return fmt.Errorf("inbox: bulk load: %w", err)
@@ -93,7 +91,7 @@ func (l *loadSource) load(i int) ([]any, error) {
 	}
 	ev := events[0]
 	status := cmp.Or(r.Status, StatusPending)
-	var payload, lastError, twinKey, jobID any
+	var payload, lastError, twinKey any
 	if ev.FailReason != "" {
 		status, lastError = StatusFailed, ev.FailReason
 	} else if ev.Payload != nil {
@@ -101,9 +99,6 @@ func (l *loadSource) load(i int) ([]any, error) {
 	}
 	if ev.TwinKey != "" {
 		twinKey = ev.TwinKey
-	}
-	if r.JobID != 0 {
-		jobID = r.JobID
 	}
 	body := ev.Body
 	if body == nil {
@@ -114,7 +109,7 @@ func (l *loadSource) load(i int) ([]any, error) {
 		return nil, fmt.Errorf("row %d: encode headers: %w", i, err)
 	}
 	return []any{r.ID, ev.Source, ev.Provider, ev.EventID, ev.EventType, payload, body, string(headers),
-		string(status), r.Attempts, lastError, twinKey, r.ReceivedAt, nullTime(r.ProcessedAt), jobID}, nil
+		string(status), r.Attempts, lastError, twinKey, r.ReceivedAt, nullTime(r.ProcessedAt)}, nil
 }
 
 // Values implements pgx.CopyFromSource.

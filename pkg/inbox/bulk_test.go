@@ -28,7 +28,7 @@ func TestStoreBulkLoad(t *testing.T) {
 		row := &inbox.LoadRow{ID: base + int64(i), Delivery: d, ReceivedAt: received}
 		switch {
 		case i < 4: // done 10 ms to 40 ms after arrival
-			row.Status, row.Attempts, row.JobID = inbox.StatusDone, 1, int64(i+1)
+			row.Status, row.Attempts = inbox.StatusDone, 1
 			row.ProcessedAt = received.Add(time.Duration(i+1) * 10 * time.Millisecond)
 		case i == 4: // the key policy fails it, whatever the status says
 			d.Events[0].ParseError = errors.New("not JSON")

@@ -7,11 +7,6 @@ func (s *Store) ExistingEventIDs(ctx context.Context, db DBTX, sources, eventIDs
 	return s.existingEventIDs(ctx, db, sources, eventIDs)
 }
 
-// LinkJobs exposes linkJobs to the package's tests.
-func (s *Store) LinkJobs(ctx context.Context, db DBTX, ids, jobIDs []int64) error {
-	return s.linkJobs(ctx, db, ids, jobIDs)
-}
-
 // Get returns the row without locking it: the package's tests read rows
 // with it; nothing else needs to.
 func (s *Store) Get(ctx context.Context, db DBTX, id int64) (*Event, error) {

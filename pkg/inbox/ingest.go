@@ -221,11 +221,10 @@ func (in *Ingester) classify(ctx context.Context, tx pgx.Tx, events []newEvent, 
 }
 
 // EnqueueTx inserts a River job for every pending row in rows, on the queue
-// queueFor names for its source, and records it as the row's current job, all
-// in the caller's transaction.
+// queueFor names for its source, in the caller's transaction. The job's
+// args carry the row's id; the row keeps no link back (see newestJob).
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rows []ClaimedRow, queueFor func(string) string) error {
 	params := make([]river.InsertManyParams, 0, len(rows))
-	ids := make([]int64, 0, len(rows))
 	for _, row := range rows {
 		if row.Status != StatusPending {
 			continue
@@ -234,20 +233,14 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[p
 			Args:       JobArgs{InboxID: row.ID, Source: row.Source, EventID: row.EventID, EventType: row.EventType, RequestID: row.RequestID},
 			InsertOpts: &river.InsertOpts{Queue: queueFor(row.Source)},
 		})
-		ids = append(ids, row.ID)
 	}
 	if len(params) == 0 {
 		return nil
 	}
-	results, err := client.InsertManyTx(ctx, tx, params)
-	if err != nil {
+	if _, err := client.InsertManyTx(ctx, tx, params); err != nil {
 		return fmt.Errorf("inbox: enqueue: %w", err)
 	}
-	jobIDs := make([]int64, len(results))
-	for i, r := range results {
-		jobIDs[i] = r.Job.ID
-	}
-	return s.linkJobs(ctx, tx, ids, jobIDs)
+	return nil
 }
 
 // quarantine marks each event whose payload jsonb refuses as failed, and

@@ -24,8 +24,8 @@ type EventInfo struct {
 	RequestID   string     `json:"request_id,omitempty"`
 	ReceivedAt  time.Time  `json:"received_at"`
 	ProcessedAt *time.Time `json:"processed_at,omitempty"`
-	// JobID is the row's current River job; nil for a row failed on
-	// arrival, which never had one.
+	// JobID is the row's newest River job; nil for a row failed on
+	// arrival, which never had one, and once River has pruned its jobs.
 	JobID *int64 `json:"job_id,omitempty"`
 	// JobState is that job's state, "" when it has none or River pruned it.
 	JobState string `json:"job_state,omitempty"`
@@ -48,9 +48,9 @@ type ListParams struct {
 
 const eventInfoColumns = `
 SELECT i.id, i.source, i.provider, i.event_id, i.event_type, i.status, i.attempts, coalesce(i.last_error, ''),
-       coalesce(i.note, ''), coalesce(i.request_id, ''), i.received_at, i.processed_at, i.river_job_id, coalesce(j.state::text, '')
+       coalesce(i.note, ''), coalesce(i.request_id, ''), i.received_at, i.processed_at, j.id, coalesce(j.state::text, '')
 FROM webhook_inbox AS i
-LEFT JOIN river_job AS j ON j.id = i.river_job_id`
+LEFT JOIN LATERAL (` + newestJob + `) AS j ON true`
 
 // Lookup returns the row of source's event eventID, or ErrNotFound.
 func (s *Store) Lookup(ctx context.Context, source, eventID string) (*EventInfo, error) {

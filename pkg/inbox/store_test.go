@@ -62,12 +62,13 @@ func TestIngest(t *testing.T) {
 		require.Equal(t, 1, res.New)
 		require.Equal(t, 0, res.Duplicates)
 
-		var jobID int64
 		var args inbox.JobArgs
-		require.NoError(t, b.db.Pool.QueryRow(ctx,
-			`SELECT i.river_job_id, j.args FROM webhook_inbox i JOIN river_job j ON j.id = i.river_job_id WHERE i.event_id = 'msg_1'`).
-			Scan(&jobID, &args))
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT args FROM river_job WHERE kind = $1`, inbox.JobKind).Scan(&args))
 		require.Equal(t, res.Claimed[0].ID, args.InboxID)
+		info, err := b.store.Lookup(ctx, "bank", "msg_1")
+		require.NoError(t, err)
+		require.NotNil(t, info.JobID, "the row's job is found through its args")
+		require.Equal(t, "available", info.JobState)
 	})
 
 	t.Run("DuplicateDeliveryIsNotEnqueuedTwice", func(t *testing.T) {
@@ -265,11 +266,11 @@ func TestStoreTakeForWork(t *testing.T) {
 		res, err := b.ingester.Ingest(ctx, delivery(event("evt_1")))
 		require.NoError(t, err)
 		id := res.Claimed[0].ID
-		require.NoError(t, b.store.RecordFailure(ctx, b.db.Pool, id, 7, "first try failed", true, time.Time{}))
+		require.NoError(t, b.store.RecordFailure(ctx, b.db.Pool, id, "first try failed", true, time.Time{}))
 
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		ev, err := b.store.TakeForWork(ctx, tx, id, 8, time.Time{})
+		ev, err := b.store.TakeForWork(ctx, tx, id, time.Time{})
 		require.NoError(t, err)
 		require.Equal(t, inbox.StatusFailed, ev.Status, "as it was before the mark: a replay")
 		require.Equal(t, 1, ev.Attempts)
@@ -290,7 +291,7 @@ func TestStoreTakeForWork(t *testing.T) {
 		require.NoError(t, err)
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		_, err = b.store.TakeForWork(ctx, tx, res.Claimed[0].ID, 1, time.Time{})
+		_, err = b.store.TakeForWork(ctx, tx, res.Claimed[0].ID, time.Time{})
 		require.NoError(t, err)
 		require.NoError(t, tx.Rollback(ctx))
 		got, err := b.store.Get(ctx, b.db.Pool, res.Claimed[0].ID)
@@ -307,7 +308,7 @@ func TestStoreTakeForWork(t *testing.T) {
 		id := res.Claimed[0].ID
 		first, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		_, err = b.store.TakeForWork(ctx, first, id, 1, time.Time{})
+		_, err = b.store.TakeForWork(ctx, first, id, time.Time{})
 		require.NoError(t, err)
 
 		second := make(chan error, 1)
@@ -318,7 +319,7 @@ func TestStoreTakeForWork(t *testing.T) {
 				return
 			}
 			defer tx.Rollback(ctx)
-			_, err = b.store.TakeForWork(ctx, tx, id, 2, time.Time{})
+			_, err = b.store.TakeForWork(ctx, tx, id, time.Time{})
 			second <- err
 		}()
 		b.db.WaitForLockWaiters(t, 1)
@@ -332,7 +333,7 @@ func TestStoreTakeForWork(t *testing.T) {
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer tx.Rollback(ctx)
-		_, err = b.store.TakeForWork(ctx, tx, 424242, 1, time.Time{})
+		_, err = b.store.TakeForWork(ctx, tx, 424242, time.Time{})
 		require.ErrorIs(t, err, inbox.ErrNotFound)
 	})
 }
@@ -378,11 +379,10 @@ func TestKeyLookupsAreNotCachedAsGenericPlans(t *testing.T) {
 		require.NoError(t, err)
 		_, err = b.store.ExistingEventIDs(ctx, tx, []string{"bank"}, []string{"msg_0"})
 		require.NoError(t, err)
-		require.NoError(t, b.store.LinkJobs(ctx, tx, []int64{id}, []int64{int64(i + 1)}))
-		_, err = b.store.TakeForWork(ctx, tx, id, int64(i+1), time.Time{})
+		_, err = b.store.TakeForWork(ctx, tx, id, time.Time{})
 		require.NoError(t, err)
 		require.NoError(t, b.store.SetNote(ctx, tx, id, "a note"))
-		require.NoError(t, b.store.RecordFailure(ctx, tx, id, 0, "x", false, time.Time{}))
+		require.NoError(t, b.store.RecordFailure(ctx, tx, id, "x", false, time.Time{}))
 		_, err = b.store.ListOrphans(ctx, tx, time.Now(), 10)
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit(ctx))

@@ -106,7 +106,7 @@ func (b *e2eBundle) rows(t *testing.T) []e2eRow {
 	t.Helper()
 	rows, err := b.db.Pool.Query(context.Background(), `
 SELECT event_id, event_type, coalesce(twin_key, ''), status, coalesce(last_error, ''),
-       EXISTS (SELECT 1 FROM river_job j WHERE j.id = i.river_job_id)
+       EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'hookinbox.event' AND j.args @> jsonb_build_object('inbox_id', i.id))
 FROM webhook_inbox i ORDER BY id`)
 	require.NoError(t, err)
 	defer rows.Close()

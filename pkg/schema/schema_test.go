@@ -58,9 +58,11 @@ func TestMigrate(t *testing.T) {
 		}
 		var n int
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_migration WHERE set_name = 'core'`).Scan(&n))
-		latest, err := schema.Core().Latest()
+		// Counted against the set's migrations, not its latest number: a
+		// branch may add a later number before the ones between are merged.
+		ms, err := schema.Core().Migrations()
 		require.NoError(t, err)
-		require.Equal(t, latest, n)
+		require.Len(t, ms, n)
 	})
 
 	t.Run("MissingMigrationOfAnotherSetIsTooOld", func(t *testing.T) {

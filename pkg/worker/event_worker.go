@@ -76,7 +76,7 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 	defer cancel()
 	// A failure in a group was recorded in the group's transaction.
 	if !out.recorded {
-		if recErr := w.store.RecordFailure(recordCtx, w.pool, job.Args.InboxID, job.ID, err.Error(), final, time.Time{}); recErr != nil {
+		if recErr := w.store.RecordFailure(recordCtx, w.pool, job.Args.InboxID, err.Error(), final, time.Time{}); recErr != nil {
 			log.Error("could not record the failure on the inbox row", zap.Error(recErr))
 		}
 	}
@@ -102,7 +102,7 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]
 	return pgx.BeginTxFunc(ctx, w.pool, inbox.WorkTxOptions(w.asyncCommit), func(tx pgx.Tx) error {
 		// One round trip locks the row, checks it, and marks it done; the
 		// handlers' failure rolls the mark back with everything else.
-		ev, err := w.store.TakeForWork(ctx, tx, job.Args.InboxID, job.ID, time.Time{})
+		ev, err := w.store.TakeForWork(ctx, tx, job.Args.InboxID, time.Time{})
 		if errors.Is(err, inbox.ErrNotFound) {
 			// Done already (a stray job, or a retry of a job whose commit
 			// landed), or pruned: never run the effect twice. River

@@ -145,8 +145,8 @@ func (b *testBundle) row(t *testing.T, id int64) *row {
 	t.Helper()
 	var r row
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `
-SELECT status, attempts, coalesce(last_error, ''), coalesce(note, ''), coalesce(river_job_id, 0)
-FROM webhook_inbox WHERE id = $1`, id).Scan(&r.Status, &r.Attempts, &r.LastError, &r.Note, &r.JobID))
+SELECT status, attempts, coalesce(last_error, ''), coalesce(note, ''), coalesce((SELECT max(j.id) FROM river_job AS j WHERE j.kind = 'hookinbox.event' AND j.args @> jsonb_build_object('inbox_id', i.id)), 0)
+FROM webhook_inbox AS i WHERE id = $1`, id).Scan(&r.Status, &r.Attempts, &r.LastError, &r.Note, &r.JobID))
 	return &r
 }
 

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+)
+
+// The replay storm (issue 11): a provider resends a backlog at full speed,
+// half of it events the inbox already has, while the usual traffic keeps
+// arriving at a fraction of the receiver's maximum. It measures how long
+// the storm takes to drain with 1 and with 2 worker processes, and what the
+// normal traffic sees meanwhile: its ack latency and its events' age at
+// done (received → processed).
+
+// stormFlags declares the storm's flags on fs.
+func stormFlags(fs *flag.FlagSet, o *options) {
+	fs.IntVar(&o.StormDeliveries, "storm-deliveries", 100_000, "storm: deliveries the replay storm resends at full speed, half of them duplicates")
+	fs.Float64Var(&o.StormFraction, "storm-fraction", 0.1, "storm: the normal traffic's rate during the storm, as a fraction of (c)'s 64-client maximum")
+	fs.DurationVar(&o.StormDeadline, "storm-deadline", 150*time.Second, "storm: stop waiting for a storm to be sent and drained after this long")
+}
+
+// StormResult is one replay storm, drained by Workers worker processes.
+type StormResult struct {
+	Workers int `json:"workers"`
+	// Deliveries is the storm's size; half of them are duplicates of
+	// events preloaded as done before it.
+	Deliveries int `json:"deliveries"`
+	// Send is the storm's own load: closed loop, --clients clients.
+	Send *HTTPFigures `json:"send"`
+	// SendSecs is how long sending the storm took; DrainSecs from its
+	// first request to its last new event done.
+	SendSecs  float64 `json:"send_seconds"`
+	DrainSecs float64 `json:"drain_seconds"`
+	// Drained is false when --storm-deadline passed first.
+	Drained bool `json:"drained"`
+	// NormalRate is the normal traffic's open-loop rate, Normal its acks
+	// during the storm.
+	NormalRate float64      `json:"normal_rate"`
+	Normal     *HTTPFigures `json:"normal"`
+	// NormalDone counts the normal events done; the ages are theirs.
+	NormalDone     int64   `json:"normal_done"`
+	NormalAgeP50Ms float64 `json:"normal_age_p50_ms"`
+	NormalAgeP99Ms float64 `json:"normal_age_p99_ms"`
+	NormalAgeMaxMs float64 `json:"normal_age_max_ms"`
+	// ExtraRows and ExtraJobs count rows and jobs beyond the new events
+	// the receiver acknowledged (0 when nothing was written twice).
+	ExtraRows int64 `json:"extra_rows"`
+	ExtraJobs int64 `json:"extra_jobs"`
+	// NewExact holds when the storm's answers counted exactly its new
+	// events as new and its duplicates as duplicates.
+	NewExact bool     `json:"new_exact"`
+	CPU      *CPUUse  `json:"cpu,omitempty"`
+	Errors   []string `json:"errors,omitempty"`
+}
+
+// phaseStorm runs the replay storm with 1 and with 2 noop workers.
+func (b *bench) phaseStorm(ctx context.Context) error {
+	c := b.report.GroupCommit
+	if c == nil || c.Many == nil || c.Many.NewPerSec <= 0 {
+		return errors.New("needs (c)'s maximum for the normal traffic's rate; run phase c too")
+	}
+	rate := b.opts.StormFraction * c.Many.NewPerSec
+	var errs []error
+	for _, workers := range []int{1, 2} {
+		r, err := b.storm(ctx, workers, rate)
+		if r != nil {
+			b.report.Storms = append(b.report.Storms, r)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%d worker(s): %w", workers, err))
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// storm runs one replay storm drained by workers noop worker processes.
+func (b *bench) storm(ctx context.Context, workers int, rate float64) (*StormResult, error) {
+	n := b.opts.StormDeliveries
+	r := &StormResult{Workers: workers, Deliveries: n, NormalRate: rate}
+	if err := b.resetTables(ctx); err != nil {
+		return nil, err
+	}
+	// The storm resends deliveries of two kinds, alternating: one of the
+	// events preloaded as done (a duplicate), then one the inbox never got.
+	dupPrefix, newPrefix, normalPrefix := fmt.Sprintf("msg_s%dd", workers), fmt.Sprintf("msg_s%dn", workers), fmt.Sprintf("msg_s%dt", workers)
+	if err := copyDoneWithPrefix(ctx, b.store, dupPrefix, (n+1)/2); err != nil {
+		return nil, err
+	}
+	if err := b.store.Vacuum(ctx); err != nil {
+		return nil, err
+	}
+	if err := settle(ctx, b.pool); err != nil {
+		return nil, err
+	}
+	before, err := b.tally(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recv, url, err := b.startReceiver(ctx, fmt.Sprintf("receiver-storm%d", workers), procConfig{}, "")
+	if err != nil {
+		return nil, err
+	}
+	defer b.release(recv)
+	procs := []*Proc{recv}
+	var ws []*Proc
+	for i := range workers {
+		w, readyURL, err := b.startWorker(fmt.Sprintf("worker-storm%d-%d", workers, i+1), "worker", "noop", "")
+		if err != nil {
+			return nil, err
+		}
+		defer b.release(w)
+		if err := w.waitReady(ctx, readyURL, 30*time.Second); err != nil {
+			return nil, err
+		}
+		procs, ws = append(procs, w), append(ws, w)
+	}
+	progress("   storm, %d worker%s: %d deliveries (half duplicates) from %d clients, normal traffic at %.0f/s",
+		workers, plural(workers), n, b.opts.Clients, rate)
+
+	// The normal traffic runs from just before the storm until it drained.
+	stop := make(chan struct{})
+	normalSpec := &LoadSpec{
+		URL: url, Clients: b.opts.SteadyInflight, Rate: rate, Duration: b.opts.StormDeadline,
+		MaxRequests: b.opts.MaxRequests, Next: unique(normalPrefix[4:]), AckTimeout: ackTimeout, Stop: stop,
+	}
+	normalDone := make(chan *LoadResult, 1)
+	go func() { normalDone <- runLoad(ctx, normalSpec) }()
+
+	start := time.Now()
+	cpu0 := takeCPU(b.postmaster, procs...)
+	stormSpec := &LoadSpec{
+		URL: url, Clients: b.opts.Clients, Duration: b.opts.StormDeadline, MaxRequests: int64(n), AckTimeout: ackTimeout,
+		Next: func(_ int, seq int64) Delivery {
+			if seq%2 == 0 {
+				return Delivery{EventID: fmt.Sprintf("%s_%09d", dupPrefix, seq/2), Seq: seq / 2, Dup: true}
+			}
+			return Delivery{EventID: fmt.Sprintf("%s_%09d", newPrefix, seq/2), Seq: seq / 2}
+		},
+	}
+	stormRes := runLoad(ctx, stormSpec)
+	r.SendSecs = time.Since(start).Seconds()
+	r.Send = figures(b.opts.Clients, 0, stormRes, nil)
+	b.report.HTTPTotals.add(stormRes)
+	progress("   storm sent in %.1f s: %.0f deliveries/s, %d new, %d duplicates, p99 %.1f ms (%d non-2xx, %d errors)",
+		r.SendSecs, r.Send.OKPerSec, r.Send.New, r.Send.Duplicates, r.Send.Latency.P99Ms, r.Send.Non2xx, r.Send.Errors)
+
+	r.Drained, err = b.waitPrefixDrained(ctx, newPrefix, ws, b.opts.StormDeadline-time.Since(start))
+	cpu1 := takeCPU(b.postmaster, procs...)
+	close(stop)
+	normalRes := <-normalDone
+	r.Normal = figures(normalSpec.Clients, rate, normalRes, nil)
+	b.report.HTTPTotals.add(normalRes)
+	if err != nil {
+		return r, err
+	}
+	stormAges, err := b.store.AgesWithPrefix(ctx, newPrefix)
+	if err != nil {
+		return r, err
+	}
+	if !stormAges.LastProcessed.IsZero() {
+		r.DrainSecs = stormAges.LastProcessed.Sub(start).Seconds()
+	}
+	if !r.Drained {
+		r.DrainSecs = time.Since(start).Seconds()
+	}
+	r.CPU = cpuSince(cpu0, cpu1, stormAges.Done)
+
+	// The normal events still pending when the storm drained are waited
+	// for, so that every one of them has an age.
+	if _, err := b.waitPrefixDrained(ctx, normalPrefix, ws, b.opts.DrainDeadline); err != nil {
+		return r, err
+	}
+	normalAges, err := b.store.AgesWithPrefix(ctx, normalPrefix)
+	if err != nil {
+		return r, err
+	}
+	r.NormalDone = normalAges.Done
+	r.NormalAgeP50Ms, r.NormalAgeP99Ms, r.NormalAgeMaxMs = ms(normalAges.P50), ms(normalAges.P99), ms(normalAges.Max)
+
+	after, err := b.tally(ctx)
+	if err != nil {
+		return r, err
+	}
+	accepted := stormRes.SentNew + normalRes.SentNew
+	r.ExtraRows, r.ExtraJobs = after.Rows-before.Rows-accepted, after.Jobs-before.Jobs-accepted
+	r.NewExact = stormRes.New == int64(n/2) && stormRes.Duplicates == int64((n+1)/2)
+	progress("   storm drained %v in %.1f s; normal traffic: %.0f ok/s, ack p99 %.1f ms, age p99 %.0f ms (%d done); extra rows %d, jobs %d",
+		r.Drained, r.DrainSecs, r.Normal.OKPerSec, r.Normal.Latency.P99Ms, r.NormalAgeP99Ms, r.NormalDone, r.ExtraRows, r.ExtraJobs)
+	return r, nil
+}
+
+// waitPrefixDrained polls until no row of prefix is pending (true), or
+// until deadline passes (false). It fails when a worker exits.
+func (b *bench) waitPrefixDrained(ctx context.Context, prefix string, workers []*Proc, deadline time.Duration) (bool, error) {
+	end := time.Now().Add(deadline)
+	for {
+		n, err := b.store.CountPendingWithPrefix(ctx, prefix)
+		if err != nil {
+			return false, err
+		}
+		if n == 0 {
+			return true, nil
+		}
+		if time.Now().After(end) {
+			return false, nil
+		}
+		for _, w := range workers {
+			select {
+			case <-w.done:
+				return false, fmt.Errorf("%s exited with %d events pending: %w (log: %s)", w.Name, n, w.err, w.tail())
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// copyDoneWithPrefix bulk-loads n processed events named prefix_<seq>, as
+// the storm's deliveries with Seq seq name them, received an hour ago.
+func copyDoneWithPrefix(ctx context.Context, store *inbox.Store, prefix string, n int) error {
+	base, err := store.ReserveIDs(ctx, n)
+	if err != nil {
+		return err
+	}
+	received := time.Now().Add(-time.Hour)
+	return inParallel(n, n, func(lo, hi int) error {
+		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
+			seq := int64(lo + i)
+			d, err := newDelivery(fmt.Sprintf("%s_%09d", prefix, seq), seq, 0, received)
+			if err != nil {
+				return nil, err
+			}
+			return &inbox.LoadRow{
+				ID: base + seq, Delivery: d, Status: inbox.StatusDone, Attempts: 1,
+				ReceivedAt: received, ProcessedAt: received.Add(40 * time.Millisecond),
+			}, nil
+		})
+		if err != nil {
+			return fmt.Errorf("load the storm's duplicates: %w", err)
+		}
+		return nil
+	})
+}
+
+// printStorms adds the storm's rows to the table.
+func (r *Report) printStorms(t *table) {
+	for _, s := range r.Storms {
+		note := fmt.Sprintf("sent in %.1f s at %s/s (p99 %.0f ms); extra rows %d, jobs %d", s.SendSecs, thousands(s.Send.OKPerSec),
+			s.Send.Latency.P99Ms, s.ExtraRows, s.ExtraJobs)
+		if !s.Drained {
+			note = "deadline hit; " + note
+		}
+		if s.CPU != nil {
+			note += "; " + cpuNote(s.CPU, 0)
+		}
+		t.row(fmt.Sprintf("storm: %s replayed (½ dup), %d noop worker%s: drain s", thousands(float64(s.Deliveries)), s.Workers, plural(s.Workers)),
+			f1(s.DrainSecs), "", "", "", note)
+		t.row(fmt.Sprintf("storm: normal traffic ack at %s/s, %d worker%s", thousands(s.NormalRate), s.Workers, plural(s.Workers)),
+			thousands(s.Normal.OKPerSec), f2(s.Normal.Latency.P50Ms), f2(s.Normal.Latency.P99Ms), f2(s.Normal.Latency.P999Ms),
+			lateNote(s.Normal)+failNote(s.Normal))
+		t.row(fmt.Sprintf("storm: normal traffic event age, %d worker%s", s.Workers, plural(s.Workers)), "",
+			f1(s.NormalAgeP50Ms), f1(s.NormalAgeP99Ms), "", fmt.Sprintf("max %.0f ms, %d events", s.NormalAgeMaxMs, s.NormalDone))
+	}
+}
+
+// judgeStorms adds the storm's figures to the targets. The issue sets no
+// number on them but zero extra rows and jobs; the rest is context.
+func (r *Report) judgeStorms() {
+	for _, s := range r.Storms {
+		w := fmt.Sprintf("%d worker%s", s.Workers, plural(s.Workers))
+		pass := "FAIL"
+		if s.ExtraRows == 0 && s.ExtraJobs == 0 && s.NewExact && s.Drained {
+			pass = "PASS"
+		}
+		r.Targets = append(r.Targets,
+			Target{Name: "storm, " + w + ": drained; extra rows / jobs; exact counts", Value: fmt.Sprintf("%v; %d / %d; %v", s.Drained, s.ExtraRows, s.ExtraJobs, s.NewExact),
+				Goal: "true; 0 / 0; true", Result: pass},
+			Target{Name: "storm, " + w + ": drain time", Value: f1(s.DrainSecs) + " s", Goal: "—", Result: "info"},
+			Target{Name: "storm, " + w + ": normal traffic ack p99 / age p99", Value: fmt.Sprintf("%.1f ms / %.0f ms", s.Normal.Latency.P99Ms, s.NormalAgeP99Ms),
+				Goal: "—", Result: "info"})
+		if s.DrainSecs > 0 {
+			r.Ratios[fmt.Sprintf("storm%d_drain_events_per_sec", s.Workers)] = float64(s.Deliveries/2) / s.DrainSecs
+		}
+	}
+}
