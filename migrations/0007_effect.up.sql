@@ -34,3 +34,27 @@ CREATE TABLE hookinbox_effect_once (
 );
 
 CREATE INDEX hookinbox_effect_once_created_at_idx ON hookinbox_effect_once (created_at);
+
+-- Per-object sequencing (pkg/worker, sequence.go): the greatest position
+-- (order, received_at, inbox_id) processed so far for each sequence key. An
+-- event processed behind it is late, and reported so.
+CREATE TABLE hookinbox_sequence (
+    source      text        NOT NULL,
+    seq_key     text        NOT NULL,
+    ord         numeric     NOT NULL,
+    received_at timestamptz NOT NULL,
+    inbox_id    bigint      NOT NULL,
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (source, seq_key)
+);
+
+-- A sequence position's order as a number: an integer as is, an ISO 8601 /
+-- RFC 3339 time in Unix microseconds (as pkg/effect reads versions), NULL
+-- for anything else.
+CREATE FUNCTION hookinbox_sequence_order(v text) RETURNS numeric
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN v ~ '^-?[0-9]+$' THEN v::numeric
+        WHEN v ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}' THEN floor(extract(epoch FROM v::timestamptz) * 1000000)
+    END
+$$;
