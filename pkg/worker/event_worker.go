@@ -35,7 +35,7 @@ type eventWorker struct {
 	// isolation is the level of a route that chooses none.
 	isolation Isolation
 	logger    *zap.Logger
-	metrics      *metrics.Worker
+	metrics   *metrics.Worker
 	// group, when set, works events in group transactions; without it each
 	// event has a transaction of its own.
 	group *groupCommitter
