@@ -2,6 +2,7 @@ package effect_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -123,7 +124,7 @@ func TestOnce(t *testing.T) {
 		close(errs)
 		rolledBack := 0
 		for err := range errs {
-			if err == errRolledBack {
+			if errors.Is(err, errRolledBack) {
 				rolledBack++
 				continue
 			}

@@ -122,7 +122,7 @@ func (w *eventWorker) runGated(ctx context.Context, tx pgx.Tx, ev *inbox.Event) 
 		}
 	}
 	if seq := route.route.Sequence; seq != nil {
-		return w.runSequenced(ctx, tx, ev, route, seq)
+		return w.runSequenced(ctx, tx, ev, seq)
 	}
 	return w.runHandlers(ctx, tx, ev)
 }

@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -150,7 +149,7 @@ func TestRouteOptions(t *testing.T) {
 				Sequence: &worker.SequenceOption{Key: "data.k", Order: "data.v"}}, "sequence: needs isolation read_committed"},
 		} {
 			_, err := worker.New(b.db.Pool, &worker.Config{Routes: []worker.Route{c.route}, Sources: sources})
-			require.ErrorContains(t, err, c.want, fmt.Sprintf("%+v", c.route))
+			require.ErrorContains(t, err, c.want, "%+v", c.route)
 		}
 	})
 }

@@ -40,7 +40,7 @@ const (
 //     that is, whether an event of the key ordered after it was processed
 //     already; a late event gets a note on its inbox row. It then records
 //     ev's position as the key's latest, if it is.
-func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Event, route *compiledRoute, seq *SequenceOption) error {
+func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Event, seq *SequenceOption) error {
 	pos, err := w.store.SequencePosition(ctx, tx, ev.ID, &inbox.SequenceQuery{Key: seq.Key, Order: seq.Order, PoisonAfter: seq.PoisonAfter})
 	if errors.Is(err, inbox.ErrNoSequencePosition) {
 		return inbox.Permanent(err)
