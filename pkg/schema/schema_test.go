@@ -56,9 +56,11 @@ func TestMigrate(t *testing.T) {
 		}
 		var n int
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_migration WHERE set_name = 'core'`).Scan(&n))
-		latest, err := schema.Core().Latest()
+		// Counted, not compared with the latest number: helpers' branches
+		// number their migrations ahead of merging, so gaps occur.
+		ms, err := schema.Core().Migrations()
 		require.NoError(t, err)
-		require.Equal(t, latest, n)
+		require.Len(t, ms, n)
 	})
 
 	t.Run("MissingMigrationOfAnotherSetIsTooOld", func(t *testing.T) {
