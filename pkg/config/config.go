@@ -296,6 +296,10 @@ type WorkerConfig struct {
 	// together, so the job simply runs again. The receiver's claim is always
 	// durable, because its 2xx promises it.
 	SynchronousCommit bool `mapstructure:"synchronous_commit"`
+	// Isolation is the isolation level of the handler transactions of a
+	// route that chooses none: read_committed, repeatable_read or
+	// serializable. Defaults to read_committed.
+	Isolation string `mapstructure:"isolation"`
 	// Routes map events to handlers; the first match decides.
 	Routes []RouteConfig `mapstructure:"routes"`
 	// UI serves River UI at /riverui/ on Listen.
@@ -327,6 +331,17 @@ type RouteConfig struct {
 	// in ".*" ("payment_intent.*"). Defaults to ["*"].
 	Types []string `mapstructure:"types"`
 	// Handlers are registered handler names run in order in the event's
-	// transaction ("noop", "log", or ones a worker binary registers).
+	// transaction ("noop", "log", "mirror", or ones a worker binary
+	// registers).
 	Handlers []string `mapstructure:"handlers"`
+	// Isolation is the handler transaction's isolation level:
+	// read_committed, repeatable_read or serializable. Defaults to
+	// worker.isolation.
+	Isolation string `mapstructure:"isolation"`
+	// Mirror says where the mirror handler finds the object (ordering.go).
+	Mirror MirrorConfig `mapstructure:"mirror"`
+	// Lock runs the handlers under an advisory lock (ordering.go).
+	Lock LockConfig `mapstructure:"lock"`
+	// Sequence processes events sharing a key in order (ordering.go).
+	Sequence SequenceConfig `mapstructure:"sequence"`
 }

@@ -143,10 +143,12 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	w.GroupMaxEvents = cmp.Or(w.GroupMaxEvents, defaultWorkerGroupMaxEvents)
 	w.SoftStopTimeout = cmp.Or(w.SoftStopTimeout, defaultWorkerSoftStopTimeout)
 	w.HardStopTimeout = cmp.Or(w.HardStopTimeout, defaultWorkerHardStopTimeout)
+	applyWorkerOrderingDefaults(w)
 	for i := range w.Routes {
 		if len(w.Routes[i].Types) == 0 {
 			w.Routes[i].Types = []string{defaultRouteType}
 		}
+		applyOrderingDefaults(&w.Routes[i])
 	}
 }
 

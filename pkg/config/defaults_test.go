@@ -64,6 +64,7 @@ func TestApplyDefaults(t *testing.T) {
 			GroupMaxEvents:    1,
 			SoftStopTimeout:   20 * time.Second,
 			HardStopTimeout:   5 * time.Second,
+			Isolation:         "read_committed",
 			Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}}},
 		}, cfg.Worker)
 	})

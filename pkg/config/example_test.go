@@ -71,6 +71,10 @@ func TestExampleFile(t *testing.T) {
 	require.Equal(t, 90*time.Second, cfg.Worker.RescueAfter)
 	require.Equal(t, []config.RouteConfig{
 		{Source: "stripe", Types: []string{"payment_intent.*"}, Handlers: []string{"log"}},
+		{Source: "stripe", Types: []string{"customer.*"}, Handlers: []string{"mirror"}, Isolation: "read_committed",
+			Mirror:   config.MirrorConfig{Kind: "data.object.object", ID: "data.object.id", Version: "created", EventTime: "created", Tie: "arrival"},
+			Lock:     config.LockConfig{Key: "data.object.id", Snooze: time.Second},
+			Sequence: config.SequenceConfig{Key: "data.object.id", Order: "created", PoisonAfter: 3}},
 		{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}},
 	}, cfg.Worker.Routes)
 

@@ -120,6 +120,7 @@ worker:
 				GroupMaxEvents:    1,
 				SoftStopTimeout:   20 * time.Second,
 				HardStopTimeout:   5 * time.Second,
+				Isolation:         "read_committed",
 				Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}}},
 			},
 		}, cfg)
@@ -635,6 +636,7 @@ func TestScalarKeys(t *testing.T) {
 		"worker.listen", "worker.concurrency", "worker.max_attempts", "worker.job_timeout", "worker.rescue_after",
 		"worker.fetch_cooldown", "worker.fetch_poll_interval",
 		"worker.reaper_interval", "worker.orphan_after", "worker.unrouted", "worker.group_max_events", "worker.soft_stop_timeout", "worker.hard_stop_timeout", "worker.synchronous_commit",
+		"worker.isolation",
 		"worker.ui.enabled", "worker.ui.read_only",
 	}, keys)
 	require.Equal(t, "HOOKINBOX_DATABASE_URL", EnvVar("database.url"))

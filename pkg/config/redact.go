@@ -21,11 +21,13 @@ func (c *Config) Redacted() map[string]any {
 	}
 	routes := make([]any, len(c.Worker.Routes))
 	for i, route := range c.Worker.Routes {
-		routes[i] = map[string]any{
+		m := map[string]any{
 			"source":   route.Source,
 			"types":    route.Types,
 			"handlers": route.Handlers,
 		}
+		route.redactedOrdering(m)
+		routes[i] = m
 	}
 	r, w := &c.Receiver, &c.Worker
 	return map[string]any{
@@ -72,6 +74,7 @@ func (c *Config) Redacted() map[string]any {
 			"unrouted":            w.Unrouted,
 			"synchronous_commit":  w.SynchronousCommit,
 			"group_max_events":    w.GroupMaxEvents,
+			"isolation":           w.Isolation,
 			"soft_stop_timeout":   duration(w.SoftStopTimeout),
 			"hard_stop_timeout":   duration(w.HardStopTimeout),
 			"routes":              routes,

@@ -140,6 +140,7 @@ func (c *Config) validateWorker(p *problems) {
 	}
 	positive(p, "worker.reaper_interval", w.ReaperInterval)
 	positive(p, "worker.orphan_after", w.OrphanAfter)
+	validateWorkerIsolation(p, w.Isolation)
 	if w.Unrouted != UnroutedDone && w.Unrouted != UnroutedFailed {
 		p.addf("worker.unrouted", "must be %s or %s, not %q", UnroutedDone, UnroutedFailed, w.Unrouted)
 	}
@@ -194,6 +195,8 @@ func (c *Config) validateRoute(p *problems, i int) {
 			p.addf(fmt.Sprintf("%s.handlers[%d]", key, j), "must not be empty")
 		}
 	}
+
+	c.validateRouteOrdering(p, key, route)
 
 	// The first match decides, so a route after a catch-all for its source
 	// can never run.

@@ -26,7 +26,13 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	}
 	routes := make([]worker.Route, len(wc.Routes))
 	for i, r := range wc.Routes {
-		routes[i] = worker.Route{Source: r.Source, Types: r.Types, Handlers: r.Handlers}
+		// A route's mirror and sequence defaults are its provider's; a
+		// route over every source ("*") takes none.
+		provider := ""
+		if s, ok := env.Config.Source(r.Source); ok {
+			provider = s.Provider
+		}
+		routes[i] = r.WorkerRoute(provider)
 	}
 	// Every source's queue, so that the worker can refuse routes that leave
 	// a source on its queues without a route.
@@ -50,6 +56,7 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		UnroutedDone:      wc.Unrouted == config.UnroutedDone,
 		SynchronousCommit: wc.SynchronousCommit,
 		PollOnly:          env.Config.Database.TransactionPooled(),
+		Isolation:         worker.Isolation(wc.Isolation),
 		Routes:            routes,
 		Sources:           sources,
 		Registry:          registry,

@@ -32,8 +32,10 @@ type eventWorker struct {
 	router       *Router
 	failUnrouted bool
 	asyncCommit  bool
-	logger       *zap.Logger
-	metrics      *metrics.Worker
+	// isolation is the level of a route that chooses none.
+	isolation Isolation
+	logger    *zap.Logger
+	metrics   *metrics.Worker
 	// group, when set, works events in group transactions; without it each
 	// event has a transaction of its own.
 	group *groupCommitter
@@ -44,7 +46,7 @@ type eventWorker struct {
 func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) error {
 	start := time.Now()
 	var out jobOutcome
-	if w.group != nil {
+	if w.group != nil && !w.ownTransaction(job.Args.Source, job.Args.EventType) {
 		out = w.group.do(ctx, job)
 		if out.alone {
 			out = jobOutcome{err: w.process(ctx, job)}
@@ -53,6 +55,11 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 		out.err = w.process(ctx, job)
 	}
 	err := out.err
+	if isSnooze(err) {
+		// A gate (a lock, a sequence) deferred the event: nothing ran, and
+		// River counts no attempt.
+		return err
+	}
 	if err == nil {
 		w.metrics.Event(job.Args.Source, metrics.OutcomeDone, time.Since(start), time.Since(job.CreatedAt))
 		return nil
@@ -97,9 +104,11 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 	return err
 }
 
-// process works one event in a transaction of its own.
+// process works one event in a transaction of its own, at its route's
+// isolation level, behind its route's gates (see inOwnTransaction and
+// runGated).
 func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]) error {
-	return pgx.BeginTxFunc(ctx, w.pool, inbox.WorkTxOptions(w.asyncCommit), func(tx pgx.Tx) error {
+	return w.inOwnTransaction(ctx, job, func(tx pgx.Tx) error {
 		// One round trip locks the row, checks it, and marks it done; the
 		// handlers' failure rolls the mark back with everything else.
 		ev, err := w.store.TakeForWork(ctx, tx, job.Args.InboxID, time.Time{})
@@ -112,7 +121,7 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]
 		if err != nil {
 			return err
 		}
-		return w.runHandlers(ctx, tx, ev)
+		return w.runGated(ctx, tx, ev)
 	})
 }
 
@@ -121,14 +130,15 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]
 func (w *eventWorker) runHandlers(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
 	// A failed row is processed again: retrying its job from River UI
 	// is how an operator replays it.
-	handlers, ok := w.router.Match(ev.Source, ev.EventType)
+	route, ok := w.router.matchRoute(ev.Source, ev.EventType)
 	if !ok {
 		if w.failUnrouted {
 			return inbox.Permanent(fmt.Errorf("no route matches source %q, type %q", ev.Source, ev.EventType))
 		}
 		return w.store.SetNote(ctx, tx, ev.ID, noteUnrouted)
 	}
-	for _, h := range handlers {
+	ctx = withRoute(ctx, route.route)
+	for _, h := range route.handlers {
 		if err := callHandler(ctx, h, tx, *ev); err != nil {
 			return err
 		}

@@ -28,8 +28,9 @@ type Registry struct {
 }
 
 // NewRegistry returns a registry holding the built-in handlers: "noop",
-// which does nothing, and "log", which logs the event's identity (never its
-// payload) through logger.
+// which does nothing, "log", which logs the event's identity (never its
+// payload) through logger, and "mirror", which keeps the latest snapshot of
+// every object in hookinbox_snapshot (see mirrorHandler).
 func NewRegistry(logger *zap.Logger) *Registry {
 	r := &Registry{handlers: map[string]Handler{}}
 	r.Register("noop", func(context.Context, pgx.Tx, inbox.Event) error { return nil })
@@ -39,6 +40,7 @@ func NewRegistry(logger *zap.Logger) *Registry {
 			zap.String("request_id", ev.RequestID), zap.Int("attempts", ev.Attempts))
 		return nil
 	})
+	r.Register(MirrorHandlerName, mirrorHandler(logger))
 	return r
 }
 

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/hookinbox/hookinbox/pkg/effect"
 )
 
 // Route sends a source's events whose type matches one of Types to
@@ -18,6 +20,19 @@ type Route struct {
 	Types []string
 	// Handlers are names in the Registry.
 	Handlers []string
+	// Mirror says where the "mirror" handler finds each event's object kind,
+	// id and version. nil: the provider's documented defaults
+	// (effect.DefaultSpec).
+	Mirror *effect.Spec
+	// Isolation is the handler transaction's isolation level. "": the
+	// worker's (Config.Isolation).
+	Isolation Isolation
+	// Lock, when set, runs the handlers under an advisory lock (see
+	// LockOption).
+	Lock *LockOption
+	// Sequence, when set, processes events sharing a key one at a time, in
+	// order (see SequenceOption).
+	Sequence *SequenceOption
 }
 
 // Router picks an event's handlers: the first route that matches decides.
@@ -29,6 +44,8 @@ type compiledRoute struct {
 	source   string
 	types    []string
 	handlers []Handler
+	// route is the route as configured, with its options checked.
+	route *Route
 }
 
 // NewRouter resolves the routes' handler names against registry.
@@ -38,7 +55,11 @@ func NewRouter(routes []Route, registry *Registry) (*Router, error) {
 		if len(route.Handlers) == 0 {
 			return nil, fmt.Errorf("worker: route %d has no handlers", i)
 		}
-		cr := compiledRoute{source: route.Source, types: route.Types}
+		checked, err := checkRouteOptions(route)
+		if err != nil {
+			return nil, fmt.Errorf("worker: route %d: %w", i, err)
+		}
+		cr := compiledRoute{source: route.Source, types: route.Types, route: checked}
 		if len(cr.types) == 0 {
 			cr.types = []string{"*"}
 		}
@@ -57,13 +78,23 @@ func NewRouter(routes []Route, registry *Registry) (*Router, error) {
 // Match returns the handlers of the first route matching the event, and
 // false when none does.
 func (r *Router) Match(source, eventType string) ([]Handler, bool) {
-	for _, route := range r.routes {
+	route, ok := r.matchRoute(source, eventType)
+	if !ok {
+		return nil, false
+	}
+	return route.handlers, true
+}
+
+// matchRoute returns the first route matching the event.
+func (r *Router) matchRoute(source, eventType string) (*compiledRoute, bool) {
+	for i := range r.routes {
+		route := &r.routes[i]
 		if route.source != "*" && route.source != source {
 			continue
 		}
 		for _, pattern := range route.types {
 			if typeMatches(pattern, eventType) {
-				return route.handlers, true
+				return route, true
 			}
 		}
 	}

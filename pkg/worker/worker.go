@@ -119,6 +119,12 @@ type Config struct {
 	// its own, which a transaction pooler (PgBouncer's pool_mode =
 	// transaction) does not give. Defaults to false.
 	PollOnly bool
+	// Isolation is the isolation level of the handler transactions of a
+	// route that chooses none. Defaults to IsolationDefault (READ
+	// COMMITTED). A level other than READ COMMITTED gives each event a
+	// transaction of its own (no group commit). Serialization failures and
+	// deadlocks are run again at once (see SerializationRetriesDefault).
+	Isolation Isolation
 	// Routes pick each event's handlers; the first match decides. New
 	// refuses routes that leave a source on a worked queue without a route
 	// (see CheckRoutes).
@@ -175,6 +181,7 @@ func (c *Config) withDefaults() *Config {
 	out.OrphanAfter = cmp.Or(out.OrphanAfter, OrphanAfterDefault)
 	out.SoftStopTimeout = cmp.Or(out.SoftStopTimeout, SoftStopTimeoutDefault)
 	out.GroupMaxEvents = cmp.Or(out.GroupMaxEvents, GroupMaxEventsDefault)
+	out.Isolation = cmp.Or(out.Isolation, IsolationDefault)
 	if out.Logger == nil {
 		out.Logger = zap.NewNop()
 	}
@@ -199,6 +206,14 @@ func (c *Config) validate() error {
 	for q, n := range c.Queues {
 		if n <= 0 {
 			return fmt.Errorf("worker: queue %q needs a positive concurrency", q)
+		}
+	}
+	if _, err := ParseIsolation(string(c.Isolation)); err != nil {
+		return fmt.Errorf("worker: Isolation: %w", err)
+	}
+	for i, r := range c.Routes {
+		if r.Sequence != nil && r.Isolation == "" && c.Isolation != IsolationReadCommitted {
+			return fmt.Errorf("worker: route %d: sequence needs isolation %s; the worker's is %s (set the route's)", i, IsolationReadCommitted, c.Isolation)
 		}
 	}
 	if len(c.Sources) == 0 {
@@ -236,7 +251,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	workers := river.NewWorkers()
 	store := inbox.NewStore(pool)
 	ew := &eventWorker{
-		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, logger: c.Logger,
+		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, isolation: c.Isolation, logger: c.Logger,
 		metrics: c.Metrics,
 	}
 	if c.GroupMaxEvents > 1 {

@@ -1,0 +1,128 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"go.uber.org/zap"
+
+	"github.com/hookinbox/hookinbox/pkg/effect"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+)
+
+// The SQLSTATEs a handler transaction is run again for, at once: they say
+// nothing about the event, only that it met a concurrent transaction.
+const (
+	sqlstateSerializationFailure = "40001"
+	sqlstateDeadlockDetected     = "40P01"
+)
+
+// Backoff between runs of a transaction that met a serialization failure or
+// a deadlock: doubling from the base, capped, with full jitter.
+const (
+	conflictBackoffBase = 2 * time.Millisecond
+	conflictBackoffMax  = 250 * time.Millisecond
+)
+
+// isConflict reports whether err is a serialization failure or a deadlock.
+func isConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == sqlstateSerializationFailure || pgErr.Code == sqlstateDeadlockDetected)
+}
+
+// isSnooze reports whether err asks River to snooze the job.
+func isSnooze(err error) bool {
+	var snooze *rivertype.JobSnoozeError
+	return errors.As(err, &snooze)
+}
+
+// txOptions are the options of an event's own transaction: its isolation
+// level and, with asyncCommit, synchronous_commit off (see
+// inbox.WorkTxOptions), in one round trip.
+func txOptions(asyncCommit bool, iso Isolation) pgx.TxOptions {
+	opts := inbox.WorkTxOptions(asyncCommit)
+	if opts.BeginQuery == "" {
+		opts.IsoLevel = iso.txIsoLevel()
+		return opts
+	}
+	opts.BeginQuery = fmt.Sprintf("BEGIN ISOLATION LEVEL %s; SET LOCAL synchronous_commit = off", iso.txIsoLevel())
+	return opts
+}
+
+// isolationFor is the isolation level of the route's transactions.
+func (w *eventWorker) isolationFor(route *compiledRoute) Isolation {
+	if route != nil && route.route.Isolation != "" {
+		return route.route.Isolation
+	}
+	return w.isolation
+}
+
+// ownTransaction reports whether the job's events need a transaction of
+// their own, outside any group.
+func (w *eventWorker) ownTransaction(source, eventType string) bool {
+	route, ok := w.router.matchRoute(source, eventType)
+	return ok && (route.route.ownTransaction() || w.isolation != IsolationDefault)
+}
+
+// inOwnTransaction runs fn in a transaction of the route's isolation level,
+// and runs it again, after a short backoff, when it fails with a
+// serialization failure (40001) or a deadlock (40P01), up to
+// SerializationRetriesDefault times. Those runs roll back before the event's
+// row is marked, so they spend none of its attempts.
+func (w *eventWorker) inOwnTransaction(ctx context.Context, job *river.Job[inbox.JobArgs], fn func(pgx.Tx) error) error {
+	route, _ := w.router.matchRoute(job.Args.Source, job.Args.EventType)
+	opts := txOptions(w.asyncCommit, w.isolationFor(route))
+	for try := 0; ; try++ {
+		err := pgx.BeginTxFunc(ctx, w.pool, opts, fn)
+		if err == nil || !isConflict(err) || try >= SerializationRetriesDefault {
+			return err
+		}
+		backoff := min(conflictBackoffBase<<try, conflictBackoffMax)
+		backoff = time.Duration(rand.Int64N(int64(backoff))) + 1 //nolint:gosec // jitter, not a secret
+		w.logger.Debug("transaction conflict; running it again", zap.Int64("inbox_id", job.Args.InboxID),
+			zap.Int("retry", try+1), zap.Duration("backoff", backoff), zap.Error(err))
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return err
+		case <-timer.C:
+		}
+	}
+}
+
+// runGated runs ev's route in tx, behind the route's lock and sequence
+// gates. A gate that cannot let the event through now returns a
+// river.JobSnooze error: the transaction rolls back (the row's take with
+// it), and River runs the job again later without counting an attempt.
+func (w *eventWorker) runGated(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
+	route, ok := w.router.matchRoute(ev.Source, ev.EventType)
+	if !ok {
+		return w.runHandlers(ctx, tx, ev)
+	}
+	if lock := route.route.Lock; lock != nil {
+		key, err := effect.Locate(lock.Key, ev)
+		if err != nil {
+			return inbox.Permanent(fmt.Errorf("lock key (%s): %w", lock.Key, err))
+		}
+		var locked bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, advisoryKey(ev.Source, key)).Scan(&locked); err != nil {
+			return fmt.Errorf("advisory lock: %w", err)
+		}
+		if !locked {
+			w.logger.Debug("lock busy; event snoozed", zap.Int64("inbox_id", ev.ID), zap.String("lock_key", key))
+			return river.JobSnooze(lock.Snooze)
+		}
+	}
+	if seq := route.route.Sequence; seq != nil {
+		return w.runSequenced(ctx, tx, ev, seq)
+	}
+	return w.runHandlers(ctx, tx, ev)
+}

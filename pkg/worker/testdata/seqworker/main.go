@@ -1,0 +1,39 @@
+// Command seqworker is cmd/worker with one more handler, "seqlog", which
+// records each run of a sequenced event in the seqlog table: the sequencing
+// test runs three of it and kills one.
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/daemon"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/schema"
+	"github.com/hookinbox/hookinbox/pkg/worker"
+)
+
+func main() {
+	daemon.Main(func(ctx context.Context, args []string) error {
+		env, _, err := daemon.Boot(ctx, "worker", args, daemon.Verbs{"": config.NeedWorker}, nil, []*schema.Set{schema.Core()})
+		if err != nil {
+			return err
+		}
+		defer env.Close()
+		registry := worker.NewRegistry(env.Logger)
+		registry.Register("seqlog", func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+			s, ok := worker.SequencedFrom(ctx)
+			if !ok {
+				return errors.New("not sequenced")
+			}
+			_, err := tx.Exec(ctx, `
+INSERT INTO seqlog SELECT payload #>> '{data,key}', (payload #>> '{data,v}')::int, $2, clock_timestamp(), clock_timestamp()
+FROM webhook_inbox WHERE id = $1`, ev.ID, s.Late)
+			return err
+		})
+		return daemon.RunWorker(ctx, env, registry)
+	})
+}
