@@ -224,6 +224,14 @@ func (in *Ingester) classify(ctx context.Context, tx pgx.Tx, events []newEvent, 
 // queueFor names for its source, and records it as the row's current job, all
 // in the caller's transaction.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rows []ClaimedRow, queueFor func(string) string) error {
+	return s.enqueueTx(ctx, tx, client, rows, queueFor, 0)
+}
+
+// enqueueTx is EnqueueTx with the jobs' River priority (0 for River's
+// default, 1).
+func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rows []ClaimedRow, queueFor func(string) string,
+	priority int,
+) error {
 	params := make([]river.InsertManyParams, 0, len(rows))
 	ids := make([]int64, 0, len(rows))
 	for _, row := range rows {
@@ -232,7 +240,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[p
 		}
 		params = append(params, river.InsertManyParams{
 			Args:       JobArgs{InboxID: row.ID, Source: row.Source, EventID: row.EventID, EventType: row.EventType, RequestID: row.RequestID},
-			InsertOpts: &river.InsertOpts{Queue: queueFor(row.Source)},
+			InsertOpts: &river.InsertOpts{Queue: queueFor(row.Source), Priority: priority},
 		})
 		ids = append(ids, row.ID)
 	}
