@@ -19,6 +19,12 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
+// RetentionDefault is a source's retention when its config sets none (see
+// config.SourceConfig.Retention): 30 days, the longest redelivery window of
+// the providers hookinbox ships (stripe's manual resend, adyen's retry
+// queue; see provider.RedeliveryWindow).
+const RetentionDefault = 30 * 24 * time.Hour
+
 // BatchDefault is Config.Batch's default: rows per statement. At about a
 // millisecond per hundred rows, a batch holds its row locks for
 // milliseconds.
