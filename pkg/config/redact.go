@@ -96,22 +96,22 @@ func (s *SourceConfig) redacted() map[string]any {
 		basicAuth[i] = s.BasicAuth[i].redacted()
 	}
 	return map[string]any{
-		"name":           s.Name,
-		"provider":       s.Provider,
-		"secrets":        fmt.Sprintf("%d redacted", len(s.Secrets)),
-		"secrets_file":   s.SecretsFile,
-		"tolerance":      duration(s.Tolerance),
+		"name":              s.Name,
+		"provider":          s.Provider,
+		"secrets":           fmt.Sprintf("%d redacted", len(s.Secrets)),
+		"secrets_file":      s.SecretsFile,
+		"tolerance":         duration(s.Tolerance),
 		"retention":         duration(s.Retention),
 		"payload_retention": duration(s.PayloadRetention),
-		"max_body_bytes": s.MaxBodyBytes,
-		"ack_timeout":    duration(s.AckTimeout),
-		"queue":          s.Queue,
-		"basic_auth":     basicAuth,
-		"url":            redactURL(s.URL), // Twilio accepts credentials in the URL.
-		"algorithm":      s.Algorithm,
-		"twin_types":     s.TwinTypes,
-		"allow_ips":      s.AllowIPs,
-		"hmac":           s.HMAC.redacted(),
+		"max_body_bytes":    s.MaxBodyBytes,
+		"ack_timeout":       duration(s.AckTimeout),
+		"queue":             s.Queue,
+		"basic_auth":        basicAuth,
+		"url":               redactURL(s.URL), // Twilio accepts credentials in the URL.
+		"algorithm":         s.Algorithm,
+		"twin_types":        s.TwinTypes,
+		"allow_ips":         s.AllowIPs,
+		"hmac":              s.HMAC.redacted(),
 	}
 }
 
