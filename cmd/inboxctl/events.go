@@ -200,10 +200,13 @@ func writeDetail(w io.Writer, info *inbox.EventInfo) error {
 		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 	}
 	fmt.Fprintf(tw, "attempt_errors:\t%d\n", len(info.AttemptErrors))
-	for _, e := range info.AttemptErrors {
-		fmt.Fprintf(tw, "  %s attempt %d:\t%s\n", e.At.UTC().Format(time.RFC3339), e.Attempt, oneLine(e.Error, 200))
+	if err := tw.Flush(); err != nil {
+		return err
 	}
-	return tw.Flush()
+	for _, e := range info.AttemptErrors {
+		fmt.Fprintf(w, "  %s attempt %d: %s\n", e.At.UTC().Format(time.RFC3339), e.Attempt, oneLine(e.Error, 200))
+	}
+	return nil
 }
 
 func dash(s string) string {
