@@ -10,7 +10,6 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/pkg/config"

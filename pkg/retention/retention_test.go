@@ -23,7 +23,9 @@ type testBundle struct {
 	now   time.Time
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t *testing.T) *testBundle { return setupTB(t) }
+
+func setupTB(t testing.TB) *testBundle {
 	t.Helper()
 	db := dbtest.New(t)
 	return &testBundle{db: db, store: inbox.NewStore(db.Pool), now: time.Now()}
@@ -31,6 +33,10 @@ func setup(t *testing.T) *testBundle {
 
 // load writes n rows of source, events <prefix>0 …, received age ago.
 func (b *testBundle) load(t *testing.T, source, prefix string, n int, status inbox.Status, age time.Duration) {
+	b.loadTB(t, source, prefix, n, status, age)
+}
+
+func (b *testBundle) loadTB(t testing.TB, source, prefix string, n int, status inbox.Status, age time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	first, err := b.store.ReserveIDs(ctx, n)
