@@ -326,7 +326,7 @@ UPDATE webhook_inbox
 SET last_error = nullif($2, ''), attempts = $7,
     status = CASE WHEN $3 THEN 'failed' ELSE $4 END,
     processed_at = CASE WHEN $3 THEN coalesce($5::timestamptz, now()) ELSE $6::timestamptz END,
-    attempt_errors = CASE WHEN $8 THEN `+appendAttemptError("$5::timestamptz", "$7", "$9::bigint", "$2")+` ELSE attempt_errors END
+    attempt_errors = CASE WHEN $8 THEN `+appendAttemptError("$5::timestamptz", "$7::int", "$9::bigint", "$2")+` ELSE attempt_errors END
 WHERE id = $1`, planned, t.Event.ID, reason, final, string(t.Event.Status), nullTime(now), t.processedAt, attempts,
 		failure != nil, t.JobID)
 	if err != nil {
