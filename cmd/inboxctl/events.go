@@ -51,7 +51,7 @@ func newEventsCommand(path string) *cobra.Command {
 	show.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of text")
 
 	var params inbox.ListParams
-	var status, since string
+	var status, since, until string
 	var listJSON bool
 	list := &cobra.Command{
 		Use:   "list",
@@ -71,6 +71,13 @@ func newEventsCommand(path string) *cobra.Command {
 					return &usageError{err}
 				}
 				p.Since = t
+			}
+			if until != "" {
+				t, err := parseSince(until, time.Now())
+				if err != nil {
+					return &usageError{errors.New(strings.Replace(err.Error(), "--since", "--until", 1))}
+				}
+				p.Until = t
 			}
 			if p.Limit < 0 {
 				return &usageError{errors.New("--limit must not be negative")}
@@ -98,12 +105,14 @@ func newEventsCommand(path string) *cobra.Command {
 	f.StringVar(&status, "status", "", "only events in this status: pending, done or failed")
 	f.StringVar(&params.EventType, "type", "", "only events of this exact type")
 	f.StringVar(&since, "since", "", "only events received since then: a duration (1h30m) or an RFC 3339 time")
+	f.StringVar(&until, "until", "", "only events received before then: a duration (1h30m) or an RFC 3339 time")
+	f.StringVar(&params.ErrorContains, "error", "", "only events whose last error contains this text (ignoring case)")
 	f.IntVar(&params.Limit, "limit", 100, "at most this many events")
 	f.BoolVar(&listJSON, "json", false, "print JSON instead of a table")
 	_ = list.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(
 		[]string{string(inbox.StatusPending), string(inbox.StatusDone), string(inbox.StatusFailed)}, cobra.ShellCompDirectiveNoFileComp))
 
-	events.AddCommand(show, list)
+	events.AddCommand(show, list, newPurgeCommand(path))
 	return events
 }
 
@@ -185,10 +194,19 @@ func writeDetail(w io.Writer, info *inbox.EventInfo) error {
 		{"job_state", jobState},
 		{"last_error", dash(info.LastError)},
 		{"note", dash(info.Note)},
+		{"failed_at", timeOrDash(info.FailedAt())},
+		{"erased_at", timeOrDash(info.ErasedAt)},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 	}
-	return tw.Flush()
+	fmt.Fprintf(tw, "attempt_errors:\t%d\n", len(info.AttemptErrors))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, e := range info.AttemptErrors {
+		fmt.Fprintf(w, "  %s attempt %d: %s\n", e.At.UTC().Format(time.RFC3339), e.Attempt, oneLine(e.Error, 200))
+	}
+	return nil
 }
 
 func dash(s string) string {
@@ -205,4 +223,11 @@ func oneLine(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+func timeOrDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }

@@ -9,6 +9,12 @@
 //	inboxctl [--config F] events show SOURCE EVENT_ID [--json]
 //	inboxctl [--config F] events list [--source S] [--status S] [--type T] [--since D] [--limit N] [--json]
 //	                                        look up inbox rows, with their River job's id and state
+//	inboxctl [--config F] events purge [EVENT_ID...] --source S [filters] [--yes]
+//	                                        erase chosen events' data, keeping their keys
+//	inboxctl [--config F] replay [SOURCE EVENT_ID] [filters] [--dry-run] [--rate N]
+//	inboxctl [--config F] replay status|cancel|resume [ID]
+//	                                        process events again, one or in bulk
+//	inboxctl [--config F] prune [--dry-run] apply each source's retention now
 //	inboxctl [--config F] send --source S [--id ID] [--type T] --data BODY [--url U]
 //	                                        sign a delivery as S's provider and POST it
 package main
@@ -195,6 +201,6 @@ required where the provider sends them in headers (send names the missing ones).
 			return send(cmd.Context(), env.Config, a, cmd.OutOrStdout())
 		},
 	})
-	root.AddCommand(newEventsCommand(path))
+	root.AddCommand(newEventsCommand(path), newReplayCommand(path), newPruneCommand(path))
 	return root
 }

@@ -197,6 +197,20 @@ type SourceConfig struct {
 	AllowIPs []string `mapstructure:"allow_ips"`
 	// HMAC configures the generic hmac provider; other providers refuse it.
 	HMAC HMACConfig `mapstructure:"hmac"`
+
+	// Retention is how long a done row is kept after it was received; the
+	// worker's retention job then deletes it. Failed rows are never
+	// deleted. Must be at least the provider's redelivery window
+	// (provider.RedeliveryWindow: stripe and adyen 720h, marqeta 408h, …),
+	// or a late redelivery would be processed twice. Defaults to 720h (30
+	// days), or the provider's window when that is longer.
+	Retention time.Duration `mapstructure:"retention"`
+	// PayloadRetention, when set, is how long a done row keeps its raw
+	// body, headers and payload; they are then erased and the row keeps
+	// only its keys (so that a redelivery is still a duplicate) until
+	// Retention. Must be shorter than Retention. Defaults to 0: payloads
+	// live as long as their rows.
+	PayloadRetention time.Duration `mapstructure:"payload_retention"`
 }
 
 // BasicAuthConfig is one accepted pair of HTTP Basic credentials. Both are
@@ -274,6 +288,21 @@ type WorkerConfig struct {
 	// OrphanAfter is how long a row may stay pending without a live job
 	// before the reaper re-enqueues it. Defaults to 5m.
 	OrphanAfter time.Duration `mapstructure:"orphan_after"`
+
+	// PruneInterval is how often the retention job applies the sources'
+	// retention and payload_retention. Defaults to 1h.
+	PruneInterval time.Duration `mapstructure:"prune_interval"`
+	// PruneBatch is how many rows one retention statement deletes or
+	// erases, each batch a short transaction of its own. Defaults to 1000.
+	PruneBatch int `mapstructure:"prune_batch"`
+	// ReplayRate is a bulk replay's default pace, rows per second
+	// (`inboxctl replay --rate` overrides it per run). Replayed events'
+	// jobs also wait behind live ones (a lower River priority). Defaults
+	// to 500.
+	ReplayRate int `mapstructure:"replay_rate"`
+	// ReplayBatch is how many rows one bulk replay transaction puts back
+	// to pending. Defaults to 100.
+	ReplayBatch int `mapstructure:"replay_batch"`
 	// Unrouted decides what happens to an event no route matches: "failed"
 	// (the default: it fails loudly, and can be replayed once the routes
 	// are fixed) or "done" (marked done with a note, and never run).

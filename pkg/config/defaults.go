@@ -9,6 +9,8 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/receiver"
+	"github.com/hookinbox/hookinbox/pkg/replay"
+	"github.com/hookinbox/hookinbox/pkg/retention"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -63,6 +65,11 @@ const (
 	defaultWorkerSoftStopTimeout               = worker.SoftStopTimeoutDefault
 	defaultWorkerHardStopTimeout time.Duration = 5 * time.Second
 	defaultRouteType                           = "*"
+	defaultSourceRetention                     = retention.RetentionDefault
+	defaultWorkerPruneInterval                 = worker.PruneIntervalDefault
+	defaultWorkerPruneBatch                    = retention.BatchDefault
+	defaultWorkerReplayRate                    = replay.RateDefault
+	defaultWorkerReplayBatch                   = replay.BatchDefault
 )
 
 // ApplyDefaults fills every zero-valued field with its documented default. A
@@ -120,6 +127,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 		s.MaxBodyBytes = cmp.Or(s.MaxBodyBytes, preset.MaxBodyBytes, r.MaxBodyBytes)
 		s.AckTimeout = cmp.Or(s.AckTimeout, preset.AckTimeout, r.AckTimeout)
 		s.Queue = cmp.Or(s.Queue, defaultQueue)
+		s.Retention = cmp.Or(s.Retention, max(defaultSourceRetention, provider.RedeliveryWindow(s.Provider)))
 		limits[i] = s.MaxBodyBytes
 	}
 	// The unverified-body budget must hold a body at each source's limit in
@@ -144,6 +152,10 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	w.SoftStopTimeout = cmp.Or(w.SoftStopTimeout, defaultWorkerSoftStopTimeout)
 	w.HardStopTimeout = cmp.Or(w.HardStopTimeout, defaultWorkerHardStopTimeout)
 	applyWorkerOrderingDefaults(w)
+	w.PruneInterval = cmp.Or(w.PruneInterval, defaultWorkerPruneInterval)
+	w.PruneBatch = cmp.Or(w.PruneBatch, defaultWorkerPruneBatch)
+	w.ReplayRate = cmp.Or(w.ReplayRate, defaultWorkerReplayRate)
+	w.ReplayBatch = cmp.Or(w.ReplayBatch, defaultWorkerReplayBatch)
 	for i := range w.Routes {
 		if len(w.Routes[i].Types) == 0 {
 			w.Routes[i].Types = []string{defaultRouteType}

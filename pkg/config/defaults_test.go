@@ -48,6 +48,7 @@ func TestApplyDefaults(t *testing.T) {
 			MaxBodyBytes: 1048576,
 			AckTimeout:   4 * time.Second,
 			Queue:        "default",
+			Retention:    720 * time.Hour,
 		}, cfg.Sources[0])
 		require.Equal(t, WorkerConfig{
 			Listen:            "127.0.0.1:8081",
@@ -60,6 +61,10 @@ func TestApplyDefaults(t *testing.T) {
 			FetchPollInterval: time.Second,
 			ReaperInterval:    time.Minute,
 			OrphanAfter:       5 * time.Minute,
+			PruneInterval:     time.Hour,
+			PruneBatch:        1000,
+			ReplayRate:        500,
+			ReplayBatch:       100,
 			Unrouted:          UnroutedFailed,
 			GroupMaxEvents:    1,
 			SoftStopTimeout:   20 * time.Second,

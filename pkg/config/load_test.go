@@ -53,6 +53,7 @@ worker:
 			MaxBodyBytes: 2048,            // Inherited from receiver.
 			AckTimeout:   2 * time.Second, // Inherited from receiver.
 			Queue:        "default",
+			Retention:    720 * time.Hour,
 		}}, cfg.Sources)
 		require.Equal(t, 4, cfg.Worker.Concurrency)
 		require.Equal(t, []string{"default", "bank"}, cfg.Worker.Queues)
@@ -104,6 +105,7 @@ worker:
 				MaxBodyBytes: 1048576,
 				AckTimeout:   4 * time.Second,
 				Queue:        "default",
+				Retention:    720 * time.Hour,
 			}},
 			Worker: WorkerConfig{
 				Listen:            "127.0.0.1:8081",
@@ -116,6 +118,10 @@ worker:
 				FetchPollInterval: time.Second,
 				ReaperInterval:    time.Minute,
 				OrphanAfter:       5 * time.Minute,
+				PruneInterval:     time.Hour,
+				PruneBatch:        1000,
+				ReplayRate:        500,
+				ReplayBatch:       100,
 				Unrouted:          "failed",
 				GroupMaxEvents:    1,
 				SoftStopTimeout:   20 * time.Second,
@@ -635,7 +641,8 @@ func TestScalarKeys(t *testing.T) {
 		"receiver.delivery_log_level",
 		"worker.listen", "worker.concurrency", "worker.max_attempts", "worker.job_timeout", "worker.rescue_after",
 		"worker.fetch_cooldown", "worker.fetch_poll_interval",
-		"worker.reaper_interval", "worker.orphan_after", "worker.unrouted", "worker.group_max_events", "worker.soft_stop_timeout", "worker.hard_stop_timeout", "worker.synchronous_commit",
+		"worker.reaper_interval", "worker.orphan_after", "worker.prune_interval", "worker.prune_batch", "worker.replay_rate", "worker.replay_batch",
+		"worker.unrouted", "worker.group_max_events", "worker.soft_stop_timeout", "worker.hard_stop_timeout", "worker.synchronous_commit",
 		"worker.isolation",
 		"worker.ui.enabled", "worker.ui.read_only",
 	}, keys)

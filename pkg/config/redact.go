@@ -71,6 +71,10 @@ func (c *Config) Redacted() map[string]any {
 			"rescue_after":        duration(w.RescueAfter),
 			"reaper_interval":     duration(w.ReaperInterval),
 			"orphan_after":        duration(w.OrphanAfter),
+			"prune_interval":      duration(w.PruneInterval),
+			"prune_batch":         w.PruneBatch,
+			"replay_rate":         w.ReplayRate,
+			"replay_batch":        w.ReplayBatch,
 			"unrouted":            w.Unrouted,
 			"synchronous_commit":  w.SynchronousCommit,
 			"group_max_events":    w.GroupMaxEvents,
@@ -98,20 +102,22 @@ func (s *SourceConfig) redacted() map[string]any {
 		basicAuth[i] = s.BasicAuth[i].redacted()
 	}
 	return map[string]any{
-		"name":           s.Name,
-		"provider":       s.Provider,
-		"secrets":        fmt.Sprintf("%d redacted", len(s.Secrets)),
-		"secrets_file":   s.SecretsFile,
-		"tolerance":      duration(s.Tolerance),
-		"max_body_bytes": s.MaxBodyBytes,
-		"ack_timeout":    duration(s.AckTimeout),
-		"queue":          s.Queue,
-		"basic_auth":     basicAuth,
-		"url":            redactURL(s.URL), // Twilio accepts credentials in the URL.
-		"algorithm":      s.Algorithm,
-		"twin_types":     s.TwinTypes,
-		"allow_ips":      s.AllowIPs,
-		"hmac":           s.HMAC.redacted(),
+		"name":              s.Name,
+		"provider":          s.Provider,
+		"secrets":           fmt.Sprintf("%d redacted", len(s.Secrets)),
+		"secrets_file":      s.SecretsFile,
+		"tolerance":         duration(s.Tolerance),
+		"retention":         duration(s.Retention),
+		"payload_retention": duration(s.PayloadRetention),
+		"max_body_bytes":    s.MaxBodyBytes,
+		"ack_timeout":       duration(s.AckTimeout),
+		"queue":             s.Queue,
+		"basic_auth":        basicAuth,
+		"url":               redactURL(s.URL), // Twilio accepts credentials in the URL.
+		"algorithm":         s.Algorithm,
+		"twin_types":        s.TwinTypes,
+		"allow_ips":         s.AllowIPs,
+		"hmac":              s.HMAC.redacted(),
 	}
 }
 

@@ -147,6 +147,10 @@ func (c *Config) validateWorker(p *problems) {
 	positive(p, "worker.group_max_events", w.GroupMaxEvents)
 	positive(p, "worker.soft_stop_timeout", w.SoftStopTimeout)
 	positive(p, "worker.hard_stop_timeout", w.HardStopTimeout)
+	positive(p, "worker.prune_interval", w.PruneInterval)
+	positive(p, "worker.prune_batch", w.PruneBatch)
+	positive(p, "worker.replay_rate", w.ReplayRate)
+	positive(p, "worker.replay_batch", w.ReplayBatch)
 	if w.UI.Enabled && len(w.UI.BasicAuth) == 0 {
 		p.addf("worker.ui.basic_auth", "required when worker.ui.enabled is true: River UI is never served without authentication")
 	}

@@ -58,6 +58,7 @@ func (c *Config) validateSources(p *problems) {
 		}
 		queueName(p, key+".queue", s.Queue)
 		prefixes(p, key+".allow_ips", s.AllowIPs)
+		validateRetention(p, key, s)
 	}
 }
 
@@ -200,5 +201,25 @@ func prefixes(p *problems, key string, entries []string) {
 		if _, err := parsePrefix(entry); err != nil {
 			p.addf(fmt.Sprintf("%s[%d]", key, i), "%s", err)
 		}
+	}
+}
+
+// validateRetention refuses a retention shorter than the provider's
+// redelivery window (a redelivery after the prune would be claimed as new
+// and processed twice), and a payload retention that would never apply.
+func validateRetention(p *problems, key string, s *SourceConfig) {
+	window := provider.RedeliveryWindow(s.Provider)
+	switch {
+	case s.Retention <= 0:
+		p.addf(key+".retention", "must be positive")
+	case s.Retention < window:
+		p.addf(key+".retention", "%s is shorter than %s's redelivery window (%s): an event redelivered after its row is pruned "+
+			"would be processed twice; use at least %s", s.Retention, s.Provider, window, window)
+	}
+	switch {
+	case s.PayloadRetention < 0:
+		p.addf(key+".payload_retention", "must not be negative")
+	case s.PayloadRetention > 0 && s.PayloadRetention >= s.Retention:
+		p.addf(key+".payload_retention", "%s is not shorter than retention (%s), so it would never erase anything", s.PayloadRetention, s.Retention)
 	}
 }

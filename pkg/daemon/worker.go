@@ -5,14 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/pkg/buildinfo"
 	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/logging"
 	"github.com/hookinbox/hookinbox/pkg/metrics"
 	"github.com/hookinbox/hookinbox/pkg/receiver"
+	"github.com/hookinbox/hookinbox/pkg/replay"
+	"github.com/hookinbox/hookinbox/pkg/retention"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -44,6 +50,7 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	if registry == nil {
 		registry = worker.NewRegistry(env.Logger)
 	}
+	policies := RetentionPolicies(env.Config)
 	return worker.New(env.Pool, &worker.Config{
 		Queues:            queues,
 		MaxAttempts:       wc.MaxAttempts,
@@ -63,6 +70,9 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		QueueFor:          queueFor,
 		SoftStopTimeout:   wc.SoftStopTimeout,
 		GroupMaxEvents:    wc.GroupMaxEvents,
+		Retention:         policies,
+		PruneInterval:     wc.PruneInterval,
+		PruneBatch:        wc.PruneBatch,
 		Logger:            env.Logger,
 		Metrics:           metrics.NewWorker(env.Metrics()),
 	})
@@ -146,4 +156,35 @@ func healthMux(env *Env) *http.ServeMux {
 		_, _ = rw.Write([]byte("ready\n"))
 	})
 	return mux
+}
+
+// RetentionPolicies returns every source's retention policy.
+func RetentionPolicies(c *config.Config) []retention.Policy {
+	policies := make([]retention.Policy, len(c.Sources))
+	for i, s := range c.Sources {
+		policies[i] = retention.Policy{Source: s.Name, Retention: s.Retention, PayloadRetention: s.PayloadRetention}
+	}
+	return policies
+}
+
+// NewReplayManager returns the bulk replay Manager of env's config, on an
+// insert-only River client that stamps worker.max_attempts on the event jobs
+// it enqueues, as the receiver's does. Replay jobs go to the worker's first
+// queue ("default" when it works it).
+func NewReplayManager(env *Env) (*replay.Manager, error) {
+	cfg := env.Config
+	client, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{
+		Logger:      logging.Slog(env.Logger.Named("river")),
+		MaxAttempts: cfg.Worker.MaxAttempts,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	queue := cfg.Worker.Queues[0]
+	if slices.Contains(cfg.Worker.Queues, river.QueueDefault) {
+		queue = river.QueueDefault
+	}
+	return replay.NewManager(env.Pool, client, &replay.Config{
+		Rate: cfg.Worker.ReplayRate, Batch: cfg.Worker.ReplayBatch, Queue: queue, QueueFor: QueueFor(cfg),
+	})
 }

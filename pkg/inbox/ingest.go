@@ -224,6 +224,14 @@ func (in *Ingester) classify(ctx context.Context, tx pgx.Tx, events []newEvent, 
 // queueFor names for its source, in the caller's transaction. The job's
 // args carry the row's id; the row keeps no link back (see newestJob).
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rows []ClaimedRow, queueFor func(string) string) error {
+	return s.enqueueTx(ctx, tx, client, rows, queueFor, 0)
+}
+
+// enqueueTx is EnqueueTx with the jobs' River priority (0 for River's
+// default, 1).
+func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rows []ClaimedRow, queueFor func(string) string,
+	priority int,
+) error {
 	params := make([]river.InsertManyParams, 0, len(rows))
 	for _, row := range rows {
 		if row.Status != StatusPending {
@@ -231,7 +239,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[p
 		}
 		params = append(params, river.InsertManyParams{
 			Args:       JobArgs{InboxID: row.ID, Source: row.Source, EventID: row.EventID, EventType: row.EventType, RequestID: row.RequestID},
-			InsertOpts: &river.InsertOpts{Queue: queueFor(row.Source)},
+			InsertOpts: &river.InsertOpts{Queue: queueFor(row.Source), Priority: priority},
 		})
 	}
 	if len(params) == 0 {

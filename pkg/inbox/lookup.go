@@ -29,6 +29,22 @@ type EventInfo struct {
 	JobID *int64 `json:"job_id,omitempty"`
 	// JobState is that job's state, "" when it has none or River pruned it.
 	JobState string `json:"job_state,omitempty"`
+	// AttemptErrors is the row's attempt history, oldest first (at most
+	// AttemptHistoryMax entries): every failed run's error, not only the
+	// last. It outlives the River job, which River's cleaner deletes.
+	AttemptErrors []AttemptError `json:"attempt_errors"`
+	// ErasedAt is when the row's body, headers and payload were erased
+	// (payload_retention or a purge); nil while it has them.
+	ErasedAt *time.Time `json:"erased_at,omitempty"`
+}
+
+// FailedAt is when a failed row failed: its processed_at. Nil for a row
+// that is not failed.
+func (e *EventInfo) FailedAt() *time.Time {
+	if e.Status != StatusFailed {
+		return nil
+	}
+	return e.ProcessedAt
 }
 
 // ListParams selects the rows List returns. The zero value selects the
@@ -42,13 +58,19 @@ type ListParams struct {
 	EventType string
 	// Since, when set, selects rows received at or after it.
 	Since time.Time
+	// Until, when set, selects rows received before it.
+	Until time.Time
+	// ErrorContains, when set, selects rows whose last error contains it,
+	// ignoring case.
+	ErrorContains string
 	// Limit caps the rows returned, newest first. Defaults to 100.
 	Limit int
 }
 
 const eventInfoColumns = `
 SELECT i.id, i.source, i.provider, i.event_id, i.event_type, i.status, i.attempts, coalesce(i.last_error, ''),
-       coalesce(i.note, ''), coalesce(i.request_id, ''), i.received_at, i.processed_at, j.id, coalesce(j.state::text, '')
+       coalesce(i.note, ''), coalesce(i.request_id, ''), i.received_at, i.processed_at, j.id, coalesce(j.state::text, ''),
+       i.attempt_errors, i.erased_at
 FROM webhook_inbox AS i
 LEFT JOIN LATERAL (` + newestJob + `) AS j ON true`
 
@@ -75,11 +97,14 @@ func (s *Store) List(ctx context.Context, params *ListParams) ([]EventInfo, erro
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
+	sel := Selection{Source: p.Source, EventType: p.EventType, Since: p.Since, Until: p.Until, ErrorContains: p.ErrorContains}
+	if p.Status != "" {
+		sel.Statuses = []Status{p.Status}
+	}
 	rows, err := s.pool.Query(ctx, eventInfoColumns+`
-WHERE ($1 = '' OR i.source = $1) AND ($2 = '' OR i.status = $2) AND ($3 = '' OR i.event_type = $3)
-  AND ($4::timestamptz IS NULL OR i.received_at >= $4)
+WHERE `+selectionWhere+`
 ORDER BY i.received_at DESC, i.id DESC
-LIMIT $5`, p.Source, string(p.Status), p.EventType, nullTime(p.Since), p.Limit)
+LIMIT $8`, append(sel.args(), p.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: list events: %w", err)
 	}

@@ -115,9 +115,12 @@ func (s *Store) claim(ctx context.Context, db DBTX, events []newEvent, now time.
 		headers[i] = string(h)
 	}
 	rows, err := db.Query(ctx, `
-INSERT INTO webhook_inbox (source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, received_at, request_id)
+INSERT INTO webhook_inbox (source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, received_at, request_id,
+                           attempt_errors)
 SELECT u.source, u.provider, u.event_id, u.event_type, u.payload::jsonb, u.body, u.headers::jsonb, u.status, u.last_error,
-       u.twin_key, coalesce($11::timestamptz, now()), u.request_id
+       u.twin_key, coalesce($11::timestamptz, now()), u.request_id,
+       CASE WHEN u.last_error IS NULL THEN '[]'::jsonb
+            ELSE jsonb_build_array(jsonb_build_object('at', coalesce($11::timestamptz, now()), 'attempt', 0, 'error', u.last_error)) END
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::text[], $10::text[], $12::text[])
      WITH ORDINALITY AS u(source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, request_id, ord)
 ORDER BY u.source, u.event_id, u.ord
@@ -204,13 +207,14 @@ func WorkTxOptions(asyncCommit bool) pgx.TxOptions {
 // the mark (status pending or failed, the earlier attempts).
 //
 // It returns ErrNotFound when there is nothing to do: the row is done
-// already (a stray or replayed job), or gone (pruned). A concurrent worker
+// already (a stray or replayed job), erased (its payload purged), or gone
+// (pruned). A concurrent worker
 // holding the row makes this wait; once that one commits, the row is done
 // and this returns ErrNotFound.
 func (s *Store) TakeForWork(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (*Event, error) {
 	return scanEvent(tx.QueryRow(ctx, `
 WITH taken AS (
-    SELECT id, status, attempts FROM webhook_inbox WHERE id = $1 AND status <> 'done' FOR UPDATE
+    SELECT id, status, attempts FROM webhook_inbox WHERE id = $1 AND status <> 'done' AND erased_at IS NULL FOR UPDATE
 )
 UPDATE webhook_inbox AS i
 SET status = 'done', processed_at = coalesce($2::timestamptz, now()), attempts = taken.attempts + 1, note = NULL
@@ -245,7 +249,7 @@ WITH wanted AS (
 ), taken AS (
     SELECT i.id, i.status, i.attempts, i.processed_at, w.job_id
     FROM webhook_inbox AS i JOIN wanted AS w ON w.id = i.id
-    WHERE i.status <> 'done'
+    WHERE i.status <> 'done' AND i.erased_at IS NULL
     ORDER BY i.id
     FOR UPDATE OF i
 )
@@ -307,8 +311,10 @@ func (s *Store) UndoTake(ctx context.Context, tx pgx.Tx, t *Taken, failure *Take
 UPDATE webhook_inbox
 SET last_error = nullif($2, ''), attempts = $7,
     status = CASE WHEN $3 THEN 'failed' ELSE $4 END,
-    processed_at = CASE WHEN $3 THEN coalesce($5::timestamptz, now()) ELSE $6::timestamptz END
-WHERE id = $1`, planned, t.Event.ID, reason, final, string(t.Event.Status), nullTime(now), t.processedAt, attempts)
+    processed_at = CASE WHEN $3 THEN coalesce($5::timestamptz, now()) ELSE $6::timestamptz END,
+    attempt_errors = CASE WHEN $8 THEN `+appendAttemptError("$5::timestamptz", "$7::int", "$9::bigint", "$2")+` ELSE attempt_errors END
+WHERE id = $1`, planned, t.Event.ID, reason, final, string(t.Event.Status), nullTime(now), t.processedAt, attempts,
+		failure != nil, t.JobID)
 	if err != nil {
 		return fmt.Errorf("inbox: undo take: %w", err)
 	}
@@ -349,17 +355,18 @@ func (s *Store) SetNote(ctx context.Context, db DBTX, id int64, note string) err
 	return nil
 }
 
-// RecordFailure counts a failed handler run and keeps its error, in a
+// RecordFailure counts a failed handler run and keeps its error (as
+// last_error, and appended to the row's attempt history), in a
 // transaction of its own since the handler's rolled back. With final it
 // also marks the row failed (poison, or a permanent error). A row that is
 // already done is left alone.
-func (s *Store) RecordFailure(ctx context.Context, db DBTX, id int64, reason string, final bool, now time.Time) error {
+func (s *Store) RecordFailure(ctx context.Context, db DBTX, id, jobID int64, reason string, final bool, now time.Time) error {
 	_, err := db.Exec(ctx, `
 UPDATE webhook_inbox
-SET attempts = attempts + 1, last_error = $2,
-    status = CASE WHEN $3 THEN 'failed' ELSE status END,
-    processed_at = CASE WHEN $3 THEN coalesce($4::timestamptz, now()) ELSE processed_at END
-WHERE id = $1 AND status <> 'done'`, planned, id, reason, final, nullTime(now))
+SET attempts = attempts + 1, last_error = $3, status = CASE WHEN $4 THEN 'failed' ELSE status END,
+    processed_at = CASE WHEN $4 THEN coalesce($5::timestamptz, now()) ELSE processed_at END,
+    attempt_errors = `+appendAttemptError("$5::timestamptz", "attempts + 1", "nullif($2::bigint, 0)", "$3")+`
+WHERE id = $1 AND status <> 'done'`, planned, id, jobID, reason, final, nullTime(now))
 	if err != nil {
 		return fmt.Errorf("inbox: record failure: %w", err)
 	}

@@ -266,7 +266,7 @@ func TestStoreTakeForWork(t *testing.T) {
 		res, err := b.ingester.Ingest(ctx, delivery(event("evt_1")))
 		require.NoError(t, err)
 		id := res.Claimed[0].ID
-		require.NoError(t, b.store.RecordFailure(ctx, b.db.Pool, id, "first try failed", true, time.Time{}))
+		require.NoError(t, b.store.RecordFailure(ctx, b.db.Pool, id, 0, "first try failed", true, time.Time{}))
 
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
@@ -382,7 +382,7 @@ func TestKeyLookupsAreNotCachedAsGenericPlans(t *testing.T) {
 		_, err = b.store.TakeForWork(ctx, tx, id, time.Time{})
 		require.NoError(t, err)
 		require.NoError(t, b.store.SetNote(ctx, tx, id, "a note"))
-		require.NoError(t, b.store.RecordFailure(ctx, tx, id, "x", false, time.Time{}))
+		require.NoError(t, b.store.RecordFailure(ctx, tx, id, 0, "x", false, time.Time{}))
 		_, err = b.store.ListOrphans(ctx, tx, time.Now(), 10)
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit(ctx))

@@ -83,7 +83,7 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 	defer cancel()
 	// A failure in a group was recorded in the group's transaction.
 	if !out.recorded {
-		if recErr := w.store.RecordFailure(recordCtx, w.pool, job.Args.InboxID, err.Error(), final, time.Time{}); recErr != nil {
+		if recErr := w.store.RecordFailure(recordCtx, w.pool, job.Args.InboxID, job.ID, err.Error(), final, time.Time{}); recErr != nil {
 			log.Error("could not record the failure on the inbox row", zap.Error(recErr))
 		}
 	}

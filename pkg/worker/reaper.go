@@ -67,7 +67,7 @@ func reapOnce(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store, clien
 			switch o.JobState {
 			case "discarded", "cancelled":
 				reason := fmt.Sprintf("job %s: %s", o.JobState, o.JobError)
-				if err := store.RecordFailure(ctx, tx, o.ID, reason, true, time.Time{}); err != nil {
+				if err := store.RecordFailure(ctx, tx, o.ID, 0, reason, true, time.Time{}); err != nil {
 					return err
 				}
 				res.Failed++

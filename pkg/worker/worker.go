@@ -27,6 +27,8 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/logging"
 	"github.com/hookinbox/hookinbox/pkg/metrics"
+	"github.com/hookinbox/hookinbox/pkg/replay"
+	"github.com/hookinbox/hookinbox/pkg/retention"
 )
 
 // The defaults New applies to a zero Config field.
@@ -73,6 +75,8 @@ const (
 	// below PostgreSQL's deadlock_timeout (1 s), so that groups never wait
 	// for the deadlock detector.
 	GroupLockTimeoutDefault = 20 * time.Millisecond
+	// PruneIntervalDefault is Config.PruneInterval's default.
+	PruneIntervalDefault = time.Hour
 	// RiverConnsDefault is how many of the pool's connections are left to
 	// River (its fetches, its completer, its LISTEN connection, its leader's
 	// maintenance) and the worker's own bookkeeping when
@@ -157,6 +161,14 @@ type Config struct {
 	// events are in flight, which may be far more. Defaults to the pool's
 	// size less RiverConnsDefault, and at least 1.
 	GroupFlushers int
+	// Retention are the sources' retention policies, applied by a periodic
+	// job every PruneInterval (see pkg/retention). Empty runs no such job.
+	Retention []retention.Policy
+	// PruneInterval is how often the retention job runs. Defaults to 1h.
+	PruneInterval time.Duration
+	// PruneBatch is the rows one retention statement deletes or erases.
+	// Defaults to retention.BatchDefault.
+	PruneBatch int
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 	// Metrics counts each run of an event. nil counts nothing.
@@ -182,6 +194,7 @@ func (c *Config) withDefaults() *Config {
 	out.SoftStopTimeout = cmp.Or(out.SoftStopTimeout, SoftStopTimeoutDefault)
 	out.GroupMaxEvents = cmp.Or(out.GroupMaxEvents, GroupMaxEventsDefault)
 	out.Isolation = cmp.Or(out.Isolation, IsolationDefault)
+	out.PruneInterval = cmp.Or(out.PruneInterval, PruneIntervalDefault)
 	if out.Logger == nil {
 		out.Logger = zap.NewNop()
 	}
@@ -260,6 +273,12 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	}
 	river.AddWorker(workers, ew)
 	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor, logger: c.Logger.Named("reaper")})
+	// A bulk replay hands its run to a new job well before the job timeout.
+	river.AddWorker(workers, replay.NewWorker(pool, &replay.WorkerConfig{
+		QueueFor: c.QueueFor, Slice: min(replay.SliceDefault, c.JobTimeout/2), Logger: c.Logger.Named("replay"),
+	}))
+	pruner := retention.NewPruner(store, &retention.Config{Policies: c.Retention, Batch: c.PruneBatch, Logger: c.Logger.Named("retention")})
+	river.AddWorker(workers, &pruneWorker{pruner: pruner})
 
 	queues := make(map[string]river.QueueConfig, len(c.Queues))
 	for q, n := range c.Queues {
@@ -282,6 +301,13 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 				},
 				&river.PeriodicJobOpts{RunOnStart: true}),
 		},
+	}
+	if len(c.Retention) > 0 {
+		rc.PeriodicJobs = append(rc.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(c.PruneInterval),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return PruneArgs{}, &river.InsertOpts{Queue: firstQueue(c.Queues), MaxAttempts: 1}
+			},
+			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	if c.RiverConfig != nil {
 		c.RiverConfig(rc)

@@ -1,0 +1,153 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// This file holds the statements that bound the inbox's size and the life
+// of the personal data in it: pruning done rows past their source's
+// retention, erasing payloads past payload_retention, and purging chosen
+// rows on request. Failed rows are never pruned: they are the dead letters.
+
+// PruneBatch deletes up to limit done rows of source received before
+// cutoff, oldest first, in a transaction of its own, and returns how many
+// it deleted. Rows another transaction holds (a replay taking them) are
+// skipped, never waited for. The statement takes the table's ROW EXCLUSIVE
+// lock, which the receiver's INSERT also takes and which conflicts with
+// neither, and row locks on the rows it deletes only; a small limit keeps
+// those short.
+func (s *Store) PruneBatch(ctx context.Context, source string, cutoff time.Time, limit int) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `
+WITH doomed AS (
+    SELECT id FROM webhook_inbox
+    WHERE source = $1 AND status = 'done' AND received_at < $2
+    ORDER BY received_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM webhook_inbox AS i USING doomed WHERE i.id = doomed.id AND i.status = 'done'`, source, cutoff, limit)
+	if err != nil {
+		return 0, fmt.Errorf("inbox: prune %s: %w", source, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// CountPrunable counts the done rows of source received before cutoff:
+// what pruning would delete.
+func (s *Store) CountPrunable(ctx context.Context, source string, cutoff time.Time) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `
+SELECT count(*) FROM webhook_inbox WHERE source = $1 AND status = 'done' AND received_at < $2`, source, cutoff).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("inbox: count prunable %s: %w", source, err)
+	}
+	return n, nil
+}
+
+// ErasePayloadsBatch erases the body, headers and payload of up to limit
+// done rows of source received in [from, before), oldest first, in a
+// transaction of its own, and returns how many it erased. The rows keep
+// their keys, so that a late redelivery is still a duplicate. from bounds
+// the index scan: rows older than it are pruned anyway (pass the source's
+// retention cutoff; zero scans from the oldest row).
+func (s *Store) ErasePayloadsBatch(ctx context.Context, source string, from, before time.Time, limit int) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `
+WITH expired AS (
+    SELECT id FROM webhook_inbox
+    WHERE source = $1 AND status = 'done' AND erased_at IS NULL AND received_at < $2
+      AND ($3::timestamptz IS NULL OR received_at >= $3)
+    ORDER BY received_at
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE webhook_inbox AS i SET body = NULL, headers = NULL, payload = NULL, erased_at = now()
+FROM expired WHERE i.id = expired.id AND i.status = 'done'`, source, before, nullTime(from), limit)
+	if err != nil {
+		return 0, fmt.Errorf("inbox: erase payloads %s: %w", source, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// CountErasable counts the done rows of source received in [from, before)
+// that still have their payload: what ErasePayloadsBatch would erase.
+func (s *Store) CountErasable(ctx context.Context, source string, from, before time.Time) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `
+SELECT count(*) FROM webhook_inbox
+WHERE source = $1 AND status = 'done' AND erased_at IS NULL AND received_at < $2
+  AND ($3::timestamptz IS NULL OR received_at >= $3)`, source, before, nullTime(from)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("inbox: count erasable %s: %w", source, err)
+	}
+	return n, nil
+}
+
+// ErasedRow is a row Purge erased: its identity only, never its data.
+type ErasedRow struct {
+	ID      int64  `json:"id"`
+	Source  string `json:"source"`
+	EventID string `json:"event_id"`
+	// Status is the row's status before the purge.
+	Status Status `json:"status"`
+}
+
+// notePurged is the last error of a pending row that Purge erased: it can
+// no longer be processed, so it ends failed.
+const notePurged = "erased by a purge before it was processed"
+
+// Purge erases the rows sel selects, whatever their status, for an erasure
+// request: their body, headers, payload, errors and note are removed and
+// erased_at is set, in one transaction. Each row keeps its keys (source,
+// event id, twin key), so that the provider redelivering the event does not
+// bring the data back in. A pending row becomes failed (its job then finds
+// nothing to do). Rows erased before are left alone. It refuses a selection
+// that narrows nothing (ErrEmptySelection), and returns the erased rows'
+// identities in id order.
+func (s *Store) Purge(ctx context.Context, sel *Selection) ([]ErasedRow, error) {
+	if !sel.narrows() {
+		return nil, ErrEmptySelection
+	}
+	if err := sel.Validate(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+WITH chosen AS (
+    SELECT i.id, i.status FROM webhook_inbox AS i
+    WHERE i.erased_at IS NULL AND `+selectionWhere+`
+    ORDER BY i.id
+    FOR UPDATE
+), erased AS (
+    UPDATE webhook_inbox AS i
+    SET body = NULL, headers = NULL, payload = NULL, attempt_errors = '[]', note = NULL, erased_at = now(),
+        last_error = CASE chosen.status WHEN 'pending' THEN $8 WHEN 'failed' THEN 'erased by a purge' END,
+        status = CASE WHEN chosen.status = 'pending' THEN 'failed' ELSE chosen.status END,
+        processed_at = coalesce(i.processed_at, now())
+    FROM chosen WHERE i.id = chosen.id
+    RETURNING i.id, i.source, i.event_id, chosen.status
+)
+SELECT * FROM erased ORDER BY id`, append(sel.args(), notePurged)...)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: purge: %w", err)
+	}
+	erased, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ErasedRow])
+	if err != nil {
+		return nil, fmt.Errorf("inbox: purge: %w", err)
+	}
+	return erased, nil
+}
+
+// CountSelected counts the rows sel selects that are not erased yet: what
+// Purge would erase.
+func (s *Store) CountSelected(ctx context.Context, sel *Selection) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox AS i WHERE i.erased_at IS NULL AND `+selectionWhere,
+		sel.args()...).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("inbox: count selected: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,30 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/riverqueue/river"
+
+	"github.com/hookinbox/hookinbox/pkg/retention"
+)
+
+// PruneArgs are the arguments of the periodic retention job.
+type PruneArgs struct{}
+
+// Kind implements river.JobArgs.
+func (PruneArgs) Kind() string { return "hookinbox.prune" }
+
+// pruneWorker runs the retention policies (see pkg/retention): done rows
+// past their source's retention are deleted, payloads past payload
+// retention erased, in small batches. Failed rows are never touched.
+type pruneWorker struct {
+	river.WorkerDefaults[PruneArgs]
+
+	pruner *retention.Pruner
+}
+
+// Work runs one retention pass.
+func (w *pruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
+	_, err := w.pruner.Run(ctx)
+	return err
+}
