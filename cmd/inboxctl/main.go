@@ -9,6 +9,12 @@
 //	inboxctl [--config F] events show SOURCE EVENT_ID [--json]
 //	inboxctl [--config F] events list [--source S] [--status S] [--type T] [--since D] [--limit N] [--json]
 //	                                        look up inbox rows, with their River job's id and state
+//	inboxctl [--config F] sources list [--json]
+//	inboxctl [--config F] sources pause SOURCE [--reason R]
+//	inboxctl [--config F] sources resume SOURCE
+//	                                        hold a source's events while its deliveries are still stored; drain them
+//	inboxctl [--config F] rejections SOURCE [--limit N] [--json]
+//	                                        the source's last refused deliveries, headers redacted
 //	inboxctl [--config F] send --source S [--id ID] [--type T] --data BODY [--url U]
 //	                                        sign a delivery as S's provider and POST it
 package main
@@ -193,5 +199,7 @@ required where the provider sends them in headers (send names the missing ones).
 		},
 	})
 	root.AddCommand(newEventsCommand(path))
+	root.AddCommand(newSourcesCommand(path))
+	root.AddCommand(newRejectionsCommand(path))
 	return root
 }

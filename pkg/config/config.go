@@ -12,6 +12,8 @@ type Config struct {
 	Receiver ReceiverConfig `mapstructure:"receiver"`
 	Sources  []SourceConfig `mapstructure:"sources"`
 	Worker   WorkerConfig   `mapstructure:"worker"`
+	// Tracing configures OpenTelemetry tracing; off by default (see ops.go).
+	Tracing TracingConfig `mapstructure:"tracing"`
 
 	// warnings are Load's warnings (see Warnings).
 	warnings []string
@@ -116,6 +118,8 @@ type ReceiverConfig struct {
 	// written like allow_ips entries. Defaults to none: the TCP peer is the
 	// client.
 	TrustedProxies []string `mapstructure:"trusted_proxies"`
+	// Rejections configures the per-source rejection samples (see ops.go).
+	Rejections RejectionsConfig `mapstructure:"rejections"`
 }
 
 // SourceConfig is one webhook endpoint, served at POST /webhooks/<name>.
@@ -174,6 +178,8 @@ type SourceConfig struct {
 	AllowIPs []string `mapstructure:"allow_ips"`
 	// HMAC configures the generic hmac provider; other providers refuse it.
 	HMAC HMACConfig `mapstructure:"hmac"`
+	// Reconcile configures the source's reconciliation (see ops.go).
+	Reconcile ReconcileConfig `mapstructure:"reconcile"`
 }
 
 // BasicAuthConfig is one accepted pair of HTTP Basic credentials. Both are
@@ -277,6 +283,11 @@ type WorkerConfig struct {
 	Routes []RouteConfig `mapstructure:"routes"`
 	// UI serves River UI at /riverui/ on Listen.
 	UI WorkerUIConfig `mapstructure:"ui"`
+	// PauseRefresh is how often the worker reads the paused sources; a
+	// pause takes effect within it. Defaults to 1s.
+	PauseRefresh time.Duration `mapstructure:"pause_refresh"`
+	// Admin configures the admin HTTP API (see ops.go).
+	Admin WorkerAdminConfig `mapstructure:"admin"`
 }
 
 // WorkerUIConfig configures River UI, served by the worker at /riverui/ on

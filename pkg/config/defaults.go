@@ -130,6 +130,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 			w.Routes[i].Types = []string{defaultRouteType}
 		}
 	}
+	c.applyOpsDefaults()
 }
 
 // Source returns the source named name, pointing into c.Sources.

@@ -40,6 +40,7 @@ func TestApplyDefaults(t *testing.T) {
 			MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, MaxConnections: 2048,
 			MaxConnectionsPerClient: 512,
 			MaxHeaderBytes:          32768, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second,
+			Rejections: RejectionsConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second},
 		}, cfg.Receiver)
 		require.Equal(t, SourceConfig{
 			Name:         "stripe",
@@ -47,6 +48,7 @@ func TestApplyDefaults(t *testing.T) {
 			MaxBodyBytes: 1048576,
 			AckTimeout:   4 * time.Second,
 			Queue:        "default",
+			Reconcile:    ReconcileConfig{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
 		}, cfg.Sources[0])
 		require.Equal(t, WorkerConfig{
 			Listen:            "127.0.0.1:8081",
@@ -64,7 +66,9 @@ func TestApplyDefaults(t *testing.T) {
 			SoftStopTimeout:   20 * time.Second,
 			HardStopTimeout:   5 * time.Second,
 			Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}}},
+			PauseRefresh:      time.Second,
 		}, cfg.Worker)
+		require.Equal(t, TracingConfig{SampleRatio: 1}, cfg.Tracing)
 	})
 
 	t.Run("SourcesInheritReceiverLimits", func(t *testing.T) {
@@ -211,10 +215,7 @@ func TestDocumentedDefaultsMatchTheConstants(t *testing.T) {
 		} else {
 			v = fieldByKey(defaults, key).Interface()
 		}
-		if d, ok := v.(time.Duration); ok {
-			return formatDuration(d)
-		}
-		return fmt.Sprint(v)
+		return documentedValue(key, v)
 	}
 	keys := slices.DeleteFunc(scalarKeys(reflect.TypeFor[Config]()), func(key string) bool {
 		return key == "database.url" // Required: no default.
@@ -319,6 +320,11 @@ func documentedValue(key string, v any) string {
 	}
 	if d, ok := v.(time.Duration); ok {
 		return formatDuration(d)
+	}
+	// A key that is off unless set (worker.admin.token, tracing.endpoint)
+	// is documented as "Default: empty".
+	if s, ok := v.(string); ok && s == "" {
+		return "empty"
 	}
 	return fmt.Sprint(v)
 }

@@ -55,8 +55,10 @@ func (c *Config) Redacted() map[string]any {
 			"idle_timeout":               duration(r.IdleTimeout),
 			"delivery_log_level":         r.DeliveryLogLevel,
 			"trusted_proxies":            r.TrustedProxies,
+			"rejections":                 r.Rejections.redacted(),
 		},
 		"sources": sources,
+		"tracing": c.Tracing.redacted(),
 		"worker": map[string]any{
 			"listen":              w.Listen,
 			"concurrency":         w.Concurrency,
@@ -75,6 +77,8 @@ func (c *Config) Redacted() map[string]any {
 			"hard_stop_timeout":   duration(w.HardStopTimeout),
 			"routes":              routes,
 			"ui":                  w.UI.redacted(),
+			"pause_refresh":       duration(w.PauseRefresh),
+			"admin":               w.Admin.redacted(),
 		},
 	}
 }
@@ -106,6 +110,7 @@ func (s *SourceConfig) redacted() map[string]any {
 		"twin_types":     s.TwinTypes,
 		"allow_ips":      s.AllowIPs,
 		"hmac":           s.HMAC.redacted(),
+		"reconcile":      s.Reconcile.redacted(),
 	}
 }
 

@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/metrics"
 	"github.com/hookinbox/hookinbox/pkg/receiver"
+	"github.com/hookinbox/hookinbox/pkg/reconcile"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -37,6 +39,15 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	if registry == nil {
 		registry = worker.NewRegistry(env.Logger)
 	}
+	reconciled, err := reconcileSources(env.Config)
+	if err != nil {
+		return nil, err
+	}
+	var addWorkers func(*river.Workers)
+	if len(reconciled) > 0 {
+		rw := reconcile.NewWorker(env.Pool, reconciled, queueFor, env.Logger.Named("reconcile"))
+		addWorkers = func(ws *river.Workers) { river.AddWorker(ws, rw) }
+	}
 	return worker.New(env.Pool, &worker.Config{
 		Queues:            queues,
 		MaxAttempts:       wc.MaxAttempts,
@@ -56,6 +67,10 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		GroupMaxEvents:    wc.GroupMaxEvents,
 		Logger:            env.Logger,
 		Metrics:           metrics.NewWorker(env.Metrics()),
+		PauseRefresh:      wc.PauseRefresh,
+		AddWorkers:        addWorkers,
+		// On the first worked queue, like the reaper.
+		PeriodicJobs: reconcile.PeriodicJobs(reconciled, wc.Queues[0]),
 	})
 }
 

@@ -150,6 +150,16 @@ type Config struct {
 	Logger *zap.Logger
 	// Metrics counts each run of an event. nil counts nothing.
 	Metrics *metrics.Worker
+	// PauseRefresh is how often the worker reads the paused sources
+	// (`inboxctl sources pause`): a pause takes effect within it. Defaults
+	// to 1s.
+	PauseRefresh time.Duration
+	// AddWorkers, when set, registers further River workers (a worker
+	// binary's own jobs, reconciliation) on the client's bundle.
+	AddWorkers func(*river.Workers)
+	// PeriodicJobs are further periodic jobs (reconciliation), run by
+	// whichever worker is River's leader.
+	PeriodicJobs []*river.PeriodicJob
 	// RiverConfig, when set, receives the river.Config before the client is
 	// built, for settings this Config does not cover (tests shorten River's
 	// timings with it).
@@ -170,6 +180,7 @@ func (c *Config) withDefaults() *Config {
 	out.OrphanAfter = cmp.Or(out.OrphanAfter, OrphanAfterDefault)
 	out.SoftStopTimeout = cmp.Or(out.SoftStopTimeout, SoftStopTimeoutDefault)
 	out.GroupMaxEvents = cmp.Or(out.GroupMaxEvents, GroupMaxEventsDefault)
+	out.PauseRefresh = cmp.Or(out.PauseRefresh, PauseRefreshDefault)
 	if out.Logger == nil {
 		out.Logger = zap.NewNop()
 	}
@@ -208,6 +219,7 @@ type Worker struct {
 	config       *Config
 	registration *registration
 	group        *groupCommitter // nil without group commit
+	pauses       *pauseWatch
 }
 
 // New builds a Worker on pool. It refuses routes that leave a source on a
@@ -230,9 +242,10 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	}
 	workers := river.NewWorkers()
 	store := inbox.NewStore(pool)
+	pauses := newPauseWatch(store, c.PauseRefresh, c.Logger.Named("pause"))
 	ew := &eventWorker{
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, logger: c.Logger,
-		metrics: c.Metrics,
+		metrics: c.Metrics, pauses: pauses,
 	}
 	if c.GroupMaxEvents > 1 {
 		flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-RiverConnsDefault))
@@ -240,6 +253,9 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	}
 	river.AddWorker(workers, ew)
 	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor, logger: c.Logger.Named("reaper")})
+	if c.AddWorkers != nil {
+		c.AddWorkers(workers)
+	}
 
 	queues := make(map[string]river.QueueConfig, len(c.Queues))
 	for q, n := range c.Queues {
@@ -262,6 +278,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 				&river.PeriodicJobOpts{RunOnStart: true}),
 		},
 	}
+	rc.PeriodicJobs = append(rc.PeriodicJobs, c.PeriodicJobs...)
 	if c.RiverConfig != nil {
 		c.RiverConfig(rc)
 	}
@@ -269,7 +286,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: river client: %w", err)
 	}
-	return &Worker{client: client, config: c, registration: newRegistration(pool, c), group: ew.group}, nil
+	return &Worker{client: client, config: c, registration: newRegistration(pool, c), group: ew.group, pauses: pauses}, nil
 }
 
 // firstQueue picks a stable queue for the reaper: "default" when worked.
@@ -294,7 +311,11 @@ func firstQueue(queues map[string]int) string {
 // and each would settle events the other has the handlers for. The record
 // is renewed every HeartbeatInterval and deleted by Stop.
 func (w *Worker) Start(ctx context.Context) error {
+	if err := w.pauses.start(ctx); err != nil {
+		return fmt.Errorf("worker: read paused sources: %w", err)
+	}
 	if err := w.registration.start(ctx); err != nil {
+		w.pauses.shutdown()
 		return err
 	}
 	if w.group != nil {
@@ -305,6 +326,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			w.group.shutdown()
 		}
 		_ = w.registration.stopAndDelete(context.WithoutCancel(ctx))
+		w.pauses.shutdown()
 		return err
 	}
 	return nil
@@ -324,6 +346,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// No Work runs any more: every queued job was answered.
 		w.group.shutdown()
 	}
+	w.pauses.shutdown()
 	return w.registration.stopAndDelete(ctx)
 }
 
