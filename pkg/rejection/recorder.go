@@ -133,18 +133,35 @@ func (r *Recorder) write() {
 	for {
 		select {
 		case <-r.stop:
-			return
-		case s := <-r.queue:
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := r.store.Insert(ctx, s, r.config.Keep); err != nil {
-				r.config.Logger.Warn("could not record a rejection sample", zap.String("source", s.Source), zap.Error(err))
+			// What is queued (at most queueSize samples) is written before
+			// Stop returns.
+			for {
+				select {
+				case s := <-r.queue:
+					r.insert(s)
+				default:
+					return
+				}
 			}
-			cancel()
+		case s := <-r.queue:
+			r.insert(s)
 		}
 	}
 }
 
-// Stop stops the writer; samples still queued are dropped. Idempotent.
+func (r *Recorder) insert(s *Sample) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.store.Insert(ctx, s, r.config.Keep); err != nil {
+		r.config.Logger.Warn("could not record a rejection sample", zap.String("source", s.Source), zap.Error(err))
+	}
+}
+
+// Dropped counts the samples admitted by the rate but dropped because the
+// writer's queue was full.
+func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
+
+// Stop writes the samples still queued and stops the writer. Idempotent.
 func (r *Recorder) Stop() {
 	r.stopOnce.Do(func() { close(r.stop) })
 	<-r.done
