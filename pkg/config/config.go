@@ -12,8 +12,6 @@ type Config struct {
 	Receiver ReceiverConfig `mapstructure:"receiver"`
 	Sources  []SourceConfig `mapstructure:"sources"`
 	Worker   WorkerConfig   `mapstructure:"worker"`
-	// Tracing configures OpenTelemetry tracing; off by default (see ops.go).
-	Tracing TracingConfig `mapstructure:"tracing"`
 
 	// warnings are Load's warnings (see Warnings).
 	warnings []string

@@ -68,7 +68,6 @@ func TestApplyDefaults(t *testing.T) {
 			Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}}},
 			PauseRefresh:      time.Second,
 		}, cfg.Worker)
-		require.Equal(t, TracingConfig{SampleRatio: 1}, cfg.Tracing)
 	})
 
 	t.Run("SourcesInheritReceiverLimits", func(t *testing.T) {

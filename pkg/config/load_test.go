@@ -123,7 +123,6 @@ worker:
 				Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}}},
 				PauseRefresh:      time.Second,
 			},
-			Tracing: TracingConfig{SampleRatio: 1},
 		}, cfg)
 	})
 
@@ -621,7 +620,6 @@ func TestScalarKeys(t *testing.T) {
 		"worker.fetch_cooldown", "worker.fetch_poll_interval",
 		"worker.reaper_interval", "worker.orphan_after", "worker.unrouted", "worker.group_max_events", "worker.soft_stop_timeout", "worker.hard_stop_timeout", "worker.synchronous_commit",
 		"worker.ui.enabled", "worker.ui.read_only", "worker.pause_refresh", "worker.admin.token",
-		"tracing.endpoint", "tracing.sample_ratio",
 	}, keys)
 	require.Equal(t, "HOOKINBOX_DATABASE_URL", EnvVar("database.url"))
 	require.Equal(t, "HOOKINBOX_WORKER_SOFT_STOP_TIMEOUT", EnvVar("worker.soft_stop_timeout"))

@@ -11,8 +11,8 @@ import (
 )
 
 // This file holds the operations keys of issue 14's second half, kept
-// together: receiver.rejections, sources[].reconcile, worker.pause_refresh,
-// worker.admin and tracing.
+// together: receiver.rejections, sources[].reconcile, worker.pause_refresh
+// and worker.admin.
 
 // RejectionsConfig configures the rejection samples the receiver keeps per
 // source (see package rejection; `inboxctl rejections SOURCE`).
@@ -60,34 +60,19 @@ type WorkerAdminConfig struct {
 	Token string `mapstructure:"token"`
 }
 
-// TracingConfig configures OpenTelemetry tracing of the receiver's claim
-// and the worker's handlers, linked through each event's River job. Off
-// unless Endpoint is set.
-type TracingConfig struct {
-	// Endpoint is the OTLP/HTTP collector's URL
-	// ("http://otel-collector:4318"); spans are exported there. Defaults to
-	// empty: tracing is off.
-	Endpoint string `mapstructure:"endpoint"`
-	// SampleRatio is the share of deliveries traced, 0 to 1 (a parent's
-	// decision is followed). Defaults to 1.
-	SampleRatio float64 `mapstructure:"sample_ratio"`
-}
-
 // The defaults of the keys above.
 const (
-	defaultReconcileInterval       = 15 * time.Minute
-	defaultReconcileLookback       = time.Hour
-	defaultTracingSampleRatio      = 1.0
-	defaultReconcileAPIBaseURL     = reconcile.StripeBaseURLDefault
-	defaultWorkerPauseRefresh      = worker.PauseRefreshDefault
-	defaultRejectionsKeep          = rejection.KeepDefault
-	defaultRejectionsSampleBurst   = rejection.SampleBurstDefault
-	defaultRejectionsSampleEvery   = rejection.SampleEveryDefault
-	maxReconcileLookback           = 720 * time.Hour
-	minAdminTokenBytes             = 16
-	maxRejectionsKeep              = 1000
-	reconcileProviderStripe        = "stripe"
-	defaultTracingSampleRatioUnset = 0.0
+	defaultReconcileInterval     = 15 * time.Minute
+	defaultReconcileLookback     = time.Hour
+	defaultReconcileAPIBaseURL   = reconcile.StripeBaseURLDefault
+	defaultWorkerPauseRefresh    = worker.PauseRefreshDefault
+	defaultRejectionsKeep        = rejection.KeepDefault
+	defaultRejectionsSampleBurst = rejection.SampleBurstDefault
+	defaultRejectionsSampleEvery = rejection.SampleEveryDefault
+	maxReconcileLookback         = 720 * time.Hour
+	minAdminTokenBytes           = 16
+	maxRejectionsKeep            = 1000
+	reconcileProviderStripe      = "stripe"
 )
 
 func (c *Config) applyOpsDefaults() {
@@ -102,9 +87,6 @@ func (c *Config) applyOpsDefaults() {
 		rc.Lookback = cmp.Or(rc.Lookback, defaultReconcileLookback)
 	}
 	c.Worker.PauseRefresh = cmp.Or(c.Worker.PauseRefresh, defaultWorkerPauseRefresh)
-	if c.Tracing.SampleRatio == defaultTracingSampleRatioUnset {
-		c.Tracing.SampleRatio = defaultTracingSampleRatio
-	}
 }
 
 func (c *Config) validateOps(p *problems) {
@@ -145,15 +127,6 @@ func (c *Config) validateOps(p *problems) {
 	if t := c.Worker.Admin.Token; t != "" && len(t) < minAdminTokenBytes {
 		p.addf("worker.admin.token", "must be at least %d bytes (or empty to turn the admin API off)", minAdminTokenBytes)
 	}
-
-	if e := c.Tracing.Endpoint; e != "" {
-		if u, err := url.Parse(e); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			p.addf("tracing.endpoint", "must be an absolute http:// or https:// URL (OTLP over HTTP)")
-		}
-	}
-	if sr := c.Tracing.SampleRatio; sr < 0 || sr > 1 {
-		p.addf("tracing.sample_ratio", "must be from 0 to 1, not %v", sr)
-	}
 }
 
 func (r *RejectionsConfig) redacted() map[string]any {
@@ -171,10 +144,6 @@ func (r *ReconcileConfig) redacted() map[string]any {
 
 func (a *WorkerAdminConfig) redacted() map[string]any {
 	return map[string]any{"token": redactValue(a.Token)}
-}
-
-func (t *TracingConfig) redacted() map[string]any {
-	return map[string]any{"endpoint": redactURL(t.Endpoint), "sample_ratio": t.SampleRatio}
 }
 
 // SecretValues returns every secret the config holds for the sources (their

@@ -58,7 +58,6 @@ func (c *Config) Redacted() map[string]any {
 			"rejections":                 r.Rejections.redacted(),
 		},
 		"sources": sources,
-		"tracing": c.Tracing.redacted(),
 		"worker": map[string]any{
 			"listen":              w.Listen,
 			"concurrency":         w.Concurrency,
