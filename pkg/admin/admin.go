@@ -54,12 +54,12 @@ func New(pool *pgxpool.Pool, config *Config) (*Admin, error) {
 	return &Admin{inbox: inbox.NewStore(pool), rejections: rejection.NewStore(pool), config: *config}, nil
 }
 
-func (a *Admin) source(name string) (Source, error) {
-	i := slices.IndexFunc(a.config.Sources, func(s Source) bool { return s.Name == name })
-	if i < 0 {
-		return Source{}, fmt.Errorf("%w: %q", ErrUnknownSource, name)
+// checkSource returns ErrUnknownSource for a source the config does not name.
+func (a *Admin) checkSource(name string) error {
+	if !slices.ContainsFunc(a.config.Sources, func(s Source) bool { return s.Name == name }) {
+		return fmt.Errorf("%w: %q", ErrUnknownSource, name)
 	}
-	return a.config.Sources[i], nil
+	return nil
 }
 
 // SourceStatus is a source as `sources list` shows it.
@@ -121,7 +121,7 @@ func (a *Admin) Sources(ctx context.Context) ([]SourceStatus, error) {
 
 // Pause pauses a configured source, and reports whether it was running.
 func (a *Admin) Pause(ctx context.Context, source, by, reason string) (bool, error) {
-	if _, err := a.source(source); err != nil {
+	if err := a.checkSource(source); err != nil {
 		return false, err
 	}
 	return a.inbox.Pause(ctx, source, by, reason)
@@ -151,7 +151,7 @@ func (a *Admin) Replay(ctx context.Context, source, eventID string) (*inbox.Even
 
 // Rejections returns a configured source's rejection samples, newest first.
 func (a *Admin) Rejections(ctx context.Context, source string, limit int) ([]rejection.Sample, error) {
-	if _, err := a.source(source); err != nil {
+	if err := a.checkSource(source); err != nil {
 		return nil, err
 	}
 	return a.rejections.List(ctx, source, limit)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -129,7 +128,7 @@ func TestAdminAPI(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, code, body)
 		code, body = b.do(t, "GET", "/admin/v1/stats", auth)
 		require.Equal(t, http.StatusOK, code, body)
-		require.True(t, strings.Contains(body, `"paused":[{"source":"bank"`), body)
+		require.Contains(t, body, `"paused":[{"source":"bank"`)
 		code, body = b.do(t, "POST", "/admin/v1/sources/bank/resume", auth)
 		require.Equal(t, http.StatusOK, code, body)
 		code, body = b.do(t, "POST", "/admin/v1/sources/bank/resume", auth)

@@ -161,7 +161,7 @@ func (s *Stripe) list(ctx context.Context, since time.Time, after string) (*stri
 		if d == 0 {
 			// Full jitter around the doubling wait, so that replicas do not
 			// retry in step.
-			d = wait/2 + rand.N(wait/2+1)
+			d = wait/2 + rand.N(wait/2+1) //nolint:gosec // jitter between replicas, not a secret
 			wait = min(wait*2, stripeMaxBackoff)
 		}
 		if err := s.config.Sleep(ctx, min(d, stripeMaxBackoff)); err != nil {
