@@ -15,6 +15,12 @@
 //	inboxctl [--config F] replay status|cancel|resume [ID]
 //	                                        process events again, one or in bulk
 //	inboxctl [--config F] prune [--dry-run] apply each source's retention now
+//	inboxctl [--config F] sources list [--json]
+//	inboxctl [--config F] sources pause SOURCE [--reason R]
+//	inboxctl [--config F] sources resume SOURCE
+//	                                        hold a source's events while its deliveries are still stored; drain them
+//	inboxctl [--config F] rejections SOURCE [--limit N] [--json]
+//	                                        the source's last refused deliveries, headers redacted
 //	inboxctl [--config F] send --source S [--id ID] [--type T] --data BODY [--url U]
 //	                                        sign a delivery as S's provider and POST it
 package main
@@ -202,5 +208,7 @@ required where the provider sends them in headers (send names the missing ones).
 		},
 	})
 	root.AddCommand(newEventsCommand(path), newReplayCommand(path), newPruneCommand(path))
+	root.AddCommand(newSourcesCommand(path))
+	root.AddCommand(newRejectionsCommand(path))
 	return root
 }

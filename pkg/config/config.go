@@ -139,6 +139,8 @@ type ReceiverConfig struct {
 	// written like allow_ips entries. Defaults to none: the TCP peer is the
 	// client.
 	TrustedProxies []string `mapstructure:"trusted_proxies"`
+	// Rejections configures the per-source rejection samples (see ops.go).
+	Rejections RejectionsConfig `mapstructure:"rejections"`
 }
 
 // SourceConfig is one webhook endpoint, served at POST /webhooks/<name>.
@@ -211,6 +213,8 @@ type SourceConfig struct {
 	// Retention. Must be shorter than Retention. Defaults to 0: payloads
 	// live as long as their rows.
 	PayloadRetention time.Duration `mapstructure:"payload_retention"`
+	// Reconcile configures the source's reconciliation (see ops.go).
+	Reconcile ReconcileConfig `mapstructure:"reconcile"`
 }
 
 // BasicAuthConfig is one accepted pair of HTTP Basic credentials. Both are
@@ -333,6 +337,11 @@ type WorkerConfig struct {
 	Routes []RouteConfig `mapstructure:"routes"`
 	// UI serves River UI at /riverui/ on Listen.
 	UI WorkerUIConfig `mapstructure:"ui"`
+	// PauseRefresh is how often the worker reads the paused sources; a
+	// pause takes effect within it. Defaults to 1s.
+	PauseRefresh time.Duration `mapstructure:"pause_refresh"`
+	// Admin configures the admin HTTP API (see ops.go).
+	Admin WorkerAdminConfig `mapstructure:"admin"`
 }
 
 // WorkerUIConfig configures River UI, served by the worker at /riverui/ on

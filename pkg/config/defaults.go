@@ -162,6 +162,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 		}
 		applyOrderingDefaults(&w.Routes[i])
 	}
+	c.applyOpsDefaults()
 }
 
 // Source returns the source named name, pointing into c.Sources.

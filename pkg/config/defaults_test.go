@@ -41,6 +41,7 @@ func TestApplyDefaults(t *testing.T) {
 			MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, MaxConnections: 2048,
 			MaxConnectionsPerClient: 512,
 			MaxHeaderBytes:          32768, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second,
+			Rejections: RejectionsConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second},
 		}, cfg.Receiver)
 		require.Equal(t, SourceConfig{
 			Name:         "stripe",
@@ -49,6 +50,7 @@ func TestApplyDefaults(t *testing.T) {
 			AckTimeout:   4 * time.Second,
 			Queue:        "default",
 			Retention:    720 * time.Hour,
+			Reconcile:    ReconcileConfig{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
 		}, cfg.Sources[0])
 		require.Equal(t, WorkerConfig{
 			Listen:            "127.0.0.1:8081",
@@ -71,6 +73,7 @@ func TestApplyDefaults(t *testing.T) {
 			HardStopTimeout:   5 * time.Second,
 			Isolation:         "read_committed",
 			Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}}},
+			PauseRefresh:      time.Second,
 		}, cfg.Worker)
 	})
 
@@ -326,6 +329,11 @@ func documentedValue(key string, v any) string {
 	}
 	if d, ok := v.(time.Duration); ok {
 		return formatDuration(d)
+	}
+	// A key that is off unless set (worker.admin.token, tracing.endpoint)
+	// is documented as "Default: empty".
+	if s, ok := v.(string); ok && s == "" {
+		return "empty"
 	}
 	return fmt.Sprint(v)
 }

@@ -54,6 +54,7 @@ worker:
 			AckTimeout:   2 * time.Second, // Inherited from receiver.
 			Queue:        "default",
 			Retention:    720 * time.Hour,
+			Reconcile:    ReconcileConfig{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
 		}}, cfg.Sources)
 		require.Equal(t, 4, cfg.Worker.Concurrency)
 		require.Equal(t, []string{"default", "bank"}, cfg.Worker.Queues)
@@ -96,6 +97,7 @@ worker:
 				BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024, DeliveryLogLevel: "info",
 				MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, MaxConnections: 2048, MaxConnectionsPerClient: 512,
 				MaxHeaderBytes: 32768, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second,
+				Rejections: RejectionsConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second},
 			},
 			Sources: []SourceConfig{{
 				Name:         "stripe",
@@ -106,6 +108,7 @@ worker:
 				AckTimeout:   4 * time.Second,
 				Queue:        "default",
 				Retention:    720 * time.Hour,
+				Reconcile:    ReconcileConfig{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
 			}},
 			Worker: WorkerConfig{
 				Listen:            "127.0.0.1:8081",
@@ -128,6 +131,7 @@ worker:
 				HardStopTimeout:   5 * time.Second,
 				Isolation:         "read_committed",
 				Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}}},
+				PauseRefresh:      time.Second,
 			},
 		}, cfg)
 	})
@@ -639,12 +643,13 @@ func TestScalarKeys(t *testing.T) {
 		"receiver.max_unverified_bytes", "receiver.max_unverified_per_client", "receiver.min_body_rate",
 		"receiver.max_connections", "receiver.max_connections_per_client", "receiver.max_header_bytes", "receiver.read_header_timeout", "receiver.idle_timeout",
 		"receiver.delivery_log_level",
+		"receiver.rejections.disabled", "receiver.rejections.keep", "receiver.rejections.sample_burst", "receiver.rejections.sample_every",
 		"worker.listen", "worker.concurrency", "worker.max_attempts", "worker.job_timeout", "worker.rescue_after",
 		"worker.fetch_cooldown", "worker.fetch_poll_interval",
 		"worker.reaper_interval", "worker.orphan_after", "worker.prune_interval", "worker.prune_batch", "worker.replay_rate", "worker.replay_batch",
 		"worker.unrouted", "worker.group_max_events", "worker.soft_stop_timeout", "worker.hard_stop_timeout", "worker.synchronous_commit",
 		"worker.isolation",
-		"worker.ui.enabled", "worker.ui.read_only",
+		"worker.ui.enabled", "worker.ui.read_only", "worker.pause_refresh", "worker.admin.token",
 	}, keys)
 	require.Equal(t, "HOOKINBOX_DATABASE_URL", EnvVar("database.url"))
 	require.Equal(t, "HOOKINBOX_WORKER_SOFT_STOP_TIMEOUT", EnvVar("worker.soft_stop_timeout"))

@@ -58,6 +58,7 @@ func (c *Config) Redacted() map[string]any {
 			"idle_timeout":               duration(r.IdleTimeout),
 			"delivery_log_level":         r.DeliveryLogLevel,
 			"trusted_proxies":            r.TrustedProxies,
+			"rejections":                 r.Rejections.redacted(),
 		},
 		"sources": sources,
 		"worker": map[string]any{
@@ -83,6 +84,8 @@ func (c *Config) Redacted() map[string]any {
 			"hard_stop_timeout":   duration(w.HardStopTimeout),
 			"routes":              routes,
 			"ui":                  w.UI.redacted(),
+			"pause_refresh":       duration(w.PauseRefresh),
+			"admin":               w.Admin.redacted(),
 		},
 	}
 }
@@ -118,6 +121,7 @@ func (s *SourceConfig) redacted() map[string]any {
 		"twin_types":        s.TwinTypes,
 		"allow_ips":         s.AllowIPs,
 		"hmac":              s.HMAC.redacted(),
+		"reconcile":         s.Reconcile.redacted(),
 	}
 }
 

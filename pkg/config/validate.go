@@ -50,6 +50,7 @@ func (c *Config) validate(p *problems) {
 	c.validateReceiver(p)
 	c.validateSources(p)
 	c.validateWorker(p)
+	c.validateOps(p)
 }
 
 func (c *Config) validateDatabase(p *problems) {

@@ -55,6 +55,9 @@ func ReceiverHandler(env *Env, srv *receiver.Server) http.Handler {
 func WorkerHandler(ctx context.Context, env *Env, w *worker.Worker) (http.Handler, error) {
 	mux := healthMux(env)
 	mux.Handle("GET /metrics", metrics.Handler(env.Metrics()))
+	if err := mountAdmin(mux, env, w.Client()); err != nil {
+		return nil, err
+	}
 	ui := env.Config.Worker.UI
 	if !ui.Enabled {
 		return mux, nil

@@ -66,6 +66,13 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		batcher.Stop()
 		return nil, nil, fmt.Errorf("receiver.delivery_log_level: %w", err)
 	}
+	rejections := NewRejectionRecorder(env)
+	stopAll := func() {
+		batcher.Stop()
+		if rejections != nil {
+			rejections.Stop()
+		}
+	}
 	srv, err = receiver.New(batcher, &receiver.Config{
 		Sources:                sources,
 		RetryAfter:             cfg.Receiver.RetryAfter,
@@ -78,12 +85,13 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		Ready:                  Ready(env, schema.Core()),
 		Logger:                 env.Logger,
 		Metrics:                m,
+		Rejections:             rejections,
 	})
 	if err != nil {
-		batcher.Stop()
+		stopAll()
 		return nil, nil, err
 	}
-	return srv, batcher.Stop, nil
+	return srv, stopAll, nil
 }
 
 // RunReceiver serves the receiver until ctx is done. It listens at once,

@@ -17,6 +17,7 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/logging"
 	"github.com/hookinbox/hookinbox/pkg/metrics"
 	"github.com/hookinbox/hookinbox/pkg/receiver"
+	"github.com/hookinbox/hookinbox/pkg/reconcile"
 	"github.com/hookinbox/hookinbox/pkg/replay"
 	"github.com/hookinbox/hookinbox/pkg/retention"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -51,6 +52,15 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		registry = worker.NewRegistry(env.Logger)
 	}
 	policies := RetentionPolicies(env.Config)
+	reconciled, err := reconcileSources(env.Config)
+	if err != nil {
+		return nil, err
+	}
+	var addWorkers func(*river.Workers)
+	if len(reconciled) > 0 {
+		rw := reconcile.NewWorker(env.Pool, reconciled, queueFor, env.Logger.Named("reconcile"))
+		addWorkers = func(ws *river.Workers) { river.AddWorker(ws, rw) }
+	}
 	return worker.New(env.Pool, &worker.Config{
 		Queues:            queues,
 		MaxAttempts:       wc.MaxAttempts,
@@ -75,6 +85,10 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		PruneBatch:        wc.PruneBatch,
 		Logger:            env.Logger,
 		Metrics:           metrics.NewWorker(env.Metrics()),
+		PauseRefresh:      wc.PauseRefresh,
+		AddWorkers:        addWorkers,
+		// On the first worked queue, like the reaper.
+		PeriodicJobs: reconcile.PeriodicJobs(reconciled, wc.Queues[0]),
 	})
 }
 

@@ -10,11 +10,11 @@ import (
 
 // Backlog is the rows of one source and status that are not done.
 type Backlog struct {
-	Source string
-	Status Status
-	Count  int64
+	Source string `json:"source"`
+	Status Status `json:"status"`
+	Count  int64  `json:"count"`
 	// Oldest is the received_at of the oldest of them.
-	Oldest time.Time
+	Oldest time.Time `json:"oldest"`
 }
 
 // Backlog counts the pending and failed rows by source and status, with the
@@ -37,10 +37,10 @@ SELECT source, 'failed', count(*), min(received_at) FROM webhook_inbox WHERE sta
 
 // QueueDepth is the River jobs of one queue in one unfinished state.
 type QueueDepth struct {
-	Queue string
+	Queue string `json:"queue"`
 	// State is available, scheduled, retryable, running or pending.
-	State string
-	Count int64
+	State string `json:"state"`
+	Count int64  `json:"count"`
 }
 
 // QueueDepths counts River's unfinished jobs of every kind by queue and

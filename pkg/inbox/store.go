@@ -401,7 +401,8 @@ type Orphan struct {
 }
 
 // ListOrphans locks up to limit pending rows received before cutoff whose
-// job is missing or finished, skipping rows another transaction holds. db
+// job is missing or finished, skipping rows another transaction holds and
+// the rows of paused sources (their held events wait for Resume). db
 // is the caller's transaction, which holds the locks.
 func (s *Store) ListOrphans(ctx context.Context, db DBTX, cutoff time.Time, limit int) ([]Orphan, error) {
 	rows, err := db.Query(ctx, `
@@ -411,6 +412,7 @@ FROM webhook_inbox AS i
 LEFT JOIN LATERAL (`+newestJob+`) AS j ON true
 WHERE i.status = 'pending' AND i.received_at < $1
   AND (j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled'))
+  AND NOT EXISTS (SELECT 1 FROM hookinbox_source_pause AS p WHERE p.source = i.source)
 ORDER BY i.received_at
 LIMIT $2
 FOR UPDATE OF i SKIP LOCKED`, planned, cutoff, limit)

@@ -99,6 +99,14 @@ func (s *Stripe) Verify(body []byte, header http.Header) (*Delivery, error) {
 	if err := checkTimestamp(s.now(), signature.signedAt, s.tolerance); err != nil {
 		return nil, fmt.Errorf("stripe: %w", err)
 	}
+	return newDelivery(s.ParseEvent(body), header, stripeSignatureHeader), nil
+}
+
+// ParseEvent reads one Stripe Event object (a webhook's body, or an element
+// of GET /v1/events) as Verify does after the signature: its id, type,
+// payload and twin key. Reconciliation uses it, so that an event listed
+// from the API is keyed exactly like its webhook delivery.
+func (s *Stripe) ParseEvent(body []byte) Event {
 	p := parsePayload(body)
 	event := p.event(body, p.str("id"), p.str("type"), `the body's "id"`)
 	if event.ParseError == nil && s.twinTypes[event.Type] {
@@ -106,7 +114,7 @@ func (s *Stripe) Verify(body []byte, header http.Header) (*Delivery, error) {
 			event.TwinKey = storableKey(event.Type + ":" + objectID)
 		}
 	}
-	return newDelivery(event, header, stripeSignatureHeader), nil
+	return event
 }
 
 // stripeScheme names the fields of a Stripe-style signature header, a

@@ -24,6 +24,7 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/metrics"
 	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/rejection"
 )
 
 // Source is one configured webhook endpoint.
@@ -110,6 +111,10 @@ type Config struct {
 	Logger *zap.Logger
 	// Metrics counts every delivery where it is logged. nil counts nothing.
 	Metrics *metrics.Receiver
+	// Rejections, when set, samples refusals of configured sources into
+	// hookinbox_rejection (see package rejection for its bounds). nil
+	// records none.
+	Rejections *rejection.Recorder
 }
 
 // Claimer claims a delivery's events in the inbox and enqueues their jobs,
@@ -338,6 +343,12 @@ func (s *Server) logDelivery(c echo.Context, level zapcore.Level, source string,
 func (s *Server) logRejected(c echo.Context, level zapcore.Level, source string, start time.Time, status int, reason string, fields ...zap.Field) {
 	s.config.Metrics.Delivery(s.metricSource(source), metrics.OutcomeRejected, reason, time.Since(start))
 	s.logDelivery(c, level, source, start, metrics.OutcomeRejected, status, append([]zap.Field{zap.String("reason", reason)}, fields...)...)
+	if s.config.Rejections != nil {
+		// Rate-limited per source and written in the background: a flood of
+		// refusals costs a map lookup and a mutex, not a write each.
+		s.config.Rejections.Record(source, reason, status, clientIP(c.Request(), s.config.TrustedProxies).String(),
+			c.Response().Header().Get(echo.HeaderXRequestID), c.Request().Header)
+	}
 }
 
 // metricSource is source as a metric label: "" unless it is configured, so

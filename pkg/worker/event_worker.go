@@ -39,12 +39,27 @@ type eventWorker struct {
 	// group, when set, works events in group transactions; without it each
 	// event has a transaction of its own.
 	group *groupCommitter
+	// pauses is the worker's view of the paused sources.
+	pauses *pauseWatch
 }
 
 // Work processes one event. A crash anywhere before the commit leaves no
 // effect: the row stays as it was and River runs the job again.
 func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) error {
 	start := time.Now()
+	if w.pauses != nil && w.pauses.isPaused(job.Args.Source) {
+		// The row is left pending with no job; Resume enqueues it again.
+		// The job completes: no attempt of the event is spent.
+		held, err := w.store.Hold(ctx, job.Args.InboxID, job.Args.Source)
+		if err != nil {
+			return err
+		}
+		if held {
+			w.logger.Debug("event held: its source is paused", zap.Int64("inbox_id", job.Args.InboxID),
+				zap.String("source", job.Args.Source), zap.Int64("job_id", job.ID))
+			return nil
+		}
+	}
 	var out jobOutcome
 	if w.group != nil && !w.ownTransaction(job.Args.Source, job.Args.EventType) {
 		out = w.group.do(ctx, job)

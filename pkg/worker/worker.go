@@ -173,6 +173,16 @@ type Config struct {
 	Logger *zap.Logger
 	// Metrics counts each run of an event. nil counts nothing.
 	Metrics *metrics.Worker
+	// PauseRefresh is how often the worker reads the paused sources
+	// (`inboxctl sources pause`): a pause takes effect within it. Defaults
+	// to 1s.
+	PauseRefresh time.Duration
+	// AddWorkers, when set, registers further River workers (a worker
+	// binary's own jobs, reconciliation) on the client's bundle.
+	AddWorkers func(*river.Workers)
+	// PeriodicJobs are further periodic jobs (reconciliation), run by
+	// whichever worker is River's leader.
+	PeriodicJobs []*river.PeriodicJob
 	// RiverConfig, when set, receives the river.Config before the client is
 	// built, for settings this Config does not cover (tests shorten River's
 	// timings with it).
@@ -195,6 +205,7 @@ func (c *Config) withDefaults() *Config {
 	out.GroupMaxEvents = cmp.Or(out.GroupMaxEvents, GroupMaxEventsDefault)
 	out.Isolation = cmp.Or(out.Isolation, IsolationDefault)
 	out.PruneInterval = cmp.Or(out.PruneInterval, PruneIntervalDefault)
+	out.PauseRefresh = cmp.Or(out.PauseRefresh, PauseRefreshDefault)
 	if out.Logger == nil {
 		out.Logger = zap.NewNop()
 	}
@@ -241,6 +252,7 @@ type Worker struct {
 	config       *Config
 	registration *registration
 	group        *groupCommitter // nil without group commit
+	pauses       *pauseWatch
 }
 
 // New builds a Worker on pool. It refuses routes that leave a source on a
@@ -263,9 +275,10 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	}
 	workers := river.NewWorkers()
 	store := inbox.NewStore(pool)
+	pauses := newPauseWatch(store, c.PauseRefresh, c.Logger.Named("pause"))
 	ew := &eventWorker{
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, isolation: c.Isolation, logger: c.Logger,
-		metrics: c.Metrics,
+		metrics: c.Metrics, pauses: pauses,
 	}
 	if c.GroupMaxEvents > 1 {
 		flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-RiverConnsDefault))
@@ -279,6 +292,9 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	}))
 	pruner := retention.NewPruner(store, &retention.Config{Policies: c.Retention, Batch: c.PruneBatch, Logger: c.Logger.Named("retention")})
 	river.AddWorker(workers, &pruneWorker{pruner: pruner})
+	if c.AddWorkers != nil {
+		c.AddWorkers(workers)
+	}
 
 	queues := make(map[string]river.QueueConfig, len(c.Queues))
 	for q, n := range c.Queues {
@@ -309,6 +325,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 			},
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
+	rc.PeriodicJobs = append(rc.PeriodicJobs, c.PeriodicJobs...)
 	if c.RiverConfig != nil {
 		c.RiverConfig(rc)
 	}
@@ -316,7 +333,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: river client: %w", err)
 	}
-	return &Worker{client: client, config: c, registration: newRegistration(pool, c), group: ew.group}, nil
+	return &Worker{client: client, config: c, registration: newRegistration(pool, c), group: ew.group, pauses: pauses}, nil
 }
 
 // firstQueue picks a stable queue for the reaper: "default" when worked.
@@ -341,7 +358,11 @@ func firstQueue(queues map[string]int) string {
 // and each would settle events the other has the handlers for. The record
 // is renewed every HeartbeatInterval and deleted by Stop.
 func (w *Worker) Start(ctx context.Context) error {
+	if err := w.pauses.start(ctx); err != nil {
+		return fmt.Errorf("worker: read paused sources: %w", err)
+	}
 	if err := w.registration.start(ctx); err != nil {
+		w.pauses.shutdown()
 		return err
 	}
 	if w.group != nil {
@@ -352,6 +373,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			w.group.shutdown()
 		}
 		_ = w.registration.stopAndDelete(context.WithoutCancel(ctx))
+		w.pauses.shutdown()
 		return err
 	}
 	return nil
@@ -371,6 +393,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// No Work runs any more: every queued job was answered.
 		w.group.shutdown()
 	}
+	w.pauses.shutdown()
 	return w.registration.stopAndDelete(ctx)
 }
 

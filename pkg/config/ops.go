@@ -1,0 +1,173 @@
+package config
+
+import (
+	"cmp"
+	"net/url"
+	"time"
+
+	"github.com/hookinbox/hookinbox/pkg/reconcile"
+	"github.com/hookinbox/hookinbox/pkg/rejection"
+	"github.com/hookinbox/hookinbox/pkg/worker"
+)
+
+// This file holds the operations keys of issue 14's second half, kept
+// together: receiver.rejections, sources[].reconcile, worker.pause_refresh
+// and worker.admin.
+
+// RejectionsConfig configures the rejection samples the receiver keeps per
+// source (see package rejection; `inboxctl rejections SOURCE`).
+type RejectionsConfig struct {
+	// Disabled records no sample. Defaults to false: samples are kept.
+	Disabled bool `mapstructure:"disabled"`
+	// Keep is how many samples each source keeps, 1 to 1000. Defaults to 20.
+	Keep int `mapstructure:"keep"`
+	// SampleBurst is how many refusals of one source are recorded at once
+	// before SampleEvery applies. Defaults to 5.
+	SampleBurst int `mapstructure:"sample_burst"`
+	// SampleEvery is the least time between two samples of one source once
+	// the burst is spent, so a flood of refusals writes at most one row per
+	// source per SampleEvery. Defaults to 10s.
+	SampleEvery time.Duration `mapstructure:"sample_every"`
+}
+
+// ReconcileConfig configures a source's reconciliation: the worker
+// periodically lists the provider's recent events and claims the missing
+// ones. Stripe only, for now.
+type ReconcileConfig struct {
+	// Enabled runs the reconciliation. Defaults to false.
+	Enabled bool `mapstructure:"enabled"`
+	// APIKey is the provider's API key: for Stripe a restricted key (rk_…)
+	// with read access to Events only. Reference the environment
+	// ("${STRIPE_RECONCILE_KEY}"). Required when Enabled.
+	APIKey string `mapstructure:"api_key"`
+	// APIBaseURL is the provider API's root. Defaults to
+	// https://api.stripe.com.
+	APIBaseURL string `mapstructure:"api_base_url"`
+	// Interval is how often the source is reconciled. Defaults to 15m.
+	Interval time.Duration `mapstructure:"interval"`
+	// Lookback is the window each run lists (events created in the last
+	// Lookback); at least Interval, at most 720h (Stripe lists 30 days of
+	// events). Defaults to 1h.
+	Lookback time.Duration `mapstructure:"lookback"`
+}
+
+// WorkerAdminConfig configures the worker's admin HTTP API at /admin/v1/
+// on worker.listen.
+type WorkerAdminConfig struct {
+	// Token is the bearer token every admin request must carry. The API is
+	// off when it is empty: never served open. Reference the environment
+	// ("${HOOKINBOX_ADMIN_TOKEN}"); at least 16 bytes. Defaults to empty.
+	Token string `mapstructure:"token"`
+}
+
+// The defaults of the keys above.
+const (
+	defaultReconcileInterval     = 15 * time.Minute
+	defaultReconcileLookback     = time.Hour
+	defaultReconcileAPIBaseURL   = reconcile.StripeBaseURLDefault
+	defaultWorkerPauseRefresh    = worker.PauseRefreshDefault
+	defaultRejectionsKeep        = rejection.KeepDefault
+	defaultRejectionsSampleBurst = rejection.SampleBurstDefault
+	defaultRejectionsSampleEvery = rejection.SampleEveryDefault
+	maxReconcileLookback         = 720 * time.Hour
+	minAdminTokenBytes           = 16
+	maxRejectionsKeep            = 1000
+	reconcileProviderStripe      = "stripe"
+)
+
+func (c *Config) applyOpsDefaults() {
+	r := &c.Receiver.Rejections
+	r.Keep = cmp.Or(r.Keep, defaultRejectionsKeep)
+	r.SampleBurst = cmp.Or(r.SampleBurst, defaultRejectionsSampleBurst)
+	r.SampleEvery = cmp.Or(r.SampleEvery, defaultRejectionsSampleEvery)
+	for i := range c.Sources {
+		rc := &c.Sources[i].Reconcile
+		rc.APIBaseURL = cmp.Or(rc.APIBaseURL, defaultReconcileAPIBaseURL)
+		rc.Interval = cmp.Or(rc.Interval, defaultReconcileInterval)
+		rc.Lookback = cmp.Or(rc.Lookback, defaultReconcileLookback)
+	}
+	c.Worker.PauseRefresh = cmp.Or(c.Worker.PauseRefresh, defaultWorkerPauseRefresh)
+}
+
+func (c *Config) validateOps(p *problems) {
+	r := &c.Receiver.Rejections
+	if r.Keep < 1 || r.Keep > maxRejectionsKeep {
+		p.addf("receiver.rejections.keep", "must be 1 to %d, not %d", maxRejectionsKeep, r.Keep)
+	}
+	positive(p, "receiver.rejections.sample_burst", r.SampleBurst)
+	positive(p, "receiver.rejections.sample_every", r.SampleEvery)
+
+	keys := c.sourceKeys()
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		rc := &s.Reconcile
+		key := keys[i] + ".reconcile"
+		if !rc.Enabled {
+			continue
+		}
+		if s.Provider != reconcileProviderStripe {
+			p.addf(key+".enabled", "reconciliation is implemented for provider stripe only, not %q", s.Provider)
+		}
+		if rc.APIKey == "" {
+			p.addf(key+".api_key", "required when reconcile.enabled is true (a restricted key with read access to events)")
+		}
+		if u, err := url.Parse(rc.APIBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			p.addf(key+".api_base_url", "must be an absolute http:// or https:// URL")
+		}
+		positive(p, key+".interval", rc.Interval)
+		switch {
+		case rc.Lookback < rc.Interval:
+			p.addf(key+".lookback", "must be at least reconcile.interval (%s), or events created between runs are never listed", rc.Interval)
+		case rc.Lookback > maxReconcileLookback:
+			p.addf(key+".lookback", "must be at most %s: Stripe lists the last 30 days of events", maxReconcileLookback)
+		}
+	}
+
+	positive(p, "worker.pause_refresh", c.Worker.PauseRefresh)
+	if t := c.Worker.Admin.Token; t != "" && len(t) < minAdminTokenBytes {
+		p.addf("worker.admin.token", "must be at least %d bytes (or empty to turn the admin API off)", minAdminTokenBytes)
+	}
+}
+
+func (r *RejectionsConfig) redacted() map[string]any {
+	return map[string]any{
+		"disabled": r.Disabled, "keep": r.Keep, "sample_burst": r.SampleBurst, "sample_every": duration(r.SampleEvery),
+	}
+}
+
+func (r *ReconcileConfig) redacted() map[string]any {
+	return map[string]any{
+		"enabled": r.Enabled, "api_key": redactValue(r.APIKey), "api_base_url": redactURL(r.APIBaseURL),
+		"interval": duration(r.Interval), "lookback": duration(r.Lookback),
+	}
+}
+
+func (a *WorkerAdminConfig) redacted() map[string]any {
+	return map[string]any{"token": redactValue(a.Token)}
+}
+
+// SecretValues returns every secret the config holds for the sources (their
+// signing secrets, Basic Auth passwords, API keys and reconciliation keys)
+// and the admin token: what must never be stored or shown, and what the
+// rejection samples redact from any header value.
+func (c *Config) SecretValues() []string {
+	var out []string
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		out = append(out, s.Secrets...)
+		for _, ba := range s.BasicAuth {
+			out = append(out, ba.Password)
+		}
+		out = append(out, s.HMAC.APIKeys...)
+		if s.Reconcile.APIKey != "" {
+			out = append(out, s.Reconcile.APIKey)
+		}
+	}
+	for _, ba := range c.Worker.UI.BasicAuth {
+		out = append(out, ba.Password)
+	}
+	if c.Worker.Admin.Token != "" {
+		out = append(out, c.Worker.Admin.Token)
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"go.uber.org/zap"
+
+	"github.com/hookinbox/hookinbox/pkg/admin"
+	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/reconcile"
+	"github.com/hookinbox/hookinbox/pkg/rejection"
+)
+
+// This file wires issue 14's operations features: rejection samples in
+// the receiver, reconciliation jobs and the admin API in the worker.
+
+// NewRejectionRecorder returns the receiver's rejection sampler, or nil
+// when receiver.rejections.disabled is set. Stop it after the server.
+func NewRejectionRecorder(env *Env) *rejection.Recorder {
+	rc := env.Config.Receiver.Rejections
+	if rc.Disabled {
+		return nil
+	}
+	names := make([]string, len(env.Config.Sources))
+	for i, s := range env.Config.Sources {
+		names[i] = s.Name
+	}
+	return rejection.NewRecorder(rejection.NewStore(env.Pool), &rejection.RecorderConfig{
+		Sources: names, Secrets: env.Config.SecretValues(), Keep: rc.Keep, SampleBurst: rc.SampleBurst, SampleEvery: rc.SampleEvery,
+		Logger: env.Logger.Named("rejections"),
+	})
+}
+
+// reconcileSources builds a reconciliation per source that enables one.
+func reconcileSources(cfg *config.Config) ([]*reconcile.Source, error) {
+	var out []*reconcile.Source
+	for i := range cfg.Sources {
+		s := &cfg.Sources[i]
+		if !s.Reconcile.Enabled {
+			continue
+		}
+		// Validate allows reconciliation for stripe sources only.
+		parser, err := provider.NewStripe(s.ProviderConfig())
+		if err != nil {
+			return nil, fmt.Errorf("sources[%s].reconcile: %w", s.Name, err)
+		}
+		fetcher, err := reconcile.NewStripe(&reconcile.StripeConfig{APIKey: s.Reconcile.APIKey, BaseURL: s.Reconcile.APIBaseURL, Parser: parser})
+		if err != nil {
+			return nil, fmt.Errorf("sources[%s].reconcile: %w", s.Name, err)
+		}
+		out = append(out, &reconcile.Source{
+			Name: s.Name, Provider: s.Provider, Fetcher: fetcher, Interval: s.Reconcile.Interval, Lookback: s.Reconcile.Lookback,
+		})
+	}
+	return out, nil
+}
+
+// NewAdmin returns the operator actions on env's database, inserting jobs
+// with client (which may be insert-only).
+func NewAdmin(env *Env, client *river.Client[pgx.Tx]) (*admin.Admin, error) {
+	sources := make([]admin.Source, len(env.Config.Sources))
+	for i, s := range env.Config.Sources {
+		sources[i] = admin.Source{Name: s.Name, Provider: s.Provider}
+	}
+	return admin.New(env.Pool, &admin.Config{Sources: sources, Client: client, QueueFor: QueueFor(env.Config)})
+}
+
+// mountAdmin serves the admin API on mux when worker.admin.token is set.
+func mountAdmin(mux *http.ServeMux, env *Env, client *river.Client[pgx.Tx]) error {
+	token := env.Config.Worker.Admin.Token
+	if token == "" {
+		return nil
+	}
+	a, err := NewAdmin(env, client)
+	if err != nil {
+		return err
+	}
+	h, err := a.Handler(token, env.Logger.Named("admin"))
+	if err != nil {
+		return err
+	}
+	mux.Handle(admin.Prefix, h)
+	env.Logger.Info("admin API enabled", zap.String("path", admin.Prefix))
+	return nil
+}

@@ -1,0 +1,76 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+)
+
+// HeaderReconciled is the audit header stored with every event
+// reconciliation claimed, naming the API it was listed from.
+const HeaderReconciled = "X-Hookinbox-Reconciled"
+
+// Params say what Run reconciles.
+type Params struct {
+	// Source and Provider name the inbox source ("stripe", "stripe").
+	Source, Provider string
+	// Fetcher lists the provider's events.
+	Fetcher Fetcher
+	// Since is the oldest creation time listed.
+	Since time.Time
+	// Claimer claims each page in one transaction (an *inbox.Ingester).
+	Claimer Claimer
+}
+
+// Claimer claims deliveries and enqueues their jobs in one transaction, as
+// the receiver does (*inbox.Ingester).
+type Claimer interface {
+	IngestGroup(ctx context.Context, group []*inbox.Delivery) ([]*inbox.IngestResult, error)
+}
+
+// Result counts what Run saw and did.
+type Result struct {
+	// Fetched counts the events the API listed.
+	Fetched int `json:"fetched"`
+	// New counts the events the inbox was missing, now claimed and enqueued.
+	New int `json:"new"`
+	// Duplicates counts the events already in the inbox by id; Twins those
+	// already there by twin key.
+	Duplicates int `json:"duplicates"`
+	Twins      int `json:"twins"`
+}
+
+// Run lists the provider's events since params.Since and claims each page
+// in one transaction through the receiver's claim: an event already in the
+// inbox is skipped, a missing one is inserted and its job enqueued. Each
+// event is a delivery of its own whose body is the event's JSON as listed.
+func Run(ctx context.Context, params *Params) (*Result, error) {
+	res := &Result{}
+	err := params.Fetcher.Fetch(ctx, params.Since, func(events []Fetched) error {
+		group := make([]*inbox.Delivery, len(events))
+		for i, f := range events {
+			group[i] = &inbox.Delivery{
+				Source: params.Source, Provider: params.Provider, Body: f.Raw,
+				Headers: map[string]string{HeaderReconciled: params.Provider + "-api"},
+				Events:  []inbox.IncomingEvent{f.Event},
+			}
+		}
+		results, err := params.Claimer.IngestGroup(ctx, group)
+		if err != nil {
+			return fmt.Errorf("reconcile: claim: %w", err)
+		}
+		res.Fetched += len(events)
+		for _, r := range results {
+			res.New += r.New
+			res.Duplicates += r.Duplicates
+			res.Twins += r.Twins
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	return res, nil
+}

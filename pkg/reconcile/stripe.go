@@ -1,0 +1,244 @@
+package reconcile
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/provider"
+)
+
+// The defaults NewStripe applies to a zero StripeConfig field.
+const (
+	// StripeBaseURLDefault is StripeConfig.BaseURL's default.
+	StripeBaseURLDefault = "https://api.stripe.com"
+	// StripePageSizeDefault is StripeConfig.PageSize's default, Stripe's
+	// largest page.
+	StripePageSizeDefault = 100
+	// StripeMaxRetriesDefault is StripeConfig.MaxRetries's default.
+	StripeMaxRetriesDefault = 5
+	// StripeBackoffDefault is StripeConfig.Backoff's default: the first wait
+	// after a 429 or 5xx that names none, doubled at each retry.
+	StripeBackoffDefault = 500 * time.Millisecond
+	// stripeMaxBackoff caps one wait, Retry-After included.
+	stripeMaxBackoff = time.Minute
+	// stripeMaxBody bounds one page's response.
+	stripeMaxBody = 32 << 20
+)
+
+// StripeConfig configures a Stripe fetcher.
+type StripeConfig struct {
+	// APIKey is a restricted key (rk_…) with read access to events, sent as
+	// a bearer token. Required.
+	APIKey string
+	// BaseURL is the API's root. Defaults to https://api.stripe.com; tests
+	// point it at an httptest server.
+	BaseURL string
+	// Parser keys each listed event like the source's webhook deliveries
+	// (its twin types). Required.
+	Parser *provider.Stripe
+	// PageSize is the limit of each list call, 1 to 100. Defaults to 100.
+	PageSize int
+	// MaxRetries is how many times one page is asked again after a 429 or
+	// a 5xx. Defaults to 5.
+	MaxRetries int
+	// Backoff is the first wait after a 429 or 5xx that names none
+	// (Retry-After), doubled at each retry, with jitter. Defaults to 500ms.
+	Backoff time.Duration
+	// HTTPClient defaults to a client with a 30s timeout.
+	HTTPClient *http.Client
+	// Sleep waits d or until ctx ends. Defaults to a timer; tests inject
+	// one that records the waits.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Stripe lists a Stripe account's events with GET /v1/events.
+type Stripe struct {
+	config StripeConfig
+}
+
+// NewStripe returns a Stripe fetcher.
+func NewStripe(config *StripeConfig) (*Stripe, error) {
+	c := *config
+	if c.APIKey == "" {
+		return nil, errors.New("reconcile: stripe: APIKey is required")
+	}
+	if c.Parser == nil {
+		return nil, errors.New("reconcile: stripe: Parser is required")
+	}
+	c.BaseURL = strings.TrimSuffix(cmp.Or(c.BaseURL, StripeBaseURLDefault), "/")
+	c.PageSize = cmp.Or(c.PageSize, StripePageSizeDefault)
+	if c.PageSize < 1 || c.PageSize > 100 {
+		return nil, fmt.Errorf("reconcile: stripe: PageSize must be 1 to 100, not %d", c.PageSize)
+	}
+	c.MaxRetries = cmp.Or(c.MaxRetries, StripeMaxRetriesDefault)
+	c.Backoff = cmp.Or(c.Backoff, StripeBackoffDefault)
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if c.Sleep == nil {
+		c.Sleep = sleep
+	}
+	return &Stripe{config: c}, nil
+}
+
+// stripeList is a page of GET /v1/events.
+type stripeList struct {
+	Object  string            `json:"object"`
+	Data    []json.RawMessage `json:"data"`
+	HasMore bool              `json:"has_more"`
+}
+
+// Fetch implements Fetcher: it lists the events created at or after since,
+// newest first (Stripe's order), following starting_after while has_more.
+func (s *Stripe) Fetch(ctx context.Context, since time.Time, page func([]Fetched) error) error {
+	after := ""
+	for {
+		list, err := s.list(ctx, since, after)
+		if err != nil {
+			return err
+		}
+		fetched := make([]Fetched, 0, len(list.Data))
+		last := ""
+		for _, raw := range list.Data {
+			ev := s.config.Parser.ParseEvent(raw)
+			fetched = append(fetched, Fetched{
+				Event: inbox.IncomingEvent{ID: ev.ID, Type: ev.Type, Payload: ev.Payload, TwinKey: ev.TwinKey, ParseError: ev.ParseError},
+				Raw:   raw,
+			})
+			var head struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(raw, &head) == nil && head.ID != "" {
+				last = head.ID
+			}
+		}
+		if len(fetched) > 0 {
+			if err := page(fetched); err != nil {
+				return err
+			}
+		}
+		if !list.HasMore {
+			return nil
+		}
+		if last == "" || last == after {
+			return fmt.Errorf("reconcile: stripe: has_more without a new last event id to continue after")
+		}
+		after = last
+	}
+}
+
+// list gets one page, retrying 429s and 5xx with backoff.
+func (s *Stripe) list(ctx context.Context, since time.Time, after string) (*stripeList, error) {
+	q := url.Values{}
+	q.Set("created[gte]", strconv.FormatInt(since.Unix(), 10))
+	q.Set("limit", strconv.Itoa(s.config.PageSize))
+	if after != "" {
+		q.Set("starting_after", after)
+	}
+	target := s.config.BaseURL + "/v1/events?" + q.Encode()
+	wait := s.config.Backoff
+	for attempt := 0; ; attempt++ {
+		list, retryAfter, err := s.get(ctx, target)
+		if err == nil {
+			return list, nil
+		}
+		var retryable *retryableError
+		if !errors.As(err, &retryable) || attempt >= s.config.MaxRetries {
+			return nil, err
+		}
+		d := retryAfter
+		if d == 0 {
+			// Full jitter around the doubling wait, so that replicas do not
+			// retry in step.
+			d = wait/2 + rand.N(wait/2+1) //nolint:gosec // jitter between replicas, not a secret
+			wait = min(wait*2, stripeMaxBackoff)
+		}
+		if err := s.config.Sleep(ctx, min(d, stripeMaxBackoff)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// retryableError is a 429 or 5xx answer.
+type retryableError struct{ status int }
+
+func (e *retryableError) Error() string {
+	return fmt.Sprintf("reconcile: stripe: GET /v1/events answered %d", e.status)
+}
+
+func (s *Stripe) get(ctx context.Context, target string) (*stripeList, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reconcile: stripe: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.config.APIKey)
+	resp, err := s.config.HTTPClient.Do(req)
+	if err != nil {
+		// The error names the URL, never the key (it is in a header).
+		return nil, 0, fmt.Errorf("reconcile: stripe: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, stripeMaxBody))
+	if err != nil {
+		return nil, 0, fmt.Errorf("reconcile: stripe: read answer: %w", err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		return nil, retryAfter(resp.Header.Get("Retry-After")), &retryableError{status: resp.StatusCode}
+	case resp.StatusCode != http.StatusOK:
+		return nil, 0, fmt.Errorf("reconcile: stripe: GET /v1/events answered %d: %s", resp.StatusCode, stripeErrorMessage(body))
+	}
+	var list stripeList
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, 0, fmt.Errorf("reconcile: stripe: decode the events list: %w", err)
+	}
+	if list.Object != "list" {
+		return nil, 0, fmt.Errorf("reconcile: stripe: the answer is not a list (object %q)", list.Object)
+	}
+	return &list, 0, nil
+}
+
+// retryAfter reads a Retry-After header in seconds; 0 when absent or not a
+// number of seconds.
+func retryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}
+
+// stripeErrorMessage extracts error.message from a Stripe error answer.
+func stripeErrorMessage(body []byte) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	return "no error message"
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,168 @@
+package rejection
+
+import (
+	"cmp"
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// The defaults NewRecorder applies to a zero RecorderConfig field.
+const (
+	// KeepDefault is RecorderConfig.Keep's default.
+	KeepDefault = 20
+	// SampleBurstDefault is RecorderConfig.SampleBurst's default.
+	SampleBurstDefault = 5
+	// SampleEveryDefault is RecorderConfig.SampleEvery's default.
+	SampleEveryDefault = 10 * time.Second
+	// queueSize bounds the samples waiting for the writer.
+	queueSize = 64
+)
+
+// RecorderConfig configures a Recorder.
+type RecorderConfig struct {
+	// Sources are the configured sources' names: only their refusals are
+	// recorded (an unknown name comes from the client). Required.
+	Sources []string
+	// Secrets are every configured secret, password and API key, redacted
+	// from any header value that contains one (see Redactor).
+	Secrets []string
+	// Keep is how many samples each source keeps. Defaults to 20.
+	Keep int
+	// SampleBurst is how many refusals of one source are recorded at once
+	// before the rate applies. Defaults to 5.
+	SampleBurst int
+	// SampleEvery is the rate, per source, past the burst: one sample per
+	// SampleEvery. Defaults to 10s.
+	SampleEvery time.Duration
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+// Recorder samples the receiver's refusals into the Store in the
+// background (see the package doc for its bounds).
+type Recorder struct {
+	store    *Store
+	config   RecorderConfig
+	redactor *Redactor
+	buckets  map[string]*bucket // fixed at construction: one per source
+	queue    chan *Sample
+	dropped  atomic.Int64
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// bucket is one source's token bucket.
+type bucket struct {
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+}
+
+// NewRecorder returns a started Recorder writing to store. Stop it with
+// Stop.
+func NewRecorder(store *Store, config *RecorderConfig) *Recorder {
+	c := *config
+	c.Keep = cmp.Or(c.Keep, KeepDefault)
+	c.SampleBurst = cmp.Or(c.SampleBurst, SampleBurstDefault)
+	c.SampleEvery = cmp.Or(c.SampleEvery, SampleEveryDefault)
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	r := &Recorder{
+		store: store, config: c, redactor: NewRedactor(c.Secrets), buckets: make(map[string]*bucket, len(c.Sources)),
+		queue: make(chan *Sample, queueSize), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	for _, s := range c.Sources {
+		r.buckets[s] = &bucket{tokens: float64(c.SampleBurst)}
+	}
+	go r.write()
+	return r
+}
+
+// Record samples one refusal: it returns at once, and reports whether the
+// refusal was queued for writing (false: an unknown source, the source's
+// rate spent, or the writer's queue full). headers are redacted here,
+// before anything leaves the request's goroutine.
+func (r *Recorder) Record(source, reason string, status int, remoteAddr, requestID string, headers http.Header) bool {
+	b := r.buckets[source]
+	if b == nil || !b.take(r.config.Now(), float64(r.config.SampleBurst), r.config.SampleEvery) {
+		return false
+	}
+	s := &Sample{
+		Source: source, RejectedAt: r.config.Now(), Reason: reason, Status: status,
+		RemoteAddr: cut(remoteAddr, maxHeaderName), RequestID: cut(requestID, maxHeaderName), Headers: r.redactor.Headers(headers),
+	}
+	select {
+	case r.queue <- s:
+		return true
+	default:
+		r.dropped.Add(1)
+		return false
+	}
+}
+
+// take spends a token if one is left, refilling one per every since last.
+func (b *bucket) take(now time.Time, burst float64, every time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		b.tokens = min(burst, b.tokens+float64(now.Sub(b.last))/float64(every))
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+func (r *Recorder) write() {
+	defer close(r.done)
+	for {
+		select {
+		case <-r.stop:
+			// What is queued (at most queueSize samples) is written before
+			// Stop returns.
+			for {
+				select {
+				case s := <-r.queue:
+					r.insert(s)
+				default:
+					return
+				}
+			}
+		case s := <-r.queue:
+			r.insert(s)
+		}
+	}
+}
+
+func (r *Recorder) insert(s *Sample) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.store.Insert(ctx, s, r.config.Keep); err != nil {
+		r.config.Logger.Warn("could not record a rejection sample", zap.String("source", s.Source), zap.Error(err))
+	}
+}
+
+// Dropped counts the samples admitted by the rate but dropped because the
+// writer's queue was full.
+func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
+
+// Stop writes the samples still queued and stops the writer. Idempotent.
+func (r *Recorder) Stop() {
+	r.stopOnce.Do(func() { close(r.stop) })
+	<-r.done
+}
