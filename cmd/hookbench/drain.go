@@ -14,11 +14,19 @@ import (
 )
 
 // waitDrained polls until no row is pending, and reports true, or until
-// the deadline passes, and reports false. It fails when the worker exits.
+// the deadline passes, and reports false. It fails when a worker exits.
 func waitDrained(ctx context.Context, store *inbox.Store, workers []*Proc, deadline time.Duration) (bool, error) {
+	return waitNonePending(ctx, store.CountPending, workers, deadline, 250*time.Millisecond)
+}
+
+// waitNonePending calls pending every poll until it counts none (true),
+// or until deadline passes (false). It fails when a worker exits.
+func waitNonePending(ctx context.Context, pending func(context.Context) (int64, error), workers []*Proc,
+	deadline, poll time.Duration,
+) (bool, error) {
 	end := time.Now().Add(deadline)
 	for {
-		n, err := store.CountPending(ctx)
+		n, err := pending(ctx)
 		if err != nil {
 			return false, err
 		}
@@ -39,7 +47,7 @@ func waitDrained(ctx context.Context, store *inbox.Store, workers []*Proc, deadl
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(poll):
 		}
 	}
 }

@@ -66,27 +66,38 @@ func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store,
 // audit headers, processed 40 ms after arrival), received evenly over the
 // last 30 days, as a retention window fills.
 func copyDoneRows(ctx context.Context, store *inbox.Store, n int) error {
+	const window = 30 * 24 * time.Hour
+	oldest := time.Now().Add(-window)
+	return copyDone(ctx, store, n, "processed rows",
+		func(seq int64) string { return fmt.Sprintf("msg_hist_%010d", seq) },
+		func(seq int64) time.Time { return oldest.Add(time.Duration(seq) * (window / time.Duration(n))) })
+}
+
+// copyDone bulk-loads n processed events, two streams at once: event seq
+// is named name(seq), received at received(seq) and processed 40 ms later.
+// what names the rows in an error.
+func copyDone(ctx context.Context, store *inbox.Store, n int, what string,
+	name func(seq int64) string, received func(seq int64) time.Time,
+) error {
 	base, err := store.ReserveIDs(ctx, n)
 	if err != nil {
 		return err
 	}
-	const window = 30 * 24 * time.Hour
-	oldest := time.Now().Add(-window)
 	return inParallel(n, n, func(lo, hi int) error {
 		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
 			seq := int64(lo + i)
-			received := oldest.Add(time.Duration(seq) * (window / time.Duration(n)))
-			d, err := newDelivery(fmt.Sprintf("msg_hist_%010d", seq), seq, 0, received)
+			at := received(seq)
+			d, err := newDelivery(name(seq), seq, 0, at)
 			if err != nil {
 				return nil, err
 			}
 			return &inbox.LoadRow{
 				ID: base + seq, Delivery: d, Status: inbox.StatusDone, Attempts: 1,
-				ReceivedAt: received, ProcessedAt: received.Add(40 * time.Millisecond),
+				ReceivedAt: at, ProcessedAt: at.Add(40 * time.Millisecond),
 			}, nil
 		})
 		if err != nil {
-			return fmt.Errorf("load processed rows: %w", err)
+			return fmt.Errorf("load %s: %w", what, err)
 		}
 		return nil
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/pgbouncer"
 )
 
 // QueryModeResult is one row of measurement (q): the receiver's ingest and
@@ -44,7 +45,7 @@ func (b *bench) phaseQueryModes(ctx context.Context) error {
 	for _, mode := range []string{"cache_statement", "exec", "simple_protocol"} {
 		add("direct", mode, procConfig{})
 	}
-	if bin := findPgBouncer(); bin == "" {
+	if bin := pgbouncer.Find(); bin == "" {
 		progress("   pgbouncer is not installed: measuring the direct connections only")
 	} else {
 		bouncer, err := startPgBouncer(ctx, bin, b.adminURL, b.dir)
@@ -52,7 +53,7 @@ func (b *bench) phaseQueryModes(ctx context.Context) error {
 			return err
 		}
 		defer bouncer.stop()
-		bouncedURL, err := bouncer.url(b.dbURL)
+		bouncedURL, err := bouncer.URL(b.dbURL)
 		if err != nil {
 			return err
 		}

@@ -200,58 +200,17 @@ func (b *bench) storm(ctx context.Context, workers int, rate float64) (*StormRes
 // waitPrefixDrained polls until no row of prefix is pending (true), or
 // until deadline passes (false). It fails when a worker exits.
 func (b *bench) waitPrefixDrained(ctx context.Context, prefix string, workers []*Proc, deadline time.Duration) (bool, error) {
-	end := time.Now().Add(deadline)
-	for {
-		n, err := b.store.CountPendingWithPrefix(ctx, prefix)
-		if err != nil {
-			return false, err
-		}
-		if n == 0 {
-			return true, nil
-		}
-		if time.Now().After(end) {
-			return false, nil
-		}
-		for _, w := range workers {
-			select {
-			case <-w.done:
-				return false, fmt.Errorf("%s exited with %d events pending: %w (log: %s)", w.Name, n, w.err, w.tail())
-			default:
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	pending := func(ctx context.Context) (int64, error) { return b.store.CountPendingWithPrefix(ctx, prefix) }
+	return waitNonePending(ctx, pending, workers, deadline, 100*time.Millisecond)
 }
 
 // copyDoneWithPrefix bulk-loads n processed events named prefix_<seq>, as
 // the storm's deliveries with Seq seq name them, received an hour ago.
 func copyDoneWithPrefix(ctx context.Context, store *inbox.Store, prefix string, n int) error {
-	base, err := store.ReserveIDs(ctx, n)
-	if err != nil {
-		return err
-	}
 	received := time.Now().Add(-time.Hour)
-	return inParallel(n, n, func(lo, hi int) error {
-		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
-			seq := int64(lo + i)
-			d, err := newDelivery(fmt.Sprintf("%s_%09d", prefix, seq), seq, 0, received)
-			if err != nil {
-				return nil, err
-			}
-			return &inbox.LoadRow{
-				ID: base + seq, Delivery: d, Status: inbox.StatusDone, Attempts: 1,
-				ReceivedAt: received, ProcessedAt: received.Add(40 * time.Millisecond),
-			}, nil
-		})
-		if err != nil {
-			return fmt.Errorf("load the storm's duplicates: %w", err)
-		}
-		return nil
-	})
+	return copyDone(ctx, store, n, "the storm's duplicates",
+		func(seq int64) string { return fmt.Sprintf("%s_%09d", prefix, seq) },
+		func(int64) time.Time { return received })
 }
 
 // printStorms adds the storm's rows to the table.
