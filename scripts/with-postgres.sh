@@ -6,7 +6,9 @@
 # CMD is simply exec'ed. Otherwise a private, throwaway PostgreSQL cluster is
 # created in a temporary folder, listening on a unix socket in that folder and
 # on 127.0.0.1:<free port>; it is stopped and deleted when CMD exits (also on
-# failure, Ctrl-C or SIGTERM). CMD's exit code is propagated.
+# failure, Ctrl-C or SIGTERM). CMD's exit code is propagated. Lines in
+# PG_EXTRA_CONF (e.g. "shared_preload_libraries = 'pg_stat_statements'")
+# are appended to the private cluster's postgresql.conf.
 #
 # --print-bindir prints the folder holding initdb/pg_ctl/postgres (for Go tests
 # that want to start their own cluster).
@@ -151,6 +153,7 @@ fsync = off
 full_page_writes = off
 max_connections = 300
 shared_buffers = 128MB
+${PG_EXTRA_CONF:-}
 EOF
 
 # Pick a port outside both 5432 and the kernel's ephemeral range; retry if it turns out to be taken.

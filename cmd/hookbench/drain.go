@@ -220,8 +220,8 @@ func (b *bench) drain(ctx context.Context, d drainRun) (*DrainResult, error) {
 	}()
 	for i := range workers {
 		profile := ""
-		if b.opts.CPUProfile != "" && handler == "noop" && workers == 1 && d.concurrency == 0 && d.groupMax == 0 {
-			profile = b.profilePath("worker-noop.pprof")
+		if b.opts.CPUProfile != "" && handler == "noop" && workers == 1 {
+			profile = b.profilePath("worker-" + d.name() + ".pprof")
 			b.report.Profiles = append(b.report.Profiles, profile)
 		}
 		pc := procConfig{Handler: handler, Concurrency: cmp.Or(d.concurrency, b.opts.WorkerConcurrency), MaxConns: d.maxConns, GroupMaxEvents: d.groupMax}

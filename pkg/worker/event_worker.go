@@ -136,7 +136,7 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]
 		if err != nil {
 			return err
 		}
-		return w.runGated(ctx, tx, ev)
+		return w.runGated(ctx, handlerTx{tx}, ev)
 	})
 }
 

@@ -299,7 +299,7 @@ func (g *groupCommitter) flushGroup(group []*pendingJob) (alone []*pendingJob, e
 		if err != nil {
 			return err
 		}
-		savepoint := false
+		savepoints := &groupSavepoints{tx: tx}
 		var undo []*inbox.Taken
 		for i, p := range group {
 			if deferred != nil {
@@ -322,24 +322,21 @@ func (g *groupCommitter) flushGroup(group []*pendingJob) (alone []*pendingJob, e
 			// Used once: a second copy of the same job in this group (one
 			// River rescued while the first still waited) finds nothing.
 			delete(taken, p.job.Args.InboxID)
-			// One round trip moves the savepoint past the previous event.
-			sp := lockTimeoutSQL + "; SAVEPOINT hookinbox_event"
-			if savepoint {
-				sp = "RELEASE SAVEPOINT hookinbox_event; SAVEPOINT hookinbox_event"
+			// The event's savepoint is made with its handlers' first
+			// statement (see eventTx).
+			etx := savepoints.newEventTx()
+			herr := w.runHandlers(ctx, etx, t.Event)
+			if savepoints.err != nil {
+				return savepoints.err
 			}
-			if _, err := tx.Exec(ctx, sp); err != nil {
-				return fmt.Errorf("savepoint: %w", err)
-			}
-			savepoint = true
-			herr := w.runHandlers(ctx, tx, t.Event)
 			if herr == nil {
 				continue
 			}
 			if ctx.Err() != nil {
 				return herr
 			}
-			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT hookinbox_event"); err != nil {
-				return fmt.Errorf("rollback to savepoint: %w", err)
+			if err := etx.rollback(ctx); err != nil {
+				return err
 			}
 			if isLockConflict(herr) {
 				// The row's done mark is rolled back below with those of

@@ -69,6 +69,116 @@ FROM tx_effects`).Scan(&effects, &txids, &boomEffects))
 		}
 	})
 
+	// Each way a handler can reach the transaction (Exec with and without
+	// arguments, Query, QueryRow, a batch, COPY, a nested transaction, the
+	// connection itself) makes its event's savepoint first, so a failing
+	// event's writes roll back alone, whichever way they were made; and a
+	// handler cannot end the group's transaction.
+	t.Run("WritesOfAFailingEventRollBackWhicheverWayTheyWereMade", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		const insert = `INSERT INTO tx_effects VALUES ($1, txid_current())`
+		failAfter := func(write func(ctx context.Context, tx pgx.Tx, id string) error) worker.Handler {
+			return func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+				if err := write(ctx, tx, ev.EventID); err != nil {
+					return err
+				}
+				return errors.New("boom after a write")
+			}
+		}
+		bad := map[string]worker.Handler{
+			"exec_args": failAfter(func(ctx context.Context, tx pgx.Tx, id string) error {
+				_, err := tx.Exec(ctx, insert, id)
+				return err
+			}),
+			"exec_simple": failAfter(func(ctx context.Context, tx pgx.Tx, id string) error {
+				_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO tx_effects VALUES ('%s', txid_current()); INSERT INTO tx_effects VALUES ('%s', 0)`, id, id))
+				return err
+			}),
+			// The statement after the write fails: the savepoint, made in
+			// the same round trip, still undoes the write.
+			"exec_simple_sql_error": func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+				_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO tx_effects VALUES ('%s', txid_current()); SELECT 1/0`, ev.EventID))
+				return err
+			},
+			"query_row": failAfter(func(ctx context.Context, tx pgx.Tx, id string) error {
+				var n int
+				return tx.QueryRow(ctx, insert+` RETURNING 1`, id).Scan(&n)
+			}),
+			"query": failAfter(func(ctx context.Context, tx pgx.Tx, id string) error {
+				rows, err := tx.Query(ctx, insert+` RETURNING 1`, id)
+				if err != nil {
+					return err
+				}
+				rows.Close()
+				return rows.Err()
+			}),
+			"batch": failAfter(func(ctx context.Context, tx pgx.Tx, id string) error {
+				batch := &pgx.Batch{}
+				batch.Queue(insert, id)
+				return tx.SendBatch(ctx, batch).Close()
+			}),
+			"copy": failAfter(func(ctx context.Context, tx pgx.Tx, id string) error {
+				_, err := tx.CopyFrom(ctx, pgx.Identifier{"tx_effects"}, []string{"event_id", "txid"}, pgx.CopyFromRows([][]any{{id, int64(0)}}))
+				return err
+			}),
+			"nested": failAfter(func(ctx context.Context, tx pgx.Tx, id string) error {
+				return pgx.BeginFunc(ctx, tx, func(nested pgx.Tx) error {
+					_, err := nested.Exec(ctx, insert, id)
+					return err
+				})
+			}),
+			"conn": failAfter(func(ctx context.Context, tx pgx.Tx, id string) error {
+				_, err := tx.Conn().Exec(ctx, insert, id)
+				return err
+			}),
+			// Ending the group's transaction is refused: the write stays the
+			// event's, and rolls back with it.
+			"commit": func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+				if _, err := tx.Exec(ctx, insert, ev.EventID); err != nil {
+					return err
+				}
+				return tx.Commit(ctx)
+			},
+			"no_statement": failAfter(func(context.Context, pgx.Tx, string) error { return nil }),
+		}
+		var routes []worker.Route
+		for name := range bad {
+			routes = append(routes, worker.Route{Source: "*", Types: []string{name}, Handlers: []string{name}})
+		}
+		w, entered, release := startGated(t, b, bad, routes...)
+		b.ingest(t, "evt_gate", "gate")
+		<-entered
+		// Good and failing events alternate in one group: each good one
+		// writes after a failing one's rollback.
+		var good, failing []int64
+		for name := range bad {
+			failing = append(failing, b.ingest(t, "evt_bad_"+name, name))
+			good = append(good, b.ingest(t, "evt_good_"+name, "account.deposit"))
+		}
+		require.Eventually(t, func() bool { return w.QueuedForGroup() == len(good)+len(failing) }, 30*time.Second, 5*time.Millisecond)
+		close(release)
+
+		for _, id := range failing {
+			b.waitStatus(t, id, inbox.StatusFailed)
+		}
+		for _, id := range good {
+			require.Equal(t, 1, b.waitStatus(t, id, inbox.StatusDone).Attempts)
+		}
+		var goodEffects, txids, badEffects int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE event_id LIKE 'evt\_good\_%'), count(DISTINCT txid) FILTER (WHERE event_id LIKE 'evt\_good\_%'),
+       count(*) FILTER (WHERE event_id LIKE 'evt\_bad\_%')
+FROM tx_effects`).Scan(&goodEffects, &txids, &badEffects))
+		require.Equal(t, len(good), goodEffects)
+		require.Equal(t, 1, txids, "the group's good events committed in one transaction")
+		require.Zero(t, badEffects, "no failing event's write survived")
+		var commitErr string
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT last_error FROM webhook_inbox WHERE event_id = 'evt_bad_commit'`).Scan(&commitErr))
+		require.Contains(t, commitErr, "must not commit")
+	})
+
 	// A group waits only briefly for a row another transaction holds: the
 	// event that meets the lock and those after it are worked alone, and
 	// the events before it commit without waiting for the lock's holder.

@@ -13,12 +13,14 @@ import (
 
 // Handler applies one event's business effect. It runs inside the event's
 // transaction: everything it writes through tx commits together with the
-// inbox row's done mark and the River job's completion, or not at all.
+// inbox row's done mark, or not at all.
 //
 // A returned error is retried with backoff; wrap it with inbox.Permanent to
-// fail the event at once. A handler must not commit or roll back tx, and
-// should not make calls outside the database that cannot be repeated (use
-// an outbox for those).
+// fail the event at once. tx's Commit and Rollback return an error: the
+// transaction is not the handler's to end (it may be shared by a group of
+// events, each behind a savepoint of its own). A handler should not make
+// calls outside the database that cannot be repeated (use an outbox for
+// those).
 type Handler func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error
 
 // Registry maps handler names, as routes name them in the config, to
