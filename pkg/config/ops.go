@@ -3,8 +3,8 @@ package config
 import (
 	"cmp"
 	"maps"
-	"slices"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/hookinbox/hookinbox/pkg/reconcile"

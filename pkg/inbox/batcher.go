@@ -7,6 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 )
 
@@ -47,6 +52,10 @@ type BatcherConfig struct {
 	// ObserveGroup, when set, is called with the events of each group
 	// before its transaction runs (a metric's hook). It must not block.
 	ObserveGroup func(events int)
+	// TracerProvider, when set, traces each group transaction: a span
+	// "hookinbox.commit", the child of a lone delivery's span, or, for
+	// several, linked to each of their spans. nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Batcher coalesces concurrent deliveries into group transactions: one
@@ -57,6 +66,7 @@ type BatcherConfig struct {
 type Batcher struct {
 	ingester *Ingester
 	config   BatcherConfig
+	tracer   trace.Tracer
 	queue    chan *pendingDelivery
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -84,9 +94,13 @@ func NewBatcher(ingester *Ingester, config *BatcherConfig) *Batcher {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
+	}
 	b := &Batcher{
 		ingester: ingester,
 		config:   c,
+		tracer:   c.TracerProvider.Tracer(tracerName),
 		queue:    make(chan *pendingDelivery, c.QueueSize),
 		stop:     make(chan struct{}),
 	}
@@ -207,15 +221,18 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 	if len(live) == 0 {
 		return
 	}
+	n := 0
+	for _, p := range live {
+		n += len(p.events)
+	}
 	if b.config.ObserveGroup != nil {
-		n := 0
-		for _, p := range live {
-			n += len(p.events)
-		}
 		b.config.ObserveGroup(n)
 	}
 	if len(live) == 1 {
-		res, err := b.ingester.ingest(live[0].ctx, live[0].events)
+		ctx, span := b.tracer.Start(live[0].ctx, commitSpan, trace.WithAttributes(
+			attribute.Int("hookinbox.deliveries", 1), attribute.Int("hookinbox.events", n)))
+		res, err := b.ingester.ingest(ctx, live[0].events)
+		endSpan(span, err)
 		live[0].done <- ingestOutcome{res: res, err: err}
 		return
 	}
@@ -227,11 +244,22 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
+	// The group belongs to none of its deliveries: its span links to
+	// each of theirs.
+	links := make([]trace.Link, 0, len(live))
+	for _, p := range live {
+		if sc := trace.SpanContextFromContext(p.ctx); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	ctx, span := b.tracer.Start(ctx, commitSpan, trace.WithLinks(links...), trace.WithAttributes(
+		attribute.Int("hookinbox.deliveries", len(live)), attribute.Int("hookinbox.events", n)))
 	events := make([][]newEvent, len(live))
 	for i, p := range live {
 		events[i] = p.events
 	}
 	results, err := b.ingester.ingestGroup(ctx, events)
+	endSpan(span, err)
 	if err == nil {
 		for i, p := range live {
 			p.done <- ingestOutcome{res: results[i]}
@@ -250,6 +278,26 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 		res, err := b.ingester.ingest(p.ctx, p.events)
 		p.done <- ingestOutcome{res: res, err: err}
 	}
+}
+
+// tracerName names the tracer of the inbox's spans.
+const tracerName = "github.com/hookinbox/hookinbox/pkg/inbox"
+
+// commitSpan is the span of a group transaction.
+const commitSpan = "hookinbox.commit"
+
+// endSpan ends span, with err as its status. Of a PostgreSQL error only
+// the SQLSTATE is kept: its message may quote the data (a payload that
+// jsonb refused), which a trace must not carry.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		msg := err.Error()
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
+			msg = "inbox: PostgreSQL error SQLSTATE " + pgErr.Code
+		}
+		span.SetStatus(codes.Error, msg)
+	}
+	span.End()
 }
 
 // isDataError reports an error caused by the rows themselves (SQLSTATE
