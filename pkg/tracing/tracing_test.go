@@ -2,10 +2,6 @@ package tracing_test
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,80 +9,20 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"go.uber.org/goleak"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/hookinbox/hookinbox/pkg/tracing"
+	"github.com/hookinbox/hookinbox/pkg/tracing/tracingtest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// Collector is a fake OTLP/HTTP collector: it decodes each export request's
-// protobuf body as the protocol defines it and keeps what it received.
-type Collector struct {
-	URL string
-
-	mu       sync.Mutex
-	paths    []string
-	headers  []http.Header
-	services []string
-	spans    []string
-}
-
-// NewCollector starts a Collector, closed when the test ends.
-func NewCollector(t *testing.T) *Collector {
-	t.Helper()
-	c := &Collector{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil || r.Header.Get("Content-Type") != "application/x-protobuf" {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		var req coltracepb.ExportTraceServiceRequest
-		if err := proto.Unmarshal(body, &req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		c.mu.Lock()
-		c.paths = append(c.paths, r.URL.Path)
-		c.headers = append(c.headers, r.Header.Clone())
-		for _, rs := range req.GetResourceSpans() {
-			for _, kv := range rs.GetResource().GetAttributes() {
-				if kv.GetKey() == "service.name" {
-					c.services = append(c.services, kv.GetValue().GetStringValue())
-				}
-			}
-			for _, ss := range rs.GetScopeSpans() {
-				for _, s := range ss.GetSpans() {
-					c.spans = append(c.spans, s.GetName())
-				}
-			}
-		}
-		c.mu.Unlock()
-		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(out)
-	}))
-	t.Cleanup(srv.Close)
-	c.URL = srv.URL
-	return c
-}
-
-// Spans returns the names of the spans received so far.
-func (c *Collector) Spans() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.spans...)
-}
-
 func TestNewExportsWithOTLP(t *testing.T) {
 	t.Parallel()
 
-	c := NewCollector(t)
+	c := tracingtest.NewCollector(t)
 	ctx := context.Background()
 	tp, err := tracing.New(ctx, &tracing.Config{
 		ServiceName: "hookinbox-test", ServiceVersion: "v0.0.0-test",
@@ -100,11 +36,11 @@ func TestNewExportsWithOTLP(t *testing.T) {
 	require.NoError(t, tp.Shutdown(ctx)) // exports what is buffered
 
 	require.ElementsMatch(t, []string{"hookinbox.receive", "hookinbox.claim"}, c.Spans())
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	require.Equal(t, []string{"/otlp/v1/traces"}, c.paths, "the URL is used as given")
-	require.Equal(t, "Bearer test-token", c.headers[0].Get("Authorization"))
-	require.Equal(t, []string{"hookinbox-test"}, c.services)
+	reqs := c.Requests()
+	require.Len(t, reqs, 1)
+	require.Equal(t, "/otlp/v1/traces", reqs[0].Path, "the URL is used as given")
+	require.Equal(t, "Bearer test-token", reqs[0].Header.Get("Authorization"))
+	require.Equal(t, []string{"hookinbox-test"}, reqs[0].Services)
 }
 
 func TestNewRefusesAnIncompleteConfig(t *testing.T) {
