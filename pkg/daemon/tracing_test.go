@@ -365,7 +365,7 @@ func TestTracingExportsWithOTLP(t *testing.T) {
 	b.deliverTogether(t, "evt_a", "evt_b")
 	b.waitDone(t, "evt_a", "evt_b")
 	require.NoError(t, b.worker.Stop(context.Background())) // every job's span has ended
-	stop()                                                   // exports what is buffered
+	stop()                                                  // exports what is buffered
 
 	names := collector.Spans()
 	for _, name := range []string{"hookinbox.receive", "hookinbox.claim", "hookinbox.commit", "river.insert_many", "river.work", "hookinbox.handle"} {

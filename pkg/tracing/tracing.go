@@ -26,7 +26,8 @@ type Config struct {
 	// protobuf), path included: nothing is appended to it
 	// ("http://otel-collector:4318/v1/traces"). Required.
 	Endpoint string
-	// Headers are sent with every export request. Optional.
+	// Headers are sent with every export request. Optional; when empty,
+	// OTEL_EXPORTER_OTLP_HEADERS applies.
 	Headers map[string]string
 	// SampleRatio is the share of new traces sampled, in (0, 1]; 0 means
 	// 1. See Sampler.
@@ -52,9 +53,12 @@ func New(ctx context.Context, config *Config) (*sdktrace.TracerProvider, error) 
 	if err != nil {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	exporter, err := otlptracehttp.New(ctx,
-		otlptracehttp.WithEndpointURL(config.Endpoint),
-		otlptracehttp.WithHeaders(maps.Clone(config.Headers)))
+	opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(config.Endpoint)}
+	if len(config.Headers) > 0 {
+		// Only then: no headers leaves OTEL_EXPORTER_OTLP_HEADERS in force.
+		opts = append(opts, otlptracehttp.WithHeaders(maps.Clone(config.Headers)))
+	}
+	exporter, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
 	}
