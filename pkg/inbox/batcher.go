@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 )
 
@@ -66,6 +65,7 @@ type BatcherConfig struct {
 type Batcher struct {
 	ingester *Ingester
 	config   BatcherConfig
+	// tracer is nil when tracing is off: no span, no cost.
 	tracer   trace.Tracer
 	queue    chan *pendingDelivery
 	stop     chan struct{}
@@ -94,15 +94,14 @@ func NewBatcher(ingester *Ingester, config *BatcherConfig) *Batcher {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
-	if c.TracerProvider == nil {
-		c.TracerProvider = noop.NewTracerProvider()
-	}
 	b := &Batcher{
 		ingester: ingester,
 		config:   c,
-		tracer:   c.TracerProvider.Tracer(tracerName),
 		queue:    make(chan *pendingDelivery, c.QueueSize),
 		stop:     make(chan struct{}),
+	}
+	if c.TracerProvider != nil {
+		b.tracer = c.TracerProvider.Tracer(tracerName)
 	}
 	for range c.Flushers {
 		b.wg.Add(1)
@@ -229,8 +228,7 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 		b.config.ObserveGroup(n)
 	}
 	if len(live) == 1 {
-		ctx, span := b.tracer.Start(live[0].ctx, commitSpan, trace.WithAttributes(
-			attribute.Int("hookinbox.deliveries", 1), attribute.Int("hookinbox.events", n)))
+		ctx, span := b.startCommit(live[0].ctx, live, n)
 		res, err := b.ingester.ingest(ctx, live[0].events)
 		endSpan(span, err)
 		live[0].done <- ingestOutcome{res: res, err: err}
@@ -244,16 +242,7 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	// The group belongs to none of its deliveries: its span links to
-	// each of theirs.
-	links := make([]trace.Link, 0, len(live))
-	for _, p := range live {
-		if sc := trace.SpanContextFromContext(p.ctx); sc.IsValid() {
-			links = append(links, trace.Link{SpanContext: sc})
-		}
-	}
-	ctx, span := b.tracer.Start(ctx, commitSpan, trace.WithLinks(links...), trace.WithAttributes(
-		attribute.Int("hookinbox.deliveries", len(live)), attribute.Int("hookinbox.events", n)))
+	ctx, span := b.startCommit(ctx, live, n)
 	events := make([][]newEvent, len(live))
 	for i, p := range live {
 		events[i] = p.events
@@ -286,10 +275,35 @@ const tracerName = "github.com/hookinbox/hookinbox/pkg/inbox"
 // commitSpan is the span of a group transaction.
 const commitSpan = "hookinbox.commit"
 
+// startCommit starts the span of a group transaction of n events, or
+// returns a nil span when tracing is off. A lone delivery's is the child of
+// its span; a group belongs to none of its deliveries, so its span is
+// linked to each of theirs instead.
+func (b *Batcher) startCommit(ctx context.Context, live []*pendingDelivery, n int) (context.Context, trace.Span) {
+	if b.tracer == nil {
+		return ctx, nil
+	}
+	opts := []trace.SpanStartOption{trace.WithAttributes(
+		attribute.Int("hookinbox.deliveries", len(live)), attribute.Int("hookinbox.events", n))}
+	if len(live) > 1 {
+		links := make([]trace.Link, 0, len(live))
+		for _, p := range live {
+			if sc := trace.SpanContextFromContext(p.ctx); sc.IsValid() {
+				links = append(links, trace.Link{SpanContext: sc})
+			}
+		}
+		opts = append(opts, trace.WithLinks(links...))
+	}
+	return b.tracer.Start(ctx, commitSpan, opts...)
+}
+
 // endSpan ends span, with err as its status. Of a PostgreSQL error only
 // the SQLSTATE is kept: its message may quote the data (a payload that
 // jsonb refused), which a trace must not carry.
 func endSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
 	if err != nil {
 		msg := err.Error()
 		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
