@@ -12,6 +12,7 @@ type Config struct {
 	Receiver ReceiverConfig `mapstructure:"receiver"`
 	Sources  []SourceConfig `mapstructure:"sources"`
 	Worker   WorkerConfig   `mapstructure:"worker"`
+	Tracing  TracingConfig  `mapstructure:"tracing"`
 
 	// warnings are Load's warnings (see Warnings).
 	warnings []string

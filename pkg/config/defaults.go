@@ -163,6 +163,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 		applyOrderingDefaults(&w.Routes[i])
 	}
 	c.applyOpsDefaults()
+	c.applyTracingDefaults()
 }
 
 // Source returns the source named name, pointing into c.Sources.

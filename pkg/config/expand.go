@@ -11,8 +11,8 @@ import (
 // is left alone, since secrets may contain $.
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expandEnv replaces ${NAME} in every string of c, slices and sources
-// included, with lookup(NAME). A reference to an unset variable is a problem
+// expandEnv replaces ${NAME} in every string of c, slices, maps' values and
+// sources included, with lookup(NAME). A reference to an unset variable is a problem
 // naming the key, never the value.
 func (c *Config) expandEnv(lookup func(string) (string, bool), p *problems) {
 	keys := c.sourceKeys() // Taken before the names are expanded.
@@ -49,6 +49,18 @@ func expandValue(v reflect.Value, key string, lookup func(string) (string, bool)
 	case reflect.Slice, reflect.Array:
 		for i := range v.Len() {
 			expandValue(v.Index(i), key+"["+strconv.Itoa(i)+"]", lookup, p)
+		}
+	case reflect.Map:
+		// A map's values are not addressable: each is expanded in a copy
+		// and stored back (tracing.headers).
+		if v.Type().Key().Kind() != reflect.String {
+			return
+		}
+		for _, k := range v.MapKeys() {
+			elem := reflect.New(v.Type().Elem()).Elem()
+			elem.Set(v.MapIndex(k))
+			expandValue(elem, key+"["+k.String()+"]", lookup, p)
+			v.SetMapIndex(k, elem)
 		}
 	default:
 		// Numbers and durations hold no references.

@@ -133,6 +133,7 @@ worker:
 				Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}}},
 				PauseRefresh:      time.Second,
 			},
+			Tracing: TracingConfig{SampleRatio: 1},
 		}, cfg)
 	})
 
@@ -650,6 +651,7 @@ func TestScalarKeys(t *testing.T) {
 		"worker.unrouted", "worker.group_max_events", "worker.soft_stop_timeout", "worker.hard_stop_timeout", "worker.synchronous_commit",
 		"worker.isolation",
 		"worker.ui.enabled", "worker.ui.read_only", "worker.pause_refresh", "worker.admin.token",
+		"tracing.enabled", "tracing.otlp_endpoint", "tracing.sample_ratio",
 	}, keys)
 	require.Equal(t, "HOOKINBOX_DATABASE_URL", EnvVar("database.url"))
 	require.Equal(t, "HOOKINBOX_WORKER_SOFT_STOP_TIMEOUT", EnvVar("worker.soft_stop_timeout"))

@@ -30,6 +30,7 @@ const (
 	NeedReceiver
 	// NeedWorker needs the worker section, of whose routes there must be at
 	// least one, and the sources, which routes and queues refer to.
+	// NeedReceiver and NeedWorker both need the tracing section.
 	NeedWorker
 )
 
@@ -47,6 +48,8 @@ func (n Needs) covers(key string) bool {
 		return n&(NeedReceiver|NeedWorker) != 0
 	case within(key, "worker"):
 		return n&NeedWorker != 0
+	case within(key, "tracing"):
+		return n&(NeedReceiver|NeedWorker) != 0
 	default:
 		return true // log, and unknown top-level keys.
 	}

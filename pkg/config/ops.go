@@ -2,7 +2,9 @@ package config
 
 import (
 	"cmp"
+	"maps"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/hookinbox/hookinbox/pkg/reconcile"
@@ -147,9 +149,10 @@ func (a *WorkerAdminConfig) redacted() map[string]any {
 }
 
 // SecretValues returns every secret the config holds for the sources (their
-// signing secrets, Basic Auth passwords, API keys and reconciliation keys)
-// and the admin token: what must never be stored or shown, and what the
-// rejection samples redact from any header value.
+// signing secrets, Basic Auth passwords, API keys and reconciliation keys),
+// the admin token and the values of tracing.headers: what must never be
+// stored or shown, and what the rejection samples redact from any header
+// value.
 func (c *Config) SecretValues() []string {
 	var out []string
 	for i := range c.Sources {
@@ -168,6 +171,11 @@ func (c *Config) SecretValues() []string {
 	}
 	if c.Worker.Admin.Token != "" {
 		out = append(out, c.Worker.Admin.Token)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Tracing.Headers)) {
+		if v := c.Tracing.Headers[name]; v != "" {
+			out = append(out, v)
+		}
 	}
 	return out
 }

@@ -87,6 +87,7 @@ func (c *Config) Redacted() map[string]any {
 			"pause_refresh":       duration(w.PauseRefresh),
 			"admin":               w.Admin.redacted(),
 		},
+		"tracing": c.Tracing.redacted(),
 	}
 }
 

@@ -51,6 +51,7 @@ func (c *Config) validate(p *problems) {
 	c.validateSources(p)
 	c.validateWorker(p)
 	c.validateOps(p)
+	c.validateTracing(p)
 }
 
 func (c *Config) validateDatabase(p *problems) {

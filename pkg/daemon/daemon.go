@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/pkg/buildinfo"
@@ -50,6 +51,10 @@ type Env struct {
 	// MetricsCache is how long one reading of the backlog from the database
 	// answers /metrics scrapes; zero means metrics.BacklogCacheDefault.
 	MetricsCache time.Duration
+	// TracerProvider traces the receiver and the worker; nil traces
+	// nothing. RunReceiver and RunWorker set it from the config's tracing
+	// section (see StartTracing) unless it is set already (a test's).
+	TracerProvider trace.TracerProvider
 
 	metrics *prometheus.Registry // see Metrics
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -26,10 +27,14 @@ import (
 // shut down.
 func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	cfg := env.Config
-	riverClient, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{
+	rc := &river.Config{
 		Logger:      logging.Slog(env.Logger.Named("river")),
 		MaxAttempts: cfg.Worker.MaxAttempts,
-	})
+	}
+	if env.TracerProvider != nil {
+		rc.Plugins = []rivertype.Plugin{insertTracing(env.TracerProvider)}
+	}
+	riverClient, err := river.NewClient(riverpgxv5.New(env.Pool), rc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
@@ -59,7 +64,8 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		QueueSize: cfg.Receiver.BatchQueue,
 		Logger:    env.Logger.Named("batcher"),
 
-		ObserveGroup: m.Batch,
+		ObserveGroup:   m.Batch,
+		TracerProvider: env.TracerProvider,
 	})
 	deliveryLevel, err := zapcore.ParseLevel(cfg.Receiver.DeliveryLogLevel)
 	if err != nil {
@@ -86,6 +92,7 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		Logger:                 env.Logger,
 		Metrics:                m,
 		Rejections:             rejections,
+		TracerProvider:         env.TracerProvider,
 	})
 	if err != nil {
 		stopAll()
@@ -101,6 +108,11 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 func RunReceiver(ctx context.Context, env *Env) error {
 	cfg := env.Config
 	env.Logger.Info("starting", zap.String("version", buildinfo.Version()), zap.Any("config", cfg.Redacted()), zap.Int32("pool_max_conns", env.Pool.Config().MaxConns))
+	stopTracing, err := StartTracing(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	srv, stop, err := NewReceiver(env)
 	if err != nil {
 		return err

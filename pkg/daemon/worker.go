@@ -87,6 +87,7 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		Metrics:           metrics.NewWorker(env.Metrics()),
 		PauseRefresh:      wc.PauseRefresh,
 		AddWorkers:        addWorkers,
+		TracerProvider:    env.TracerProvider,
 		// On the first worked queue, like the reaper.
 		PeriodicJobs: reconcile.PeriodicJobs(reconciled, wc.Queues[0]),
 	})
@@ -101,6 +102,12 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
 	wc := env.Config.Worker
 	env.Logger.Info("starting", zap.String("version", buildinfo.Version()), zap.Any("config", env.Config.Redacted()), zap.Int32("pool_max_conns", env.Pool.Config().MaxConns))
+	stopTracing, err := StartTracing(ctx, env)
+	if err != nil {
+		return err
+	}
+	// Deferred first, so run last: after the worker stopped.
+	defer stopTracing()
 	w, err := NewWorker(env, registry)
 	if err != nil {
 		return err

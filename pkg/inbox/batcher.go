@@ -7,6 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -47,6 +51,10 @@ type BatcherConfig struct {
 	// ObserveGroup, when set, is called with the events of each group
 	// before its transaction runs (a metric's hook). It must not block.
 	ObserveGroup func(events int)
+	// TracerProvider, when set, traces each group transaction: a span
+	// "hookinbox.commit", the child of a lone delivery's span, or, for
+	// several, linked to each of their spans. nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Batcher coalesces concurrent deliveries into group transactions: one
@@ -57,6 +65,8 @@ type BatcherConfig struct {
 type Batcher struct {
 	ingester *Ingester
 	config   BatcherConfig
+	// tracer is nil when tracing is off: no span, no cost.
+	tracer   trace.Tracer
 	queue    chan *pendingDelivery
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -89,6 +99,9 @@ func NewBatcher(ingester *Ingester, config *BatcherConfig) *Batcher {
 		config:   c,
 		queue:    make(chan *pendingDelivery, c.QueueSize),
 		stop:     make(chan struct{}),
+	}
+	if c.TracerProvider != nil {
+		b.tracer = c.TracerProvider.Tracer(tracerName)
 	}
 	for range c.Flushers {
 		b.wg.Add(1)
@@ -207,15 +220,17 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 	if len(live) == 0 {
 		return
 	}
+	n := 0
+	for _, p := range live {
+		n += len(p.events)
+	}
 	if b.config.ObserveGroup != nil {
-		n := 0
-		for _, p := range live {
-			n += len(p.events)
-		}
 		b.config.ObserveGroup(n)
 	}
 	if len(live) == 1 {
-		res, err := b.ingester.ingest(live[0].ctx, live[0].events)
+		ctx, span := b.startCommit(live[0].ctx, live, n)
+		res, err := b.ingester.ingest(ctx, live[0].events)
+		endSpan(span, err)
 		live[0].done <- ingestOutcome{res: res, err: err}
 		return
 	}
@@ -227,11 +242,13 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
+	ctx, span := b.startCommit(ctx, live, n)
 	events := make([][]newEvent, len(live))
 	for i, p := range live {
 		events[i] = p.events
 	}
 	results, err := b.ingester.ingestGroup(ctx, events)
+	endSpan(span, err)
 	if err == nil {
 		for i, p := range live {
 			p.done <- ingestOutcome{res: results[i]}
@@ -250,6 +267,51 @@ func (b *Batcher) flush(group []*pendingDelivery) {
 		res, err := b.ingester.ingest(p.ctx, p.events)
 		p.done <- ingestOutcome{res: res, err: err}
 	}
+}
+
+// tracerName names the tracer of the inbox's spans.
+const tracerName = "github.com/hookinbox/hookinbox/pkg/inbox"
+
+// commitSpan is the span of a group transaction.
+const commitSpan = "hookinbox.commit"
+
+// startCommit starts the span of a group transaction of n events, or
+// returns a nil span when tracing is off. A lone delivery's is the child of
+// its span; a group belongs to none of its deliveries, so its span is
+// linked to each of theirs instead.
+func (b *Batcher) startCommit(ctx context.Context, live []*pendingDelivery, n int) (context.Context, trace.Span) {
+	if b.tracer == nil {
+		return ctx, nil
+	}
+	opts := []trace.SpanStartOption{trace.WithAttributes(
+		attribute.Int("hookinbox.deliveries", len(live)), attribute.Int("hookinbox.events", n))}
+	if len(live) > 1 {
+		links := make([]trace.Link, 0, len(live))
+		for _, p := range live {
+			if sc := trace.SpanContextFromContext(p.ctx); sc.IsValid() {
+				links = append(links, trace.Link{SpanContext: sc})
+			}
+		}
+		opts = append(opts, trace.WithLinks(links...))
+	}
+	return b.tracer.Start(ctx, commitSpan, opts...)
+}
+
+// endSpan ends span, with err as its status. Of a PostgreSQL error only
+// the SQLSTATE is kept: its message may quote the data (a payload that
+// jsonb refused), which a trace must not carry.
+func endSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		msg := err.Error()
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
+			msg = "inbox: PostgreSQL error SQLSTATE " + pgErr.Code
+		}
+		span.SetStatus(codes.Error, msg)
+	}
+	span.End()
 }
 
 // isDataError reports an error caused by the rows themselves (SQLSTATE

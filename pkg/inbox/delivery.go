@@ -3,6 +3,7 @@ package inbox
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"strconv"
 )
 
@@ -39,6 +40,12 @@ type Delivery struct {
 	// RequestID is the delivery's X-Request-Id, stored on each of its rows
 	// and carried by their jobs. Optional.
 	RequestID string
+	// TraceContext is the W3C trace context ("traceparent", "tracestate")
+	// of the span that received the delivery. It is written into the
+	// metadata of each job the delivery enqueues, so that the worker's
+	// spans link to it, whatever group transaction commits the delivery.
+	// Optional: nil when tracing is off.
+	TraceContext map[string]string
 }
 
 // IncomingEvent is one event of a Delivery, as its provider described it.
@@ -78,6 +85,9 @@ type newEvent struct {
 	TwinKey string
 	// RequestID is the delivery's X-Request-Id, or "".
 	RequestID string
+	// JobMetadata is the metadata of the event's job (the delivery's
+	// TraceContext as a JSON object), or nil.
+	JobMetadata []byte
 }
 
 // events applies the inbox's key policy (see Delivery) to the delivery's
@@ -85,10 +95,15 @@ type newEvent struct {
 func (d *Delivery) events() []newEvent {
 	events := make([]newEvent, len(d.Events))
 	var bodyKey string
+	var metadata []byte
+	if len(d.TraceContext) > 0 {
+		metadata, _ = json.Marshal(d.TraceContext) // A map of strings always encodes.
+	}
 	for i, in := range d.Events {
 		ev := newEvent{
 			Source: d.Source, Provider: d.Provider, EventID: in.ID, EventType: cleanText(in.Type),
 			Payload: in.Payload, Body: d.Body, Headers: d.Headers, TwinKey: in.TwinKey, RequestID: cleanText(d.RequestID),
+			JobMetadata: metadata,
 		}
 		if in.ParseError != nil {
 			ev.FailReason = "unparseable delivery: " + in.ParseError.Error()

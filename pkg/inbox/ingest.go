@@ -137,7 +137,7 @@ func (in *Ingester) ingestGroupOnce(ctx context.Context, group [][]newEvent) ([]
 		if err != nil {
 			return err
 		}
-		if err := in.store.EnqueueTx(ctx, tx, in.river, rows, in.config.QueueFor); err != nil {
+		if err := in.store.enqueueTx(ctx, tx, in.river, rows, in.config.QueueFor, 0, jobMetadata(all)); err != nil {
 			return err
 		}
 		outcomes, claimed, err = in.classify(ctx, tx, all, rows)
@@ -224,13 +224,14 @@ func (in *Ingester) classify(ctx context.Context, tx pgx.Tx, events []newEvent, 
 // queueFor names for its source, in the caller's transaction. The job's
 // args carry the row's id; the row keeps no link back (see newestJob).
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rows []ClaimedRow, queueFor func(string) string) error {
-	return s.enqueueTx(ctx, tx, client, rows, queueFor, 0)
+	return s.enqueueTx(ctx, tx, client, rows, queueFor, 0, nil)
 }
 
 // enqueueTx is EnqueueTx with the jobs' River priority (0 for River's
-// default, 1).
+// default, 1) and, by (source, event id), their metadata (see
+// jobMetadata; nil for none).
 func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rows []ClaimedRow, queueFor func(string) string,
-	priority int,
+	priority int, metadata map[[2]string][]byte,
 ) error {
 	params := make([]river.InsertManyParams, 0, len(rows))
 	for _, row := range rows {
@@ -238,8 +239,10 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[p
 			continue
 		}
 		params = append(params, river.InsertManyParams{
-			Args:       JobArgs{InboxID: row.ID, Source: row.Source, EventID: row.EventID, EventType: row.EventType, RequestID: row.RequestID},
-			InsertOpts: &river.InsertOpts{Queue: queueFor(row.Source), Priority: priority},
+			Args: JobArgs{InboxID: row.ID, Source: row.Source, EventID: row.EventID, EventType: row.EventType, RequestID: row.RequestID},
+			InsertOpts: &river.InsertOpts{
+				Queue: queueFor(row.Source), Priority: priority, Metadata: metadata[[2]string{row.Source, row.EventID}],
+			},
 		})
 	}
 	if len(params) == 0 {
@@ -249,6 +252,32 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[p
 		return fmt.Errorf("inbox: enqueue: %w", err)
 	}
 	return nil
+}
+
+// jobMetadata maps each event's (source, event id) to its job's metadata:
+// the trace context of the delivery that brought it (see
+// Delivery.TraceContext). Of events with one (source, event id), the first
+// in input order is the one the claim inserts (see classify), so its
+// delivery's is kept. It is nil when no event has metadata (tracing is
+// off).
+//
+// Per delivery, not from ctx: a group transaction commits many deliveries,
+// and its context belongs to none of them.
+func jobMetadata(events []newEvent) map[[2]string][]byte {
+	var out map[[2]string][]byte
+	for _, ev := range events {
+		if ev.JobMetadata == nil {
+			continue
+		}
+		if out == nil {
+			out = make(map[[2]string][]byte, len(events))
+		}
+		key := [2]string{ev.Source, ev.EventID}
+		if _, ok := out[key]; !ok {
+			out[key] = ev.JobMetadata
+		}
+	}
+	return out
 }
 
 // quarantine marks each event whose payload jsonb refuses as failed, and

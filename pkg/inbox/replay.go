@@ -61,7 +61,7 @@ RETURNING i.id, i.source, i.event_id, i.status, i.event_type, coalesce(i.request
 	}
 	// RETURNING follows the update's order, not necessarily the ids'.
 	sortByID(replayed)
-	if err := s.enqueueTx(ctx, tx, client, replayed, queueFor, ReplayPriority); err != nil {
+	if err := s.enqueueTx(ctx, tx, client, replayed, queueFor, ReplayPriority, nil); err != nil {
 		return nil, err
 	}
 	return replayed, nil
@@ -96,7 +96,7 @@ FROM found JOIN webhook_inbox AS i ON i.id = found.id`, planned, source, eventID
 	if !ok {
 		return nil, ErrNotReplayable
 	}
-	if err := s.enqueueTx(ctx, tx, client, []ClaimedRow{row}, queueFor, 0); err != nil {
+	if err := s.enqueueTx(ctx, tx, client, []ClaimedRow{row}, queueFor, 0, nil); err != nil {
 		return nil, err
 	}
 	return &row, nil

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -115,6 +116,9 @@ type Config struct {
 	// hookinbox_rejection (see package rejection for its bounds). nil
 	// records none.
 	Rejections *rejection.Recorder
+	// TracerProvider, when set, traces each request to a configured source
+	// (see tracing.go). nil traces nothing and costs nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Claimer claims a delivery's events in the inbox and enqueues their jobs,
@@ -135,6 +139,8 @@ type Server struct {
 	sources    map[string]*Source
 	config     Config
 	logger     *zap.Logger
+	// tracer is nil when tracing is off.
+	tracer trace.Tracer
 }
 
 // New returns a Server that claims deliveries through ingester.
@@ -159,6 +165,9 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 		ingester: ingester, slots: make(chan struct{}, c.MaxInFlight),
 		unverified: newUnverified(c.MaxUnverifiedBytes, c.MaxUnverifiedPerClient),
 		sources:    map[string]*Source{}, config: c, logger: sampleRejections(c.Logger, rejectionLogInterval, rejectionLogBurst),
+	}
+	if c.TracerProvider != nil {
+		s.tracer = c.TracerProvider.Tracer(tracerName)
 	}
 	for i := range c.Sources {
 		src := &c.Sources[i]
@@ -227,6 +236,9 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		s.logRejected(c, zapcore.DebugLevel, name, start, http.StatusMethodNotAllowed, "method")
 		c.Response().Header().Set("Allow", http.MethodPost)
 		return c.JSON(http.StatusMethodNotAllowed, errorBody{"only POST is accepted"})
+	}
+	if s.tracer != nil {
+		defer s.traceRequest(c, src)()
 	}
 	// Until the body is being read, the connection gets the grace period
 	// alone: a refusal below drains what the client still sends for that
@@ -298,7 +310,7 @@ func (s *Server) handleWebhook(c echo.Context) error {
 
 	ctx, cancel := context.WithDeadline(c.Request().Context(), start.Add(src.AckTimeout))
 	defer cancel()
-	res, err := s.ingester.Ingest(ctx, inboxDelivery(src, body, delivery, c.Response().Header().Get(echo.HeaderXRequestID)))
+	res, err := s.claim(ctx, inboxDelivery(src, body, delivery, c.Response().Header().Get(echo.HeaderXRequestID)))
 	if err != nil {
 		if errors.Is(err, inbox.ErrOverloaded) {
 			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "overloaded",
@@ -316,6 +328,7 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		status, answer = r.Status, func() error { return reply(c, &r) }
 	}
 	s.config.Metrics.Events(name, res.New, res.Duplicates, res.Twins)
+	traceCounts(c, res)
 	s.logDelivery(c, s.config.DeliveryLogLevel, name, start, metrics.OutcomeAccepted, status,
 		zap.Int("new", res.New), zap.Int("duplicates", res.Duplicates), zap.Int("twins", res.Twins))
 	return answer()
@@ -328,6 +341,7 @@ func (s *Server) logDelivery(c echo.Context, level zapcore.Level, source string,
 	if outcome != metrics.OutcomeRejected {
 		s.config.Metrics.Delivery(s.metricSource(source), outcome, "", time.Since(start))
 	}
+	traceOutcome(c, outcome, status)
 	ce := s.logger.Check(level, "delivery")
 	if ce == nil {
 		return
@@ -342,6 +356,7 @@ func (s *Server) logDelivery(c echo.Context, level zapcore.Level, source string,
 // is one of a small, fixed set (signature, too_large, overloaded, …).
 func (s *Server) logRejected(c echo.Context, level zapcore.Level, source string, start time.Time, status int, reason string, fields ...zap.Field) {
 	s.config.Metrics.Delivery(s.metricSource(source), metrics.OutcomeRejected, reason, time.Since(start))
+	traceReason(c, reason)
 	s.logDelivery(c, level, source, start, metrics.OutcomeRejected, status, append([]zap.Field{zap.String("reason", reason)}, fields...)...)
 	if s.config.Rejections != nil {
 		// Rate-limited per source and written in the background: a flood of

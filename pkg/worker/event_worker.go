@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/pkg/inbox"
@@ -41,6 +42,8 @@ type eventWorker struct {
 	group *groupCommitter
 	// pauses is the worker's view of the paused sources.
 	pauses *pauseWatch
+	// tracer traces each event's handlers; nil when tracing is off.
+	tracer trace.Tracer
 }
 
 // Work processes one event. A crash anywhere before the commit leaves no
@@ -122,12 +125,19 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 // process works one event in a transaction of its own, at its route's
 // isolation level, behind its route's gates (see inOwnTransaction and
 // runGated).
-func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]) error {
+func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]) (err error) {
+	skipped := false
+	if w.tracer != nil {
+		var span trace.Span
+		ctx, span = w.startHandle(ctx, ctx, job)
+		defer func() { endHandle(span, processOutcome(err, skipped), err) }()
+	}
 	return w.inOwnTransaction(ctx, job, func(tx pgx.Tx) error {
 		// One round trip locks the row, checks it, and marks it done; the
 		// handlers' failure rolls the mark back with everything else.
 		ev, err := w.store.TakeForWork(ctx, tx, job.Args.InboxID, time.Time{})
-		if errors.Is(err, inbox.ErrNotFound) {
+		skipped = errors.Is(err, inbox.ErrNotFound)
+		if skipped {
 			// Done already (a stray job, or a retry of a job whose commit
 			// landed), or pruned: never run the effect twice. River
 			// completes the job.

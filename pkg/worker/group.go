@@ -294,6 +294,12 @@ func (g *groupCommitter) flushGroup(group []*pendingJob) (alone []*pendingJob, e
 	}
 	outcomes := make([]jobOutcome, len(group))
 	var deferred []*pendingJob
+	// The spans of the events' handlers, ended once the transaction has.
+	var spans groupSpans
+	if w.tracer != nil {
+		spans = make(groupSpans, len(group))
+		defer func() { spans.end(err) }()
+	}
 	err = pgx.BeginTxFunc(ctx, w.pool, inbox.WorkTxOptions(w.asyncCommit), func(tx pgx.Tx) error {
 		taken, err := w.store.TakeManyForWork(ctx, tx, ids, jobIDs, time.Time{})
 		if err != nil {
@@ -325,7 +331,14 @@ func (g *groupCommitter) flushGroup(group []*pendingJob) (alone []*pendingJob, e
 			// The event's savepoint is made with its handlers' first
 			// statement (see eventTx).
 			etx := savepoints.newEventTx()
-			herr := w.runHandlers(ctx, etx, t.Event)
+			hctx := ctx
+			if spans != nil {
+				// The event's span is its job's child, in the group's
+				// transaction.
+				hctx, spans[i].span = w.startHandle(ctx, p.ctx, p.job)
+			}
+			herr := w.runHandlers(hctx, etx, t.Event)
+			spans.record(i, herr)
 			if savepoints.err != nil {
 				return savepoints.err
 			}

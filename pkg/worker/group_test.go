@@ -252,6 +252,15 @@ FROM tx_effects`).Scan(&effects, &distinct, &groupTxids))
 // handlers and routes come between the two.
 func startGated(t *testing.T, b *testBundle, handlers map[string]worker.Handler, routes ...worker.Route) (w *worker.Worker, entered <-chan struct{}, release chan<- struct{}) {
 	t.Helper()
+	return startGatedWith(t, b, nil, handlers, routes...)
+}
+
+// startGatedWith is startGated with mutate applied to the worker's Config
+// last.
+func startGatedWith(t *testing.T, b *testBundle, mutate func(*worker.Config), handlers map[string]worker.Handler,
+	routes ...worker.Route,
+) (w *worker.Worker, entered <-chan struct{}, release chan<- struct{}) {
+	t.Helper()
 	_, err := b.db.Pool.Exec(context.Background(), `CREATE TABLE tx_effects (event_id text NOT NULL, txid bigint NOT NULL)`)
 	require.NoError(t, err)
 	in, out := make(chan struct{}), make(chan struct{})
@@ -273,6 +282,9 @@ func startGated(t *testing.T, b *testBundle, handlers map[string]worker.Handler,
 		}
 		c.Routes = append([]worker.Route{{Source: "*", Types: []string{"gate"}, Handlers: []string{"gate"}}}, routes...)
 		c.Routes = append(c.Routes, worker.Route{Source: "*", Handlers: []string{"tx_effect"}})
+		if mutate != nil {
+			mutate(c)
+		}
 	})
 	return w, in, out
 }

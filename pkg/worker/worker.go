@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/pkg/inbox"
@@ -183,6 +184,10 @@ type Config struct {
 	// PeriodicJobs are further periodic jobs (reconciliation), run by
 	// whichever worker is River's leader.
 	PeriodicJobs []*river.PeriodicJob
+	// TracerProvider, when set, traces each job (River's otelriver
+	// middleware, linked to the span of the delivery that enqueued it) and
+	// each event's handlers (see tracing.go). nil traces nothing.
+	TracerProvider trace.TracerProvider
 	// RiverConfig, when set, receives the river.Config before the client is
 	// built, for settings this Config does not cover (tests shorten River's
 	// timings with it).
@@ -280,6 +285,9 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, isolation: c.Isolation, logger: c.Logger,
 		metrics: c.Metrics, pauses: pauses,
 	}
+	if c.TracerProvider != nil {
+		ew.tracer = c.TracerProvider.Tracer(tracerName)
+	}
 	if c.GroupMaxEvents > 1 {
 		flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-RiverConnsDefault))
 		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, GroupLingerDefault)
@@ -326,6 +334,9 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	rc.PeriodicJobs = append(rc.PeriodicJobs, c.PeriodicJobs...)
+	if c.TracerProvider != nil {
+		rc.Plugins = append(rc.Plugins, jobTracing(c.TracerProvider))
+	}
 	if c.RiverConfig != nil {
 		c.RiverConfig(rc)
 	}
