@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,14 +34,17 @@ type sink struct {
 	requests int
 	bad      []string // requests whose signature or Idempotency-Key was wrong
 	status   func(n int, r *http.Request) (int, http.Header)
-	changed  chan struct{}
+	arrived  map[string]time.Time // first arrival by key
+	// hold, when set, holds every answer until it is closed (the request
+	// counts as received, and processed, before).
+	hold chan struct{}
 }
 
 func newSink(t *testing.T) *sink {
 	t.Helper()
 	v, err := provider.NewStandardWebhooks(&provider.Config{Secrets: []string{testSecret}})
 	require.NoError(t, err)
-	s := &sink{verifier: v, received: map[string]int{}, changed: make(chan struct{}, 1)}
+	s := &sink{verifier: v, received: map[string]int{}, arrived: map[string]time.Time{}}
 	s.server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.server.Close)
 	return s
@@ -64,11 +68,17 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 		s.bad = append(s.bad, key+": Idempotency-Key differs")
 	case status >= 200 && status < 300:
 		s.received[key]++
+		if _, ok := s.arrived[key]; !ok {
+			s.arrived[key] = time.Now()
+		}
 	}
+	hold := s.hold
 	s.mu.Unlock()
-	select {
-	case s.changed <- struct{}{}:
-	default:
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
 	}
 	for k, vs := range header {
 		w.Header()[k] = vs
@@ -152,4 +162,16 @@ func startRelay(t *testing.T, db *dbtest.DB, config *outbox.RelayConfig) *outbox
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, cond, 20*time.Second, 5*time.Millisecond, what)
+}
+
+// sinkCounter is a destination that only counts, for benchmarks.
+type sinkCounter struct{ n atomic.Int64 }
+
+func (s *sinkCounter) start(tb testing.TB) string {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		s.n.Add(1)
+	}))
+	tb.Cleanup(server.Close)
+	return server.URL
 }
