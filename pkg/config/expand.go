@@ -46,6 +46,17 @@ func expandValue(v reflect.Value, key string, lookup func(string) (string, bool)
 			}
 			expandValue(v.Field(i), name, lookup, p)
 		}
+	case reflect.Map:
+		if v.Type().Elem().Kind() != reflect.Struct {
+			return
+		}
+		iter := v.MapRange()
+		for iter.Next() {
+			entry := reflect.New(v.Type().Elem()).Elem()
+			entry.Set(iter.Value())
+			expandValue(entry, key+"."+iter.Key().String(), lookup, p)
+			v.SetMapIndex(iter.Key(), entry)
+		}
 	case reflect.Slice, reflect.Array:
 		for i := range v.Len() {
 			expandValue(v.Index(i), key+"["+strconv.Itoa(i)+"]", lookup, p)

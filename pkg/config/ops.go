@@ -148,7 +148,7 @@ func (a *WorkerAdminConfig) redacted() map[string]any {
 
 // SecretValues returns every secret the config holds for the sources (their
 // signing secrets, Basic Auth passwords, API keys and reconciliation keys)
-// and the admin token: what must never be stored or shown, and what the
+// the admin token and the destinations' signing secrets: what must never be stored or shown, and what the
 // rejection samples redact from any header value.
 func (c *Config) SecretValues() []string {
 	var out []string
@@ -168,6 +168,11 @@ func (c *Config) SecretValues() []string {
 	}
 	if c.Worker.Admin.Token != "" {
 		out = append(out, c.Worker.Admin.Token)
+	}
+	for _, d := range c.Worker.Destinations {
+		if d.Secret != "" {
+			out = append(out, d.Secret)
+		}
 	}
 	return out
 }

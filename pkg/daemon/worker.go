@@ -56,6 +56,10 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	relay, err := OutboxRelay(env)
+	if err != nil {
+		return nil, err
+	}
 	var addWorkers func(*river.Workers)
 	if len(reconciled) > 0 {
 		rw := reconcile.NewWorker(env.Pool, reconciled, queueFor, env.Logger.Named("reconcile"))
@@ -87,6 +91,7 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		Metrics:           metrics.NewWorker(env.Metrics()),
 		PauseRefresh:      wc.PauseRefresh,
 		AddWorkers:        addWorkers,
+		Outbox:            relay,
 		// On the first worked queue, like the reaper.
 		PeriodicJobs: reconcile.PeriodicJobs(reconciled, wc.Queues[0]),
 	})

@@ -90,7 +90,8 @@ type Relay struct {
 	config RelayConfig
 	loops  []*destinationLoop
 
-	stopOnce sync.Once
+	stopOnce  sync.Once
+	closeOnce sync.Once
 	stop     chan struct{}
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -145,7 +146,8 @@ func (r *Relay) Start(ctx context.Context) error {
 
 // Stop stops claiming, lets the deliveries in flight finish until ctx is
 // done, then cancels them (their messages are due again at once) and waits
-// for the loops to return. Stop is idempotent.
+// for the loops to return. It then closes the destinations that have a
+// Close method (a NATS connection). Stop is idempotent.
 func (r *Relay) Stop(ctx context.Context) error {
 	r.stopOnce.Do(func() { close(r.stop) })
 	done := make(chan struct{})
@@ -159,6 +161,13 @@ func (r *Relay) Stop(ctx context.Context) error {
 	if r.cancel != nil {
 		r.cancel()
 	}
+	r.closeOnce.Do(func() {
+		for _, l := range r.loops {
+			if c, ok := l.d.Destination.(interface{ Close() }); ok {
+				c.Close()
+			}
+		}
+	})
 	return nil
 }
 
