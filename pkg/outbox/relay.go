@@ -92,9 +92,9 @@ type Relay struct {
 
 	stopOnce  sync.Once
 	closeOnce sync.Once
-	stop     chan struct{}
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	stop      chan struct{}
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // NewRelay returns a Relay on pool; Start starts it.
