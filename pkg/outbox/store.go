@@ -245,7 +245,8 @@ WHERE status = $1 AND ($2 = '' OR destination = $2) ORDER BY id LIMIT $3`, statu
 	return recs, nil
 }
 
-// ReplayParams selects failed messages for Replay.
+// ReplayParams selects failed messages for Replay: all of them (of
+// Destination) when Keys is empty.
 type ReplayParams struct {
 	// Keys, when set, replays these messages only.
 	Keys []string
@@ -258,7 +259,7 @@ type ReplayParams struct {
 func (s *Store) Replay(ctx context.Context, p *ReplayParams) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `
 UPDATE hookinbox_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
-WHERE status = 'failed' AND ($1::text[] IS NULL OR key = ANY($1)) AND ($2 = '' OR destination = $2)`,
+WHERE status = 'failed' AND (coalesce(cardinality($1::text[]), 0) = 0 OR key = ANY($1)) AND ($2 = '' OR destination = $2)`,
 		p.Keys, p.Destination)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: replay: %w", err)
