@@ -392,6 +392,7 @@ type RouteConfig struct {
 	// note (outbox.go). Defaults to none: every event.
 	Filter []FilterConfig `mapstructure:"filter"`
 	// Destinations are the worker.destinations the forward handler sends
-	// each event to. Required with forward.
+	// each event to; a handler of a worker binary may read them too
+	// (worker.RouteFrom). Required with forward.
 	Destinations []string `mapstructure:"destinations"`
 }

@@ -182,9 +182,6 @@ func (c *Config) validateRouteForward(p *problems, key string, route *RouteConfi
 	if forwards && len(route.Destinations) == 0 {
 		p.addf(key+".destinations", "required by the forward handler: names in worker.destinations")
 	}
-	if !forwards && len(route.Destinations) > 0 {
-		p.addf(key+".destinations", "only the forward handler uses them; add forward to handlers")
-	}
 	for i, d := range route.Destinations {
 		if _, ok := c.Worker.Destinations[d]; !ok {
 			p.addf(fmt.Sprintf("%s.destinations[%d]", key, i), "unknown destination %q (worker.destinations: %s)",

@@ -38,7 +38,8 @@ type Route struct {
 	// their source and type), which are marked done with a note.
 	Filter []Condition
 	// Destinations are the outbox destinations the "forward" handler
-	// enqueues each event to. Required by forward.
+	// enqueues each event to; a worker binary's handler may read them
+	// (RouteFrom) to send its own messages. Required by forward.
 	Destinations []string
 }
 
