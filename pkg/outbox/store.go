@@ -75,8 +75,21 @@ func scanRecord(row pgx.CollectableRow) (*Record, error) {
 // dies leaves them due again when the lease ends. Rows locked by another
 // claim are skipped (FOR UPDATE SKIP LOCKED). A disabled destination's
 // messages are not claimed.
+//
+// The claim commits with synchronous_commit on, whatever the server's or
+// the worker's setting: its COMMIT then waits for the WAL to be flushed up
+// to its own commit record, which lies after the commit record of every
+// message it claimed. A handler transaction committed with
+// synchronous_commit off (the worker's default) is therefore durable before
+// its message leaves PostgreSQL; a crash cannot lose an effect whose message
+// was delivered.
 func (s *Store) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]*Record, error) {
-	rows, err := s.pool.Query(ctx, `
+	var recs []*Record
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
 WITH due AS (
     SELECT id FROM hookinbox_outbox
     WHERE status = 'pending' AND next_attempt_at <= now() AND destination = $1
@@ -89,10 +102,12 @@ UPDATE hookinbox_outbox o
 SET attempts = o.attempts + 1, next_attempt_at = now() + $3 * interval '1 millisecond'
 FROM due WHERE o.id = due.id
 RETURNING o.`+recordColumns, destination, limit, lease.Milliseconds())
-	if err != nil {
-		return nil, fmt.Errorf("outbox: claim %s: %w", destination, err)
-	}
-	recs, err := pgx.CollectRows(rows, scanRecord)
+		if err != nil {
+			return err
+		}
+		recs, err = pgx.CollectRows(rows, scanRecord)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("outbox: claim %s: %w", destination, err)
 	}
