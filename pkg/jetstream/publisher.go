@@ -117,7 +117,7 @@ func New(ctx context.Context, cfg Config) (*Publisher, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	p := &Publisher{cfg: cfg, nc: nc, js: js}
-	if err := p.prepareStream(ctx); err != nil {
+	if err := p.prepareStream(ctx, false); err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -125,8 +125,8 @@ func New(ctx context.Context, cfg Config) (*Publisher, error) {
 }
 
 // prepareStream creates or updates the stream, or checks that it exists,
-// as the Config asks.
-func (p *Publisher) prepareStream(ctx context.Context) error {
+// as the Config asks; retried says it lost a race to create it once.
+func (p *Publisher) prepareStream(ctx context.Context, retried bool) error {
 	if p.cfg.Stream == "" {
 		return nil
 	}
@@ -139,9 +139,10 @@ func (p *Publisher) prepareStream(ctx context.Context) error {
 			Storage:    natsjs.FileStorage,
 			Duplicates: p.cfg.Duplicates,
 		})
-		if errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
-			// Another publisher created it first, with other settings.
-			return p.prepareStream(ctx)
+		if errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) && !retried {
+			// Another publisher created it first, with other settings:
+			// update it as one that existed.
+			return p.prepareStream(ctx, true)
 		}
 		if err != nil {
 			return fmt.Errorf("jetstream: create stream %q: %w", p.cfg.Stream, err)

@@ -313,11 +313,14 @@ func TestNew(t *testing.T) {
 		t.Parallel()
 		url := natstest.URL(t)
 		stream, prefix := natstest.Stream(t, url)
-		cfg := Config{URL: url, Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true}
 		errs := make(chan error, 2)
-		for range 2 {
+		// Different windows: the one that loses the race to create the
+		// stream finds it taken with other settings, and updates it.
+		for _, duplicates := range []time.Duration{30 * time.Second, 45 * time.Second} {
 			go func() {
-				pub, err := New(t.Context(), cfg)
+				pub, err := New(t.Context(), Config{
+					URL: url, Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true, Duplicates: duplicates,
+				})
 				if err == nil {
 					pub.Close()
 				}
