@@ -2,7 +2,6 @@ package jetstream
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -389,7 +388,7 @@ func TestOutage(t *testing.T) {
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
-		require.False(t, errors.Is(err, ErrInvalidSubject), err)
+		require.NotErrorIs(t, err, ErrInvalidSubject)
 	}
 	require.NoError(t, err, "the publisher did not reconnect within 15s")
 	require.True(t, ack.Duplicate, "the duplicate window survives a restart")
