@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/jetstream"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -155,6 +156,11 @@ func (c *Config) validateOutbox(p *problems) {
 			}
 			if d.Subject == "" {
 				p.addf(key+".subject", `required for kind nats (a template such as "stripe.{type}")`)
+			} else if err := jetstream.CheckTemplate(d.Subject); err != nil {
+				p.addf(key+".subject", "%s", err)
+			}
+			if d.CreateStream && len(d.Subjects) == 0 {
+				p.addf(key+".subjects", "required with create_stream (the stream's subjects, such as \"stripe.>\")")
 			}
 		default:
 			p.addf(key+".kind", "must be %s or %s, not %q", DestinationHTTP, DestinationNATS, d.Kind)

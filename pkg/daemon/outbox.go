@@ -1,11 +1,14 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/jetstream"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 
@@ -41,18 +44,24 @@ func OutboxRelay(env *Env) (*outbox.RelayConfig, error) {
 	return rc, nil
 }
 
+// natsDialTimeout is added to a nats destination's timeout to bound its
+// start-up: connecting, and checking or creating its stream.
+const natsDialTimeout = 5 * time.Second
+
 // newDestination builds one configured destination.
 func newDestination(d *config.DestinationConfig) (outbox.Destination, error) {
 	switch d.Kind {
 	case config.DestinationHTTP:
 		return outbox.NewHTTP(&outbox.HTTPConfig{URL: d.URL, Secret: d.Secret, Timeout: d.Timeout})
 	case config.DestinationNATS:
-		// TODO(lead): wire pkg/jetstream (branch natsdest) here once it is
-		// merged: jetstream.New, and a Destination whose Deliver renders
-		// d.Subject with jetstream.RenderSubject(d.Subject, r.Source,
-		// r.EventType) and calls Publish(ctx, subject, r.Key, r.Payload,
-		// r.Headers).
-		return nil, fmt.Errorf("kind %q is not built into this binary yet", d.Kind)
+		// Connecting (and creating the stream) is bounded like a delivery,
+		// plus the time to dial.
+		ctx, cancel := context.WithTimeout(context.Background(), d.Timeout+natsDialTimeout)
+		defer cancel()
+		return outbox.NewJetStream(ctx, &outbox.JetStreamConfig{
+			Publisher: jetstream.Config{URL: d.URL, Stream: d.Stream, Subjects: d.Subjects, CreateStream: d.CreateStream, AckTimeout: d.Timeout},
+			Subject:   d.Subject,
+		})
 	}
 	return nil, fmt.Errorf("unknown kind %q", d.Kind)
 }
