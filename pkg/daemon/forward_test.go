@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
@@ -18,6 +20,7 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/natstest"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -56,10 +59,11 @@ func (c *consumer) serve(wh *standardwebhooks.Webhook) http.HandlerFunc {
 
 // TestForwardEndToEnd: signed deliveries, each sent three times at once,
 // go through the receiver, the worker's forward route and the outbox relay
-// to an HTTP destination, from configuration alone. The receiver keeps one
-// event per id; the outbox one message per event; the relay re-sends the
-// messages whose answer was lost; and the consumer, deduplicating by
-// webhook-id, applies exactly one message per event.
+// to an HTTP destination and a NATS JetStream stream, from configuration
+// alone. The receiver keeps one event per id; the outbox one message per
+// event and destination; the relay re-sends the HTTP messages whose answer
+// was lost; the HTTP consumer, deduplicating by webhook-id, applies exactly
+// one message per event, and the stream holds one message per event.
 func TestForwardEndToEnd(t *testing.T) {
 	t.Parallel()
 	const events, copies = 10, 3
@@ -68,6 +72,9 @@ func TestForwardEndToEnd(t *testing.T) {
 	billing := &consumer{requests: map[string]int{}, applied: map[string]int{}}
 	sink := httptest.NewServer(billing.serve(wh))
 	t.Cleanup(sink.Close)
+
+	natsURL := natstest.URL(t)
+	stream, prefix := natstest.Stream(t, natsURL)
 
 	db := dbtest.New(t)
 	cfg := &config.Config{
@@ -78,8 +85,11 @@ func TestForwardEndToEnd(t *testing.T) {
 			Outbox: config.OutboxConfig{Relay: config.OutboxRelayConfig{PollInterval: 20 * time.Millisecond}},
 			Destinations: map[string]config.DestinationConfig{
 				"billing": {Kind: config.DestinationHTTP, URL: sink.URL, Secret: secret, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
+				"feed": {Kind: config.DestinationNATS, URL: natsURL, Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true,
+					Subject: prefix + ".{source}.{type}"},
 			},
-			Routes: []config.RouteConfig{{Source: "bank", Types: []string{"account.*"}, Handlers: []string{"forward"}, Destinations: []string{"billing"}}},
+			Routes: []config.RouteConfig{{Source: "bank", Types: []string{"account.*"}, Handlers: []string{"forward"},
+				Destinations: []string{"billing", "feed"}}},
 		},
 	}
 	cfg.ApplyDefaults()
@@ -123,7 +133,7 @@ func TestForwardEndToEnd(t *testing.T) {
 		var delivered int
 		require.NoError(t, db.Pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM hookinbox_outbox WHERE status = 'delivered'`).Scan(&delivered))
-		return delivered == events
+		return delivered == 2*events
 	})
 	billing.mu.Lock()
 	defer billing.mu.Unlock()
@@ -136,5 +146,22 @@ func TestForwardEndToEnd(t *testing.T) {
 		require.Equal(t, 2, billing.requests[key], "%s: the lost answer made the relay send it again, once", key)
 		sent += billing.requests[key]
 	}
-	t.Logf("%d events x %d deliveries -> %d outbox messages -> %d requests -> %d effective messages", events, copies, events, sent, len(billing.applied))
+	t.Logf("%d events x %d deliveries -> %d outbox messages per destination -> %d HTTP requests -> %d effective messages", events, copies, events, sent, len(billing.applied))
+
+	// The NATS consumer: one message per event in the stream, on the
+	// event's subject, with Nats-Msg-Id = the key.
+	nc, err := nats.Connect(natsURL)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	s, err := js.Stream(context.Background(), stream)
+	require.NoError(t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, events, info.State.Msgs)
+	msg, err := s.GetMsg(context.Background(), 1)
+	require.NoError(t, err)
+	require.Equal(t, prefix+".bank.account.deposit", msg.Subject)
+	require.Regexp(t, `^bank:msg_\d+:feed$`, msg.Header.Get(nats.MsgIdHdr))
 }
