@@ -13,13 +13,13 @@ import (
 )
 
 // OutboxRelay returns the outbox relay's configuration for env's worker,
-// with a destination built for each of worker.destinations; nil when
-// worker.outbox.relay.disabled is true, or when no destination is
-// configured and the relay would have nothing to deliver to.
-func OutboxRelay(env *Env) (*outbox.RelayConfig, error) {
+// with a destination built for each of worker.destinations, and false when
+// the worker runs no relay: worker.outbox.relay.disabled is true, or no
+// destination is configured and the relay would have nothing to deliver to.
+func OutboxRelay(env *Env) (*outbox.RelayConfig, bool, error) {
 	wc := env.Config.Worker
 	if wc.Outbox.Relay.Disabled || len(wc.Destinations) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	rc := &outbox.RelayConfig{
 		Destinations: make(map[string]*outbox.RelayDestination, len(wc.Destinations)),
@@ -34,14 +34,14 @@ func OutboxRelay(env *Env) (*outbox.RelayConfig, error) {
 		dest, err := newDestination(&d)
 		if err != nil {
 			closeDestinations(rc)
-			return nil, fmt.Errorf("worker.destinations.%s: %w", name, err)
+			return nil, false, fmt.Errorf("worker.destinations.%s: %w", name, err)
 		}
 		rc.Destinations[name] = &outbox.RelayDestination{
 			Destination: dest, Concurrency: d.Concurrency, Rate: d.Rate, MaxAttempts: d.MaxAttempts,
 			BackoffMin: d.BackoffMin, BackoffMax: d.BackoffMax,
 		}
 	}
-	return rc, nil
+	return rc, true, nil
 }
 
 // natsDialTimeout is added to a nats destination's timeout to bound its

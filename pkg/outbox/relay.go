@@ -422,5 +422,5 @@ func (l *destinationLoop) backoff(n int) time.Duration {
 	}
 	d = min(d, l.d.BackoffMax)
 	half := d / 2
-	return half + rand.N(half+1)
+	return half + rand.N(half+1) //nolint:gosec // jitter, not a secret
 }
