@@ -31,7 +31,7 @@ func OutboxRelay(env *Env) (*outbox.RelayConfig, bool, error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(wc.Destinations)) {
 		d := wc.Destinations[name]
-		dest, err := newDestination(&d)
+		dest, err := newDestination(&d, wc.Outbox.Relay.Lease)
 		if err != nil {
 			closeDestinations(rc)
 			return nil, false, fmt.Errorf("worker.destinations.%s: %w", name, err)
@@ -48,8 +48,11 @@ func OutboxRelay(env *Env) (*outbox.RelayConfig, bool, error) {
 // start-up: connecting, and checking or creating its stream.
 const natsDialTimeout = 5 * time.Second
 
-// newDestination builds one configured destination.
-func newDestination(d *config.DestinationConfig) (outbox.Destination, error) {
+// newDestination builds one configured destination. A stream that a nats
+// destination creates gets a duplicate window of twice the relay's lease at
+// least: the re-sends after a relay's crash come a lease after the first
+// publish, and the window must still hold its id then.
+func newDestination(d *config.DestinationConfig, lease time.Duration) (outbox.Destination, error) {
 	switch d.Kind {
 	case config.DestinationHTTP:
 		return outbox.NewHTTP(&outbox.HTTPConfig{URL: d.URL, Secret: d.Secret, Timeout: d.Timeout})
@@ -59,8 +62,11 @@ func newDestination(d *config.DestinationConfig) (outbox.Destination, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), d.Timeout+natsDialTimeout)
 		defer cancel()
 		return outbox.NewJetStream(ctx, &outbox.JetStreamConfig{
-			Publisher: jetstream.Config{URL: d.URL, Stream: d.Stream, Subjects: d.Subjects, CreateStream: d.CreateStream, AckTimeout: d.Timeout},
-			Subject:   d.Subject,
+			Publisher: jetstream.Config{
+				URL: d.URL, Stream: d.Stream, Subjects: d.Subjects, CreateStream: d.CreateStream, AckTimeout: d.Timeout,
+				Duplicates: max(jetstream.DuplicatesDefault, 2*lease),
+			},
+			Subject: d.Subject,
 		})
 	}
 	return nil, fmt.Errorf("unknown kind %q", d.Kind)
