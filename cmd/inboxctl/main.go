@@ -210,5 +210,6 @@ required where the provider sends them in headers (send names the missing ones).
 	root.AddCommand(newEventsCommand(path), newReplayCommand(path), newPruneCommand(path))
 	root.AddCommand(newSourcesCommand(path))
 	root.AddCommand(newRejectionsCommand(path))
+	root.AddCommand(newOutboxCommand(path))
 	return root
 }

@@ -38,6 +38,7 @@ func exampleEnv(dbURL string) []string {
 		"PADDLE_WEBHOOK_SECRET=paddle", "SLACK_SIGNING_SECRET=slack", "MARQETA_WEBHOOK_PASSWORD=marqeta",
 		"MARQETA_WEBHOOK_SECRET=marqeta", "ADYEN_HMAC_KEY=" + strings.Repeat("0", 64), "ADYEN_WEBHOOK_PASSWORD=adyen",
 		"TWILIO_AUTH_TOKEN=twilio", "PARTNER_WEBHOOK_SECRET=partner", "PARTNER_API_KEY=partner",
+		"BILLING_WEBHOOK_SECRET=" + bankSecret,
 	}
 }
 

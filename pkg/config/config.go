@@ -343,6 +343,11 @@ type WorkerConfig struct {
 	PauseRefresh time.Duration `mapstructure:"pause_refresh"`
 	// Admin configures the admin HTTP API (see ops.go).
 	Admin WorkerAdminConfig `mapstructure:"admin"`
+	// Outbox configures the outbox relay run in the worker (outbox.go).
+	Outbox OutboxConfig `mapstructure:"outbox"`
+	// Destinations are where the forward handler, and handlers calling
+	// outbox.Enqueue, send messages, by name (outbox.go). Defaults to none.
+	Destinations map[string]DestinationConfig `mapstructure:"destinations"`
 }
 
 // WorkerUIConfig configures River UI, served by the worker at /riverui/ on
@@ -383,4 +388,12 @@ type RouteConfig struct {
 	Lock LockConfig `mapstructure:"lock"`
 	// Sequence processes events sharing a key in order (ordering.go).
 	Sequence SequenceConfig `mapstructure:"sequence"`
+	// Filter runs the handlers only for the events meeting every condition;
+	// the route still decides for the others, which are marked done with a
+	// note (outbox.go). Defaults to none: every event.
+	Filter []FilterConfig `mapstructure:"filter"`
+	// Destinations are the worker.destinations the forward handler sends
+	// each event to; a handler of a worker binary may read them too
+	// (worker.RouteFrom). Required with forward.
+	Destinations []string `mapstructure:"destinations"`
 }

@@ -41,6 +41,8 @@ func decodeStruct(v reflect.Value, settings map[string]any, prefix string, skip 
 			decodeStruct(field, m, key+".", skip, p)
 		case field.Kind() == reflect.Slice && field.Type().Elem().Kind() == reflect.Struct:
 			decodeList(field, value, key, skip, p)
+		case field.Kind() == reflect.Map && field.Type().Elem().Kind() == reflect.Struct:
+			decodeMap(field, value, key, skip, p)
 		default:
 			if err := decodeValue(field, value); err != nil {
 				p.add(key, err)
@@ -78,6 +80,28 @@ func decodeList(field reflect.Value, value any, key string, skip map[string]bool
 			continue
 		}
 		decodeStruct(field.Index(i), m, keys[i]+".", skip, p)
+	}
+}
+
+// decodeMap decodes a mapping of names to structs (worker.destinations),
+// each entry reported under its name ("worker.destinations.billing.url").
+func decodeMap(field reflect.Value, value any, key string, skip map[string]bool, p *problems) {
+	entries, ok := value.(map[string]any)
+	if !ok {
+		p.addf(key, "must be a mapping of names to settings")
+		return
+	}
+	field.Set(reflect.MakeMapWithSize(field.Type(), len(entries)))
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		entryKey := key + "." + name
+		m, ok := entries[name].(map[string]any)
+		if !ok {
+			p.addf(entryKey, "must be a mapping of keys to values")
+			continue
+		}
+		entry := reflect.New(field.Type().Elem()).Elem()
+		decodeStruct(entry, m, entryKey+".", skip, p)
+		field.SetMapIndex(reflect.ValueOf(name), entry)
 	}
 }
 

@@ -156,6 +156,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	w.PruneBatch = cmp.Or(w.PruneBatch, defaultWorkerPruneBatch)
 	w.ReplayRate = cmp.Or(w.ReplayRate, defaultWorkerReplayRate)
 	w.ReplayBatch = cmp.Or(w.ReplayBatch, defaultWorkerReplayBatch)
+	applyOutboxDefaults(w)
 	for i := range w.Routes {
 		if len(w.Routes[i].Types) == 0 {
 			w.Routes[i].Types = []string{defaultRouteType}

@@ -74,6 +74,7 @@ func TestApplyDefaults(t *testing.T) {
 			Isolation:         "read_committed",
 			Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}}},
 			PauseRefresh:      time.Second,
+			Outbox:            OutboxConfig{Relay: OutboxRelayConfig{Batch: 100, Lease: 2 * time.Minute, PollInterval: time.Second}},
 		}, cfg.Worker)
 	})
 

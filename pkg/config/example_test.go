@@ -38,6 +38,7 @@ var exampleEnv = map[string]string{
 	"TWILIO_AUTH_TOKEN":        "12345",
 	"PARTNER_WEBHOOK_SECRET":   "partner-secret",
 	"PARTNER_API_KEY":          "partner-api-key",
+	"BILLING_WEBHOOK_SECRET":   "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 }
 
 // TestExampleFile keeps config/hookinbox.yaml loadable and valid. A source
@@ -75,8 +76,11 @@ func TestExampleFile(t *testing.T) {
 			Mirror:   config.MirrorConfig{Kind: "data.object.object", ID: "data.object.id", Version: "created", EventTime: "created", Tie: "arrival"},
 			Lock:     config.LockConfig{Key: "data.object.id", Snooze: time.Second},
 			Sequence: config.SequenceConfig{Key: "data.object.id", Order: "created", PoisonAfter: 3}},
+		{Source: "stripe", Types: []string{"invoice.*"}, Handlers: []string{"forward"},
+			Filter: []config.FilterConfig{{Path: "data.object.currency", In: []string{"usd", "eur"}}}, Destinations: []string{"billing"}},
 		{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}},
 	}, cfg.Worker.Routes)
+	require.Equal(t, exampleEnv["BILLING_WEBHOOK_SECRET"], cfg.Worker.Destinations["billing"].Secret)
 
 	// github and slack leave their limits to the provider presets.
 	for _, name := range []string{"github", "slack"} {

@@ -52,14 +52,20 @@ func expandValue(v reflect.Value, key string, lookup func(string) (string, bool)
 		}
 	case reflect.Map:
 		// A map's values are not addressable: each is expanded in a copy
-		// and stored back (tracing.headers).
+		// and stored back. A map of structs is keyed like a section
+		// (worker.destinations.billing.secret), a map of strings like an
+		// entry (tracing.headers[Authorization]).
 		if v.Type().Key().Kind() != reflect.String {
 			return
 		}
 		for _, k := range v.MapKeys() {
 			elem := reflect.New(v.Type().Elem()).Elem()
 			elem.Set(v.MapIndex(k))
-			expandValue(elem, key+"["+k.String()+"]", lookup, p)
+			name := key + "[" + k.String() + "]"
+			if elem.Kind() == reflect.Struct {
+				name = key + "." + k.String()
+			}
+			expandValue(elem, name, lookup, p)
 			v.SetMapIndex(k, elem)
 		}
 	default:

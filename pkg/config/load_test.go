@@ -132,6 +132,7 @@ worker:
 				Isolation:         "read_committed",
 				Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}}},
 				PauseRefresh:      time.Second,
+				Outbox:            OutboxConfig{Relay: OutboxRelayConfig{Batch: 100, Lease: 2 * time.Minute, PollInterval: time.Second}},
 			},
 			Tracing: TracingConfig{SampleRatio: 1},
 		}, cfg)
@@ -651,6 +652,7 @@ func TestScalarKeys(t *testing.T) {
 		"worker.unrouted", "worker.group_max_events", "worker.soft_stop_timeout", "worker.hard_stop_timeout", "worker.synchronous_commit",
 		"worker.isolation",
 		"worker.ui.enabled", "worker.ui.read_only", "worker.pause_refresh", "worker.admin.token",
+		"worker.outbox.relay.disabled", "worker.outbox.relay.batch", "worker.outbox.relay.lease", "worker.outbox.relay.poll_interval",
 		"tracing.enabled", "tracing.otlp_endpoint", "tracing.sample_ratio",
 	}, keys)
 	require.Equal(t, "HOOKINBOX_DATABASE_URL", EnvVar("database.url"))

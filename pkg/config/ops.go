@@ -150,9 +150,9 @@ func (a *WorkerAdminConfig) redacted() map[string]any {
 
 // SecretValues returns every secret the config holds for the sources (their
 // signing secrets, Basic Auth passwords, API keys and reconciliation keys),
-// the admin token and the values of tracing.headers: what must never be
-// stored or shown, and what the rejection samples redact from any header
-// value.
+// the admin token, the destinations' signing secrets and the values of
+// tracing.headers: what must never be stored or shown, and what the
+// rejection samples redact from any header value.
 func (c *Config) SecretValues() []string {
 	var out []string
 	for i := range c.Sources {
@@ -175,6 +175,11 @@ func (c *Config) SecretValues() []string {
 	for _, name := range slices.Sorted(maps.Keys(c.Tracing.Headers)) {
 		if v := c.Tracing.Headers[name]; v != "" {
 			out = append(out, v)
+		}
+	}
+	for _, d := range c.Worker.Destinations {
+		if d.Secret != "" {
+			out = append(out, d.Secret)
 		}
 	}
 	return out

@@ -172,7 +172,8 @@ func (r *RouteConfig) redactedOrdering(m map[string]any) {
 // provider (the mirror and sequence defaults depend on it; "" for a route
 // over several providers, which then takes no provider default).
 func (r *RouteConfig) WorkerRoute(provider string) worker.Route {
-	out := worker.Route{Source: r.Source, Types: r.Types, Handlers: r.Handlers, Isolation: worker.Isolation(r.Isolation)}
+	out := worker.Route{Source: r.Source, Types: r.Types, Handlers: r.Handlers, Isolation: worker.Isolation(r.Isolation),
+		Filter: r.workerFilter(), Destinations: r.Destinations}
 	spec, hasSpec := r.MirrorSpec(provider)
 	if hasSpec && r.Mirror != (MirrorConfig{}) {
 		out.Mirror = spec

@@ -27,10 +27,16 @@ func (c *Config) Redacted() map[string]any {
 			"handlers": route.Handlers,
 		}
 		route.redactedOrdering(m)
+		filter := make([]any, len(route.Filter))
+		for j, f := range route.Filter {
+			filter[j] = map[string]any{"path": f.Path, "in": f.In}
+		}
+		m["filter"] = filter
+		m["destinations"] = route.Destinations
 		routes[i] = m
 	}
 	r, w := &c.Receiver, &c.Worker
-	return map[string]any{
+	out := map[string]any{
 		"database": c.Database.redacted(),
 		"log": map[string]any{
 			"level":  c.Log.Level,
@@ -89,6 +95,8 @@ func (c *Config) Redacted() map[string]any {
 		},
 		"tracing": c.Tracing.redacted(),
 	}
+	w.redactedOutbox(out["worker"].(map[string]any))
+	return out
 }
 
 func (d *DatabaseConfig) redacted() map[string]any {

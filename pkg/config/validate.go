@@ -169,6 +169,7 @@ func (c *Config) validateWorker(p *problems) {
 		}
 	}
 
+	c.validateOutbox(p)
 	for i := range w.Routes {
 		c.validateRoute(p, i)
 	}
@@ -203,6 +204,7 @@ func (c *Config) validateRoute(p *problems, i int) {
 	}
 
 	c.validateRouteOrdering(p, key, route)
+	c.validateRouteForward(p, key, route)
 
 	// The first match decides, so a route after a catch-all for its source
 	// can never run.

@@ -16,6 +16,7 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/logging"
 	"github.com/hookinbox/hookinbox/pkg/metrics"
+	"github.com/hookinbox/hookinbox/pkg/outbox"
 	"github.com/hookinbox/hookinbox/pkg/receiver"
 	"github.com/hookinbox/hookinbox/pkg/reconcile"
 	"github.com/hookinbox/hookinbox/pkg/replay"
@@ -56,6 +57,12 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	var relay *outbox.RelayConfig // nil: this worker runs no relay
+	if rc, ok, err := OutboxRelay(env); err != nil {
+		return nil, err
+	} else if ok {
+		relay = rc
+	}
 	var addWorkers func(*river.Workers)
 	if len(reconciled) > 0 {
 		rw := reconcile.NewWorker(env.Pool, reconciled, queueFor, env.Logger.Named("reconcile"))
@@ -88,6 +95,7 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		PauseRefresh:      wc.PauseRefresh,
 		AddWorkers:        addWorkers,
 		TracerProvider:    env.TracerProvider,
+		Outbox:            relay,
 		// On the first worked queue, like the reaper.
 		PeriodicJobs: reconcile.PeriodicJobs(reconciled, wc.Queues[0]),
 	})

@@ -162,6 +162,15 @@ func (w *eventWorker) runHandlers(ctx context.Context, tx pgx.Tx, ev *inbox.Even
 		}
 		return w.store.SetNote(ctx, tx, ev.ID, noteUnrouted)
 	}
+	if len(route.route.Filter) > 0 {
+		ok, err := matchesFilter(route.route.Filter, ev)
+		if err != nil {
+			return inbox.Permanent(err)
+		}
+		if !ok {
+			return w.store.SetNote(ctx, tx, ev.ID, noteFiltered)
+		}
+	}
 	ctx = withRoute(ctx, route.route)
 	for _, h := range route.handlers {
 		if err := callHandler(ctx, h, tx, *ev); err != nil {

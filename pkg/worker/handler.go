@@ -32,7 +32,9 @@ type Registry struct {
 // NewRegistry returns a registry holding the built-in handlers: "noop",
 // which does nothing, "log", which logs the event's identity (never its
 // payload) through logger, and "mirror", which keeps the latest snapshot of
-// every object in hookinbox_snapshot (see mirrorHandler).
+// every object in hookinbox_snapshot (see mirrorHandler), and "forward",
+// which enqueues the event to its route's destinations through the outbox
+// (see forwardHandler).
 func NewRegistry(logger *zap.Logger) *Registry {
 	r := &Registry{handlers: map[string]Handler{}}
 	r.Register("noop", func(context.Context, pgx.Tx, inbox.Event) error { return nil })
@@ -43,6 +45,7 @@ func NewRegistry(logger *zap.Logger) *Registry {
 		return nil
 	})
 	r.Register(MirrorHandlerName, mirrorHandler(logger))
+	r.Register(ForwardHandlerName, forwardHandler)
 	return r
 }
 

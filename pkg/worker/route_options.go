@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -197,6 +198,14 @@ func checkRouteOptions(r Route) (*Route, error) {
 			l.Snooze = LockSnoozeDefault
 		}
 		out.Lock = &l
+	}
+	for i, c := range out.Filter {
+		if err := inbox.CheckSequenceLocator(c.Path); err != nil {
+			return nil, fmt.Errorf("filter[%d].path: %w", i, err)
+		}
+	}
+	if slices.Contains(out.Handlers, ForwardHandlerName) && len(out.Destinations) == 0 {
+		return nil, errors.New("destinations: required by the forward handler")
 	}
 	if out.Sequence != nil {
 		s := *out.Sequence

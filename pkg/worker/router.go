@@ -33,6 +33,14 @@ type Route struct {
 	// Sequence, when set, processes events sharing a key one at a time, in
 	// order (see SequenceOption).
 	Sequence *SequenceOption
+	// Filter, when set, runs the handlers only for the events that meet
+	// every condition; the route still decides for the others (it matched
+	// their source and type), which are marked done with a note.
+	Filter []Condition
+	// Destinations are the outbox destinations the "forward" handler
+	// enqueues each event to; a worker binary's handler may read them
+	// (RouteFrom) to send its own messages. Required by forward.
+	Destinations []string
 }
 
 // Router picks an event's handlers: the first route that matches decides.
@@ -180,7 +188,15 @@ func queueRoutes(routes []Route, sources map[string]string, queue string, failUn
 		if len(types) == 0 {
 			types = []string{"*"}
 		}
-		fmt.Fprintf(&b, "%s %s -> %s; ", route.Source, strings.Join(types, ","), strings.Join(route.Handlers, ","))
+		fmt.Fprintf(&b, "%s %s", route.Source, strings.Join(types, ","))
+		for _, c := range route.Filter {
+			fmt.Fprintf(&b, " where %s in [%s]", c.Path, strings.Join(c.In, ","))
+		}
+		fmt.Fprintf(&b, " -> %s", strings.Join(route.Handlers, ","))
+		if len(route.Destinations) > 0 {
+			fmt.Fprintf(&b, " to %s", strings.Join(route.Destinations, ","))
+		}
+		b.WriteString("; ")
 	}
 	unrouted := "done"
 	if failUnrouted {

@@ -28,6 +28,7 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/logging"
 	"github.com/hookinbox/hookinbox/pkg/metrics"
+	"github.com/hookinbox/hookinbox/pkg/outbox"
 	"github.com/hookinbox/hookinbox/pkg/replay"
 	"github.com/hookinbox/hookinbox/pkg/retention"
 )
@@ -188,6 +189,12 @@ type Config struct {
 	// middleware, linked to the span of the delivery that enqueued it) and
 	// each event's handlers (see tracing.go). nil traces nothing.
 	TracerProvider trace.TracerProvider
+	// Outbox, when set, runs an outbox relay (pkg/outbox) in the worker,
+	// started by Start and stopped by Stop: it delivers the messages
+	// handlers enqueue (the forward handler's among them) to these
+	// destinations. Its PollOnly is forced on with the worker's. nil runs
+	// none: another worker delivers them.
+	Outbox *outbox.RelayConfig
 	// RiverConfig, when set, receives the river.Config before the client is
 	// built, for settings this Config does not cover (tests shorten River's
 	// timings with it).
@@ -241,6 +248,13 @@ func (c *Config) validate() error {
 		return fmt.Errorf("worker: Isolation: %w", err)
 	}
 	for i, r := range c.Routes {
+		if c.Outbox != nil {
+			for _, d := range r.Destinations {
+				if _, ok := c.Outbox.Destinations[d]; !ok {
+					return fmt.Errorf("worker: route %d: unknown destination %q", i, d)
+				}
+			}
+		}
 		if r.Sequence != nil && r.Isolation == "" && c.Isolation != IsolationReadCommitted {
 			return fmt.Errorf("worker: route %d: sequence needs isolation %s; the worker's is %s (set the route's)", i, IsolationReadCommitted, c.Isolation)
 		}
@@ -258,6 +272,7 @@ type Worker struct {
 	registration *registration
 	group        *groupCommitter // nil without group commit
 	pauses       *pauseWatch
+	relay        *outbox.Relay // nil without Config.Outbox
 }
 
 // New builds a Worker on pool. It refuses routes that leave a source on a
@@ -344,7 +359,18 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: river client: %w", err)
 	}
-	return &Worker{client: client, config: c, registration: newRegistration(pool, c), group: ew.group, pauses: pauses}, nil
+	w := &Worker{client: client, config: c, registration: newRegistration(pool, c), group: ew.group, pauses: pauses}
+	if c.Outbox != nil {
+		rc := *c.Outbox
+		rc.PollOnly = rc.PollOnly || c.PollOnly
+		if rc.Logger == nil {
+			rc.Logger = c.Logger.Named("outbox")
+		}
+		if w.relay, err = outbox.NewRelay(pool, &rc); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
 // firstQueue picks a stable queue for the reaper: "default" when worked.
@@ -387,6 +413,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.pauses.shutdown()
 		return err
 	}
+	if w.relay != nil {
+		return w.relay.Start(ctx)
+	}
 	return nil
 }
 
@@ -399,6 +428,11 @@ func (w *Worker) Client() *river.Client[pgx.Tx] { return w.client }
 func (w *Worker) Stop(ctx context.Context) error {
 	if err := w.stopClient(ctx); err != nil {
 		return err
+	}
+	if w.relay != nil {
+		// After the handlers: what they enqueued last is delivered if
+		// ctx leaves time; the rest waits, pending, for the next relay.
+		_ = w.relay.Stop(ctx)
 	}
 	if w.group != nil {
 		// No Work runs any more: every queued job was answered.

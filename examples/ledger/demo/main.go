@@ -57,7 +57,12 @@ func run(ctx context.Context, bin string, deposits int, hold bool) error {
 	receiverAddr, workerAddr := freeAddr(), freeAddr()
 	configPath := filepath.Join(dir, "demo.yaml")
 	uiPassword := rand.Text()
-	if err := os.WriteFile(configPath, []byte(fmt.Sprintf(demoConfig, receiverAddr, workerAddr, secret, uiUser, uiPassword)), 0o600); err != nil {
+	fd, err := startFeed()
+	if err != nil {
+		return err
+	}
+	defer fd.stop()
+	if err := os.WriteFile(configPath, []byte(fmt.Sprintf(demoConfig, receiverAddr, workerAddr, secret, uiUser, uiPassword, fd.url)), 0o600); err != nil {
 		return err
 	}
 
@@ -111,11 +116,20 @@ func run(ctx context.Context, bin string, deposits int, hold bool) error {
 		return err
 	}
 
+	if err := waitFed(ctx, pool, b.runID); err != nil {
+		return err
+	}
+
 	step("5. summary")
 	ok, err := summarize(ctx, pool, b)
 	if err != nil {
 		return err
 	}
+	fed, err := summarizeFeed(ctx, pool, fd, b.runID)
+	if err != nil {
+		return err
+	}
+	ok = ok && fed
 
 	// The poison event fails permanently, so its job is cancelled; the
 	// unparseable one never had a job.
@@ -148,7 +162,11 @@ worker:
   concurrency: 8
   max_attempts: 3
   routes:
-    - {source: bank, types: ["account.deposit"], handlers: [ledger]}
+    - {source: bank, types: ["account.deposit"], handlers: [ledger], destinations: [feed]}
+  destinations:
+    feed: {kind: http, url: %[6]q, secret: %[3]q, backoff_min: 100ms, backoff_max: 1s}
+  outbox:
+    relay: {poll_interval: 100ms}
   ui:
     enabled: true
     basic_auth: [{username: %[4]q, password: %[5]q}]

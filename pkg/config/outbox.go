@@ -1,0 +1,228 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/jetstream"
+	"github.com/hookinbox/hookinbox/pkg/outbox"
+	"github.com/hookinbox/hookinbox/pkg/worker"
+)
+
+// The kinds of destination.
+const (
+	// DestinationHTTP POSTs each message, signed per Standard Webhooks.
+	DestinationHTTP = "http"
+	// DestinationNATS publishes each message to a NATS JetStream stream.
+	DestinationNATS = "nats"
+)
+
+// OutboxConfig configures the outbox relay that runs inside each worker.
+type OutboxConfig struct {
+	// Relay configures the relay.
+	Relay OutboxRelayConfig `mapstructure:"relay"`
+}
+
+// OutboxRelayConfig configures the relay (pkg/outbox). Behind a transaction
+// pooler (database.pooler: transaction) it polls: a LISTEN needs a session.
+type OutboxRelayConfig struct {
+	// Disabled turns the relay off in this worker (another deployment
+	// delivers). Defaults to false: every worker replica with destinations
+	// runs a relay, and the replicas share the work.
+	Disabled bool `mapstructure:"disabled"`
+	// Batch is the most messages of one destination claimed at once; a
+	// crashed relay re-sends at most one batch per destination. Defaults
+	// to 100.
+	Batch int `mapstructure:"batch"`
+	// Lease is how long a claimed batch belongs to its relay; it must
+	// exceed the time the batch's deliveries take. Defaults to 2m.
+	Lease time.Duration `mapstructure:"lease"`
+	// PollInterval is how often an idle relay looks for due messages when
+	// no notification wakes it (retries falling due, or behind a pooler).
+	// Defaults to 1s.
+	PollInterval time.Duration `mapstructure:"poll_interval"`
+}
+
+// DestinationConfig is one place the forward handler (and handlers calling
+// outbox.Enqueue) send messages to.
+type DestinationConfig struct {
+	// Kind is http or nats. Required.
+	Kind string `mapstructure:"kind"`
+	// URL is, for http, the absolute http(s) URL each message is POSTed
+	// to; for nats, the NATS server's URL ("nats://127.0.0.1:4222").
+	// Required.
+	URL string `mapstructure:"url"`
+	// Secret (http) signs each POST per Standard Webhooks: "whsec_" and
+	// the base64 key. Reference the environment ("${BILLING_SECRET}").
+	// Defaults to none: unsigned.
+	Secret string `mapstructure:"secret"`
+	// Timeout bounds one delivery (http: the request; nats: the wait for
+	// the publish ack). Defaults to 10s.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// Concurrency caps the deliveries in flight at once per worker.
+	// Defaults to 8.
+	Concurrency int `mapstructure:"concurrency"`
+	// Rate caps the deliveries started per second per worker. Defaults to
+	// 0: no cap.
+	Rate float64 `mapstructure:"rate"`
+	// MaxAttempts is how many attempts a message gets before it is failed
+	// (listed by `inboxctl outbox list`, put back by `inboxctl outbox
+	// replay`). Defaults to 20.
+	MaxAttempts int `mapstructure:"max_attempts"`
+	// BackoffMin and BackoffMax bound the wait between attempts (doubled
+	// per attempt, half of it random). Default to 1s and 1h.
+	BackoffMin time.Duration `mapstructure:"backoff_min"`
+	BackoffMax time.Duration `mapstructure:"backoff_max"`
+	// Stream (nats) is the JetStream stream the subjects belong to.
+	// Required for nats.
+	Stream string `mapstructure:"stream"`
+	// Subject (nats) is the subject template: {source} and {type} stand
+	// for the event's ("stripe.{type}"). Required for nats.
+	Subject string `mapstructure:"subject"`
+	// Subjects (nats) are the stream's subjects, for CreateStream
+	// ("stripe.>").
+	Subjects []string `mapstructure:"subjects"`
+	// CreateStream (nats) creates Stream over Subjects when it is missing.
+	// Defaults to false.
+	CreateStream bool `mapstructure:"create_stream"`
+}
+
+// FilterConfig is one condition of a route's filter.
+type FilterConfig struct {
+	// Path locates the value: a dotted JSON path ("data.object.currency")
+	// or "header:Name". Required.
+	Path string `mapstructure:"path"`
+	// In lists the accepted values, compared as text. Empty: the value
+	// only has to be present.
+	In []string `mapstructure:"in"`
+}
+
+// The relay's and destinations' defaults are pkg/outbox's.
+const defaultDestinationTimeout = outbox.HTTPTimeoutDefault
+
+var destinationNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// applyOutboxDefaults fills the relay's and the destinations' defaults.
+func applyOutboxDefaults(w *WorkerConfig) {
+	r := &w.Outbox.Relay
+	r.Batch = cmp.Or(r.Batch, outbox.BatchDefault)
+	r.Lease = cmp.Or(r.Lease, outbox.LeaseDefault)
+	r.PollInterval = cmp.Or(r.PollInterval, outbox.PollIntervalDefault)
+	for name, d := range w.Destinations {
+		d.Timeout = cmp.Or(d.Timeout, defaultDestinationTimeout)
+		d.Concurrency = cmp.Or(d.Concurrency, outbox.ConcurrencyDefault)
+		d.MaxAttempts = cmp.Or(d.MaxAttempts, outbox.MaxAttemptsDefault)
+		d.BackoffMin = cmp.Or(d.BackoffMin, outbox.BackoffMinDefault)
+		d.BackoffMax = cmp.Or(d.BackoffMax, outbox.BackoffMaxDefault)
+		w.Destinations[name] = d
+	}
+}
+
+// validateOutbox checks worker.outbox and worker.destinations.
+func (c *Config) validateOutbox(p *problems) {
+	w := &c.Worker
+	positive(p, "worker.outbox.relay.batch", w.Outbox.Relay.Batch)
+	positive(p, "worker.outbox.relay.lease", w.Outbox.Relay.Lease)
+	positive(p, "worker.outbox.relay.poll_interval", w.Outbox.Relay.PollInterval)
+	for _, name := range slices.Sorted(maps.Keys(w.Destinations)) {
+		d := w.Destinations[name]
+		key := "worker.destinations." + name
+		if !destinationNameRE.MatchString(name) {
+			p.addf(key, "a destination name must match %s", destinationNameRE)
+		}
+		switch d.Kind {
+		case DestinationHTTP:
+			if u, err := url.Parse(d.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				p.addf(key+".url", "must be an absolute http:// or https:// URL")
+			}
+			if d.Secret != "" {
+				if _, err := outbox.NewHTTP(&outbox.HTTPConfig{URL: "http://check", Secret: d.Secret}); err != nil {
+					p.addf(key+".secret", `must be "whsec_" followed by a base64 key`)
+				}
+			}
+		case DestinationNATS:
+			if d.URL == "" {
+				p.addf(key+".url", "required (the NATS server, nats://host:4222)")
+			}
+			if d.Stream == "" {
+				p.addf(key+".stream", "required for kind nats")
+			}
+			if d.Subject == "" {
+				p.addf(key+".subject", `required for kind nats (a template such as "stripe.{type}")`)
+			} else if err := jetstream.CheckTemplate(d.Subject); err != nil {
+				p.addf(key+".subject", "%s", err)
+			}
+			if d.CreateStream && len(d.Subjects) == 0 {
+				p.addf(key+".subjects", "required with create_stream (the stream's subjects, such as \"stripe.>\")")
+			}
+		default:
+			p.addf(key+".kind", "must be %s or %s, not %q", DestinationHTTP, DestinationNATS, d.Kind)
+		}
+		positive(p, key+".timeout", d.Timeout)
+		positive(p, key+".concurrency", d.Concurrency)
+		positive(p, key+".max_attempts", d.MaxAttempts)
+		if d.Rate < 0 {
+			p.addf(key+".rate", "must not be negative")
+		}
+		if d.BackoffMin <= 0 || d.BackoffMax < d.BackoffMin {
+			p.addf(key+".backoff_max", "backoff_min must be positive and backoff_max at least backoff_min")
+		}
+	}
+}
+
+// validateRouteForward checks a route's filter and destinations.
+func (c *Config) validateRouteForward(p *problems, key string, route *RouteConfig) {
+	for i, f := range route.Filter {
+		if err := inbox.CheckSequenceLocator(f.Path); err != nil {
+			p.addf(fmt.Sprintf("%s.filter[%d].path", key, i), "%s", err)
+		}
+	}
+	forwards := slices.Contains(route.Handlers, worker.ForwardHandlerName)
+	if forwards && len(route.Destinations) == 0 {
+		p.addf(key+".destinations", "required by the forward handler: names in worker.destinations")
+	}
+	for i, d := range route.Destinations {
+		if _, ok := c.Worker.Destinations[d]; !ok {
+			p.addf(fmt.Sprintf("%s.destinations[%d]", key, i), "unknown destination %q (worker.destinations: %s)",
+				d, strings.Join(slices.Sorted(maps.Keys(c.Worker.Destinations)), ", "))
+		}
+	}
+}
+
+// workerFilter returns the route's filter as the worker takes it.
+func (r *RouteConfig) workerFilter() []worker.Condition {
+	if len(r.Filter) == 0 {
+		return nil
+	}
+	out := make([]worker.Condition, len(r.Filter))
+	for i, f := range r.Filter {
+		out[i] = worker.Condition{Path: f.Path, In: f.In}
+	}
+	return out
+}
+
+// redactedOutbox adds worker.outbox and worker.destinations to the worker's
+// logged form: secrets as "redacted", and a URL's password as "xxxxx".
+func (w *WorkerConfig) redactedOutbox(m map[string]any) {
+	r := &w.Outbox.Relay
+	m["outbox"] = map[string]any{"relay": map[string]any{
+		"disabled": r.Disabled, "batch": r.Batch, "lease": duration(r.Lease), "poll_interval": duration(r.PollInterval),
+	}}
+	dests := make(map[string]any, len(w.Destinations))
+	for name, d := range w.Destinations {
+		dests[name] = map[string]any{
+			"kind": d.Kind, "url": redactURL(d.URL), "secret": redactValue(d.Secret), "timeout": duration(d.Timeout),
+			"concurrency": d.Concurrency, "rate": d.Rate, "max_attempts": d.MaxAttempts,
+			"backoff_min": duration(d.BackoffMin), "backoff_max": duration(d.BackoffMax),
+			"stream": d.Stream, "subject": d.Subject, "subjects": d.Subjects, "create_stream": d.CreateStream,
+		}
+	}
+	m["destinations"] = dests
+}

@@ -1,0 +1,83 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/jetstream"
+	"github.com/hookinbox/hookinbox/pkg/outbox"
+)
+
+// OutboxRelay returns the outbox relay's configuration for env's worker,
+// with a destination built for each of worker.destinations, and false when
+// the worker runs no relay: worker.outbox.relay.disabled is true, or no
+// destination is configured and the relay would have nothing to deliver to.
+func OutboxRelay(env *Env) (*outbox.RelayConfig, bool, error) {
+	wc := env.Config.Worker
+	if wc.Outbox.Relay.Disabled || len(wc.Destinations) == 0 {
+		return nil, false, nil
+	}
+	rc := &outbox.RelayConfig{
+		Destinations: make(map[string]*outbox.RelayDestination, len(wc.Destinations)),
+		Batch:        wc.Outbox.Relay.Batch,
+		Lease:        wc.Outbox.Relay.Lease,
+		PollInterval: wc.Outbox.Relay.PollInterval,
+		PollOnly:     env.Config.Database.TransactionPooled(),
+		Logger:       env.Logger.Named("outbox"),
+	}
+	for _, name := range slices.Sorted(maps.Keys(wc.Destinations)) {
+		d := wc.Destinations[name]
+		dest, err := newDestination(&d, wc.Outbox.Relay.Lease)
+		if err != nil {
+			closeDestinations(rc)
+			return nil, false, fmt.Errorf("worker.destinations.%s: %w", name, err)
+		}
+		rc.Destinations[name] = &outbox.RelayDestination{
+			Destination: dest, Concurrency: d.Concurrency, Rate: d.Rate, MaxAttempts: d.MaxAttempts,
+			BackoffMin: d.BackoffMin, BackoffMax: d.BackoffMax,
+		}
+	}
+	return rc, true, nil
+}
+
+// natsDialTimeout is added to a nats destination's timeout to bound its
+// start-up: connecting, and checking or creating its stream.
+const natsDialTimeout = 5 * time.Second
+
+// newDestination builds one configured destination. A stream that a nats
+// destination creates gets a duplicate window of twice the relay's lease at
+// least: the re-sends after a relay's crash come a lease after the first
+// publish, and the window must still hold its id then.
+func newDestination(d *config.DestinationConfig, lease time.Duration) (outbox.Destination, error) {
+	switch d.Kind {
+	case config.DestinationHTTP:
+		return outbox.NewHTTP(&outbox.HTTPConfig{URL: d.URL, Secret: d.Secret, Timeout: d.Timeout})
+	case config.DestinationNATS:
+		// Connecting (and creating the stream) is bounded like a delivery,
+		// plus the time to dial.
+		ctx, cancel := context.WithTimeout(context.Background(), d.Timeout+natsDialTimeout)
+		defer cancel()
+		return outbox.NewJetStream(ctx, &outbox.JetStreamConfig{
+			Publisher: jetstream.Config{
+				URL: d.URL, Stream: d.Stream, Subjects: d.Subjects, CreateStream: d.CreateStream, AckTimeout: d.Timeout,
+				Duplicates: max(jetstream.DuplicatesDefault, 2*lease),
+			},
+			Subject: d.Subject,
+		})
+	}
+	return nil, fmt.Errorf("unknown kind %q", d.Kind)
+}
+
+// closeDestinations closes the destinations built so far that hold a
+// connection.
+func closeDestinations(rc *outbox.RelayConfig) {
+	for _, d := range rc.Destinations {
+		if c, ok := d.Destination.(interface{ Close() }); ok {
+			c.Close()
+		}
+	}
+}

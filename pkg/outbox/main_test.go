@@ -1,0 +1,12 @@
+package outbox_test
+
+import (
+	"testing"
+
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
+)
+
+// TestMain drops the package's template databases when its tests end.
+func TestMain(m *testing.M) {
+	dbtest.Main(m)
+}
