@@ -16,9 +16,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/faults"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/proctest"
+	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
 // full is set by `make faults`: the scenarios run at their full sizes.
@@ -104,12 +106,30 @@ worker:
 	return path
 }
 
-// migrate applies the core, River's and the ledger's migrations to the
-// database of config, with the ledger binary's migrate verb.
-func migrate(t *testing.T, config string) {
+// ledgerSets are the migration sets of the ledger example: the core's and
+// the ledger's own (River's come with them).
+func ledgerSets() []*schema.Set {
+	return []*schema.Set{schema.Core(), {Name: "ledger", FS: os.DirFS("../../examples/ledger/migrations")}}
+}
+
+// ledgerDB returns a database of the test's own on the shared server,
+// copied from a template migrated once for the ledger example.
+func ledgerDB(t *testing.T) *dbtest.DB {
 	t.Helper()
-	code, out := proctest.Run(t, command(ledgerBin(t), "migrate", "--config", config))
-	require.Equal(t, 0, code, out)
+	return dbtest.New(t, ledgerSets()...)
+}
+
+// migrate applies the ledger example's migrations to the database at dbURL
+// (a private cluster's).
+func migrate(t *testing.T, dbURL string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = schema.Migrate(ctx, pool, ledgerSets()...)
+	require.NoError(t, err)
 }
 
 // startReceiver starts a receiver and waits until it accepts webhooks; it

@@ -24,10 +24,12 @@ import (
 func TestPostgresRestart(t *testing.T) {
 	t.Parallel()
 	row := record(t, "3 PostgreSQL restart (fast, immediate)")
+	began := time.Now()
 	c := newCluster(t, "max_connections = 40")
 	dbURL := c.createDB(t, "faults")
-	config := setup{DB: dbURL}.write(t)
-	migrate(t, config)
+	config := setup{DB: dbURL, Job: 3 * time.Second}.write(t)
+	migrate(t, dbURL)
+	t.Logf("%s: cluster up", time.Since(began))
 	receiver, target := startReceiver(t, config)
 	worker, _ := startWorker(t, config)
 
@@ -45,6 +47,7 @@ func TestPostgresRestart(t *testing.T) {
 	var probes []faults.Deposit
 	for i, mode := range []string{"fast", "immediate"} {
 		receiver.WaitUntil(t, time.Minute, func() bool { return sender.Acked() >= int64((2*i+1)*n/5) })
+		t.Logf("%s: stop -m %s", time.Since(began), mode)
 		c.stop(t, mode)
 		down := time.Now()
 		// A delivery while the server is down: refused with 503, to be retried.
@@ -57,6 +60,7 @@ func TestPostgresRestart(t *testing.T) {
 		receiver.WaitUntil(t, time.Minute, func() bool { return sender.Acked() >= int64((2*i+2)*n/5) })
 	}
 	rep := <-reports
+	t.Logf("%s: all acked", time.Since(began))
 	require.Len(t, rep.Acks, n, "deliveries acknowledged before the deadline (failed attempts: %v)", rep.Answers)
 	for _, w := range windows {
 		first := time.Time{}
@@ -77,6 +81,7 @@ func TestPostgresRestart(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 	waitDone(t, worker, pool, len(all), 2*time.Minute)
+	t.Logf("%s: all done", time.Since(began))
 	o := check(t, pool, all, append(rep.Acks, probeRep.Acks...))
 	receiver.RequireRunning(t)
 	worker.RequireRunning(t)

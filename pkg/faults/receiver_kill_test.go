@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/faults"
 	"github.com/hookinbox/hookinbox/pkg/proctest"
 )
@@ -27,7 +26,8 @@ import (
 func TestReceiverSIGKILL(t *testing.T) {
 	t.Parallel()
 	row := record(t, "1 receiver SIGKILL under load")
-	db := dbtest.NewEmpty(t)
+	began := time.Now()
+	db := ledgerDB(t)
 	const receivers = 3
 	n, kills := size(600, 6000), size(3, 15)
 	configs := make([]string, receivers)
@@ -35,12 +35,10 @@ func TestReceiverSIGKILL(t *testing.T) {
 	targets := make([]string, receivers)
 	for i := range receivers {
 		configs[i] = setup{DB: db.URL, Listen: freePort(t)}.write(t)
-		if i == 0 {
-			migrate(t, configs[0])
-		}
 		procs[i], targets[i] = startReceiver(t, configs[i])
 	}
 	worker, _ := startWorker(t, configs[0])
+	t.Logf("%s: daemons up", time.Since(began))
 
 	ds := faults.Deposits("r", n, 7)
 	sender := &faults.Sender{Targets: targets, Secret: secret, Workers: 6}
@@ -61,13 +59,19 @@ func TestReceiverSIGKILL(t *testing.T) {
 		procs[slot], _ = startReceiver(t, configs[slot])
 		row.Recover = max(row.Recover, time.Since(killed))
 	}
+	t.Logf("%s: kills done", time.Since(began))
 	rep := <-reports
+	t.Logf("%s: all acked", time.Since(began))
 	require.Len(t, rep.Acks, n, "deliveries acknowledged before the deadline (failed attempts: %v)", rep.Answers)
 	row.Offered, row.Acked, row.Stall = n, len(rep.Acks), rep.LongestGap
 
 	waitDone(t, worker, db.Pool, n, 2*time.Minute)
+	t.Logf("%s: all done", time.Since(began))
 	o := check(t, db.Pool, ds, rep.Acks)
 	row.Lost, row.Twice = o.lost(), o.twice()
+	for _, b := range rep.Bodies[:min(3, len(rep.Bodies))] {
+		t.Logf("a refusal: %s", b)
+	}
 	row.Note = fmt.Sprintf("%d kills; failed attempts retried: %v", kills, rep.Answers)
 	texts := map[string]string{"worker log": worker.Log()}
 	for i, p := range procs {

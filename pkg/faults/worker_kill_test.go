@@ -12,7 +12,6 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/faults"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -42,12 +41,12 @@ const reaperWindow = 90 * time.Second
 func TestWorkerSIGKILL(t *testing.T) {
 	t.Parallel()
 	row := record(t, "2 worker SIGKILL mid-transaction")
-	db := dbtest.NewEmpty(t)
+	began := time.Now()
+	db := ledgerDB(t)
 	config := setup{DB: db.URL}.write(t)
-	migrate(t, config)
 	ctx := context.Background()
 
-	n, kills := size(1500, 4000), size(2, 4)
+	n, kills := size(1000, 4000), size(1, 4)
 	ds := faults.Deposits("w", n, 7)
 	ingest(t, db.Pool, ds)
 	row.Offered, row.Acked = n, n
@@ -68,6 +67,7 @@ func TestWorkerSIGKILL(t *testing.T) {
 			return len(inFlight) == workerConcurrency
 		})
 		w.Kill(t)
+		t.Logf("%s: killed with %d events mid-transaction", time.Since(began), len(inFlight))
 		require.NoError(t, lock.Rollback(ctx))
 		// What the kill interrupted died with the process: the rows are pending.
 		var pending int
@@ -81,6 +81,7 @@ func TestWorkerSIGKILL(t *testing.T) {
 	w, _ := startWorker(t, last)
 	row.Stall = waitDone(t, w, db.Pool, n, reaperWindow)
 	row.Recover = time.Since(restart)
+	t.Logf("%s: all done", time.Since(began))
 	o := check(t, db.Pool, ds, allAcked(ds))
 	row.Lost, row.Twice = o.lost(), o.twice()
 	row.Note = fmt.Sprintf("%d kills, %d events mid-transaction", kills, interrupted)
