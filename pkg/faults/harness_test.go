@@ -66,6 +66,7 @@ type setup struct {
 	Job      time.Duration // worker.job_timeout (rescue_after is a second more); default 5 min
 	Extra    string        // appended YAML (more top-level keys)
 	Sources  string        // more entries of sources:
+	Routes   string        // more entries of worker.routes:
 }
 
 // write writes the config and returns its path.
@@ -102,7 +103,8 @@ worker:
   soft_stop_timeout: 5s
   routes:
     - {source: bank, types: [%q], handlers: [ledger]}
-%s`, s.DB, maxConns, listen, flushers, secret, s.Sources, job, job+time.Second, faults.DepositType, s.Extra), 0o600))
+%s
+%s`, s.DB, maxConns, listen, flushers, secret, s.Sources, job, job+time.Second, faults.DepositType, s.Routes, s.Extra), 0o600))
 	return path
 }
 
