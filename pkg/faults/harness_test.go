@@ -67,6 +67,7 @@ type setup struct {
 	Extra    string        // appended YAML (more top-level keys)
 	Sources  string        // more entries of sources:
 	Routes   string        // more entries of worker.routes:
+	Receiver string        // more receiver keys, in flow style ("ack_timeout: 60s")
 }
 
 // write writes the config and returns its path.
@@ -86,11 +87,14 @@ func (s setup) write(t *testing.T) string {
 	if job == 0 {
 		job = 5 * time.Minute
 	}
+	if s.Receiver == "" {
+		s.Receiver = "ack_timeout: 4s"
+	}
 	path := filepath.Join(t.TempDir(), "faults.yaml")
 	require.NoError(t, os.WriteFile(path, fmt.Appendf(nil, `
 database: {url: %q, max_conns: %d}
 log: {level: info}
-receiver: {listen: %q, batch_flushers: %d}
+receiver: {listen: %q, batch_flushers: %d, %s}
 sources:
   - {name: bank, provider: standardwebhooks, secrets: [%q]}
 %s
@@ -104,7 +108,7 @@ worker:
   routes:
     - {source: bank, types: [%q], handlers: [ledger]}
 %s
-%s`, s.DB, maxConns, listen, flushers, secret, s.Sources, job, job+time.Second, faults.DepositType, s.Routes, s.Extra), 0o600))
+%s`, s.DB, maxConns, listen, flushers, s.Receiver, secret, s.Sources, job, job+time.Second, faults.DepositType, s.Routes, s.Extra), 0o600))
 	return path
 }
 
@@ -266,4 +270,13 @@ func noSecrets(t *testing.T, secrets []string, texts map[string]string) (scanned
 		}
 	}
 	return scanned
+}
+
+// lockWaiters returns the sessions of pool's database waiting on a lock.
+func lockWaiters(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+	return n
 }
