@@ -6,6 +6,8 @@ TESTFLAGS ?= -race
 FUZZTIME ?= 30s
 # make faults fuzzes every target for this long, after its scenarios.
 FAULTS_FUZZTIME ?= 10s
+# FAULTS_HOSTILE=1 adds scenario 5 (issue 10's attacks at full size, minutes each).
+FAULTS_HOSTILE ?=
 # golangci-lint at the version pinned in tools/go.mod, built by the go command
 # (the first run builds it: minutes on 2 cores; then it comes from the cache).
 GOLANGCI_LINT ?= $(GO) tool -modfile=tools/go.mod golangci-lint
@@ -39,7 +41,7 @@ bench: ## measure throughput and latency on this machine, print one table (BENCH
 	scripts/with-postgres.sh scripts/bench.sh $(BENCHFLAGS)
 
 faults: ## the fault suite at full size (pkg/faults): one row per scenario, non-zero if a guarantee broke; then every fuzz target for FAULTS_FUZZTIME
-	cd pkg/faults && HOOKINBOX_FAULTS=full ../../scripts/with-postgres.sh $(GO) test -count=1 -timeout 30m
+	cd pkg/faults && HOOKINBOX_FAULTS=full HOOKINBOX_FAULTS_HOSTILE=$(FAULTS_HOSTILE) ../../scripts/with-postgres.sh $(GO) test -count=1 -timeout 30m
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FAULTS_FUZZTIME)
 
 fuzz: ## run every Fuzz* target for FUZZTIME (default 30s) each; no database needed
