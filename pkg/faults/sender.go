@@ -90,6 +90,7 @@ type Sender struct {
 	Timeout time.Duration
 
 	acked    atomic.Int64
+	attempts atomic.Int64
 	inFlight []atomic.Int64 // per target
 	next     atomic.Uint64
 }
@@ -120,6 +121,9 @@ type Report struct {
 
 // Acked returns the number of deliveries answered 2xx so far.
 func (s *Sender) Acked() int64 { return s.acked.Load() }
+
+// Attempts returns the number of attempts answered or failed so far.
+func (s *Sender) Attempts() int64 { return s.attempts.Load() }
 
 // InFlight returns the attempts in flight to target i.
 func (s *Sender) InFlight(i int) int64 { return s.inFlight[i].Load() }
@@ -209,6 +213,7 @@ func (s *Sender) deliver(ctx context.Context, client *http.Client, d *Deposit, f
 func (s *Sender) attempt(ctx context.Context, client *http.Client, target int, d *Deposit, now time.Time) (int, string, error) {
 	s.inFlight[target].Add(1)
 	defer s.inFlight[target].Add(-1)
+	defer s.attempts.Add(1)
 	req, err := Sign(ctx, s.Targets[target], s.Secret, d, now)
 	if err != nil {
 		return 0, "", err
