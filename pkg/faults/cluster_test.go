@@ -38,7 +38,7 @@ func newCluster(t *testing.T, conf string) *cluster {
 	code, out := proctest.Run(t, exec.Command("../../scripts/with-postgres.sh", "--print-bindir"))
 	require.Equal(t, 0, code, out)
 	c := &cluster{bindir: strings.TrimSpace(out), asPostgres: os.Geteuid() == 0}
-	dir, err := os.MkdirTemp("", "hookinbox-faults-pg-")
+	dir, err := os.MkdirTemp("", "hookinbox-faults-pg-") //nolint:usetesting // the postgres user must reach it, and t.TempDir's parent is root's, mode 0700
 	require.NoError(t, err)
 	c.dir, c.data = dir, filepath.Join(dir, "data")
 	t.Cleanup(func() {

@@ -115,4 +115,3 @@ func exhaust(t *testing.T, dbURL string) []*pgx.Conn {
 	t.Fatal("the server never refused a connection")
 	return nil
 }
-

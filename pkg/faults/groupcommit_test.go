@@ -42,7 +42,7 @@ func TestGroupCommitCrash(t *testing.T) {
 
 	lock, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
-	defer lock.Rollback(ctx) //nolint:errcheck // committed below; this is for a failed test
+	defer lock.Rollback(ctx) // Committed below; this is for a failed test.
 	_, err = lock.Exec(ctx, `LOCK TABLE webhook_inbox IN EXCLUSIVE MODE`)
 	require.NoError(t, err)
 

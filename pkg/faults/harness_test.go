@@ -179,10 +179,10 @@ func freePort(t *testing.T) string {
 // outcome is what the database holds at the end of a scenario.
 type outcome struct {
 	rows, distinct, done, failed int // the bank source's inbox rows
-	jobsTwice                        int // inbox rows with more than one event job
-	entries, entryIDs                int // ledger entries, and their distinct event ids
-	missing                          []string
-	badBalances                      []string
+	jobsTwice                    int // inbox rows with more than one event job
+	entries, entryIDs            int // ledger entries, and their distinct event ids
+	missing                      []string
+	badBalances                  []string
 }
 
 // lost and twice are the table's figures for o.

@@ -42,7 +42,7 @@ func TestSecrets(t *testing.T) {
 	u.User = url.UserPassword(u.User.Username(), dbPassword)
 	config := setup{DB: u.String(),
 		Sources: fmt.Sprintf(`  - {name: marqeta, provider: marqeta, secrets: [%q], basic_auth: [{username: hookinbox, password: %q}]}`, marqetaSecret, marqetaPassword),
-		Routes: `    - {source: marqeta, handlers: [log]}`,
+		Routes:  `    - {source: marqeta, handlers: [log]}`,
 		Extra: fmt.Sprintf(`  ui: {enabled: true, basic_auth: [{username: ops, password: %q}]}
   admin: {token: %q}`, uiPassword, adminToken),
 	}.write(t)

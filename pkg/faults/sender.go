@@ -32,8 +32,9 @@ func (d *Deposit) Body() []byte {
 	return fmt.Appendf(nil, `{"type":%q,"data":{"account_id":%q,"amount":"%d.%02d"}}`, DepositType, d.Account, d.Cents/100, d.Cents%100)
 }
 
-// Deposits returns n distinct deposits named after run, spread over
-// accounts accounts (acc_0 …), with amounts that differ from one another.
+// Deposits returns n distinct deposits named after run, spread over as
+// many accounts as the last argument says (acc_0 …), with amounts that
+// differ from one another.
 func Deposits(run string, n, accounts int) []Deposit {
 	ds := make([]Deposit, n)
 	for i := range ds {

@@ -57,7 +57,7 @@ func TestWorkerSIGKILL(t *testing.T) {
 	for range kills {
 		lock, err := db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		defer lock.Rollback(ctx) //nolint:errcheck // released below; this is for a failed test
+		defer lock.Rollback(ctx) // Released below; this is for a failed test.
 		_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts WHERE account_id = 'acc_0' FOR UPDATE`)
 		require.NoError(t, err)
 		w, _ := startWorker(t, config)
@@ -136,4 +136,3 @@ ORDER BY 1`, inbox.JobKind)
 	require.NoError(t, err)
 	return ids
 }
-
