@@ -4,6 +4,10 @@ BIN := bin
 GOFMT ?= $(shell $(GO) env GOROOT)/bin/gofmt
 TESTFLAGS ?= -race
 FUZZTIME ?= 30s
+# make faults fuzzes every target for this long, after its scenarios.
+FAULTS_FUZZTIME ?= 10s
+# FAULTS_HOSTILE=1 adds scenario 5 (issue 10's attacks at full size, minutes each).
+FAULTS_HOSTILE ?=
 # golangci-lint at the version pinned in tools/go.mod, built by the go command
 # (the first run builds it: minutes on 2 cores; then it comes from the cache).
 GOLANGCI_LINT ?= $(GO) tool -modfile=tools/go.mod golangci-lint
@@ -12,7 +16,7 @@ GOLANGCI_LINT ?= $(GO) tool -modfile=tools/go.mod golangci-lint
 BUILD_PKGS := $(addsuffix /...,$(addprefix ./,$(wildcard cmd examples)))
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo readme bench fuzz lint migrate image image-test kube-test clean chart-test
+.PHONY: help build test demo readme bench faults fuzz lint migrate image image-test kube-test clean chart-test
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z_-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -35,6 +39,10 @@ readme: ## run README's "Running it" block as written, in a throwaway PostgreSQL
 
 bench: ## measure throughput and latency on this machine, print one table (BENCHFLAGS=--quick for a smoke run)
 	scripts/with-postgres.sh scripts/bench.sh $(BENCHFLAGS)
+
+faults: ## the fault suite at full size (pkg/faults): one row per scenario, non-zero if a guarantee broke; then every fuzz target for FAULTS_FUZZTIME
+	cd pkg/faults && HOOKINBOX_FAULTS=full HOOKINBOX_FAULTS_HOSTILE=$(FAULTS_HOSTILE) ../../scripts/with-postgres.sh $(GO) test -count=1 -timeout 30m
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FAULTS_FUZZTIME)
 
 fuzz: ## run every Fuzz* target for FUZZTIME (default 30s) each; no database needed
 	@set -e; found=; \

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.uber.org/zap"
@@ -101,6 +103,36 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	})
 }
 
+// startWorker starts w. When the database refuses a connection meanwhile
+// (it answered AwaitSchema a moment before, but every connection may be
+// taken, or it may be restarting), it starts w again on the start-up
+// schedule (Env.Retry), logging each attempt, instead of exiting: a worker
+// degrades, it does not crash. Any other error is returned, w stopped. It
+// returns false when ctx ends first, w stopped.
+func startWorker(ctx context.Context, env *Env, w *worker.Worker) (bool, error) {
+	delay := cmp.Or(env.Retry.Initial, RetryInitialDefault)
+	maxDelay := cmp.Or(env.Retry.Max, RetryMaxDefault)
+	for attempt := 1; ; attempt++ {
+		err := w.Start(context.WithoutCancel(ctx))
+		if err == nil {
+			return true, nil
+		}
+		var connectErr *pgconn.ConnectError
+		if !errors.As(err, &connectErr) {
+			_ = w.Stop(context.WithoutCancel(ctx))
+			return false, err
+		}
+		env.Logger.Warn("could not start the worker; retrying", zap.Int("attempt", attempt), zap.Duration("retry_in", delay), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			_ = w.Stop(context.WithoutCancel(ctx))
+			return false, nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, maxDelay)
+	}
+}
+
 // RunWorker works jobs and serves /healthz, /readyz, /metrics and River UI
 // (see WorkerHandler) until ctx is done,
 // then stops softly, and hard after worker.hard_stop_timeout more. It
@@ -132,9 +164,14 @@ func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
 		env.Logger.Info("stopping before the database was ready")
 		return door.shutdown(wc.HardStopTimeout)
 	}
-	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
+	started, err := startWorker(ctx, env, w)
+	if err != nil || !started {
 		_ = door.shutdown(wc.HardStopTimeout)
-		return fmt.Errorf("start worker: %w", err)
+		if err != nil {
+			return fmt.Errorf("start worker: %w", err)
+		}
+		env.Logger.Info("stopping before the worker started")
+		return nil
 	}
 	uiCtx, stopUI := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopUI()

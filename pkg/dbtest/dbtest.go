@@ -40,6 +40,13 @@ import (
 // made and removes the binaries proctest.Build made, and exits; a goroutine the tests left running fails the package, as
 // goleak.VerifyTestMain would. Call it from TestMain.
 func Main(m *testing.M) {
+	os.Exit(Run(m))
+}
+
+// Run is Main without the exit: it returns the exit code, so that a
+// TestMain can report something after the tests (pkg/faults prints its
+// table) before it exits.
+func Run(m *testing.M) int {
 	code := m.Run()
 	proctest.RemoveBuilds()
 	if err := dropTemplates(); err != nil {
@@ -52,7 +59,7 @@ func Main(m *testing.M) {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // processID names this process's templates, so that test processes running

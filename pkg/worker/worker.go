@@ -394,23 +394,26 @@ func firstQueue(queues map[string]int) string {
 // of those queues with other routes: both would take the queue's events,
 // and each would settle events the other has the handlers for. The record
 // is renewed every HeartbeatInterval and deleted by Stop.
+//
+// When River's client fails to start (the database refused a connection:
+// every one may be taken), Start returns its error and leaves the rest
+// running, so that Start may be called again; Stop ends it all.
 func (w *Worker) Start(ctx context.Context) error {
-	if err := w.pauses.start(ctx); err != nil {
-		return fmt.Errorf("worker: read paused sources: %w", err)
+	if w.pauses.stop == nil {
+		if err := w.pauses.start(ctx); err != nil {
+			return fmt.Errorf("worker: read paused sources: %w", err)
+		}
 	}
-	if err := w.registration.start(ctx); err != nil {
-		w.pauses.shutdown()
-		return err
+	if w.registration.stop == nil {
+		if err := w.registration.start(ctx); err != nil {
+			w.pauses.shutdown()
+			return err
+		}
 	}
 	if w.group != nil {
 		w.group.start()
 	}
 	if err := w.client.Start(ctx); err != nil {
-		if w.group != nil {
-			w.group.shutdown()
-		}
-		_ = w.registration.stopAndDelete(context.WithoutCancel(ctx))
-		w.pauses.shutdown()
 		return err
 	}
 	if w.relay != nil {
