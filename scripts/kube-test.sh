@@ -101,9 +101,11 @@ alive() {
 gover=$($GO env GOVERSION)
 key=$(cat tools/kube/go.mod tools/kube/go.sum tools/kube/etcd/main.go tools/kube/kwok/go.mod \
 	tools/kube/kwok/go.sum <(echo "$gover") | sha256sum | cut -c1-12)
-kubever=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' tools/kube/go.mod)
-etcdver=$(awk '$1 == "go.etcd.io/etcd/server/v3" || $2 == "go.etcd.io/etcd/server/v3" { print $NF }' tools/kube/go.mod | head -n 1)
-kwokver=$(awk '$1 == "sigs.k8s.io/kwok" || $2 == "sigs.k8s.io/kwok" { print $NF }' tools/kube/kwok/go.mod | head -n 1)
+# modver MODULE GOMOD: the version GOMOD requires MODULE at (in a require block or not).
+modver() { awk -v m="$1" '$1 == m { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$2"; }
+kubever=$(modver k8s.io/kubernetes tools/kube/go.mod)
+etcdver=$(modver go.etcd.io/etcd/server/v3 tools/kube/go.mod)
+kwokver=$(modver sigs.k8s.io/kwok tools/kube/kwok/go.mod)
 bin=${KUBE_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hookinbox/kube-$kubever-etcd-$etcdver-kwok-$kwokver-$key}
 # kubecheck changes with this repository: cached beside them, keyed on its sources too.
 kckey=$(cat tools/kube/kubecheck/*.go <(echo "$key") | sha256sum | cut -c1-12)
