@@ -79,24 +79,6 @@ func runningJobs(t *testing.T, pool *pgxpool.Pool) []int64 {
 	return ids
 }
 
-// blockedJobs returns the inbox ids of the running event jobs whose row is
-// held (taken, not committed) by a transaction that waits on a lock: work
-// that cannot finish while the lock is held.
-func blockedJobs(t *testing.T, pool *pgxpool.Pool) []int64 {
-	t.Helper()
-	rows, err := pool.Query(context.Background(), `
-SELECT i.id FROM river_job AS j
-JOIN webhook_inbox AS i ON i.id = (j.args->>'inbox_id')::bigint
-JOIN pg_stat_activity AS a ON a.backend_xid = i.xmax
-WHERE j.kind = $1 AND j.state = 'running' AND i.status = 'pending'
-  AND a.datname = current_database() AND a.wait_event_type = 'Lock'
-ORDER BY 1`, inbox.JobKind)
-	require.NoError(t, err)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	require.NoError(t, err)
-	return ids
-}
-
 // crashConcurrency is the worker's concurrency in the crash test: the number
 // of events in flight when it is killed.
 const crashConcurrency = 8
@@ -184,7 +166,7 @@ SELECT 'acc_' || g FROM generate_series(0, $1 - 1) AS g`, accounts)
 	first := proctest.Start(t, ledgerCommand(bin, nil, "--config", writePoolerConfig(t, workerURL(db), pooler, 5*time.Minute)))
 	var inFlight []int64
 	first.WaitUntil(t, 90*time.Second, func() bool {
-		inFlight = blockedJobs(t, db.Pool)
+		inFlight = dbtest.BlockedJobs(t, db.Pool, inbox.JobKind)
 		return len(inFlight) == crashConcurrency
 	})
 	first.Kill(t)

@@ -265,7 +265,7 @@ func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
 	_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts FOR UPDATE`)
 	require.NoError(t, err)
 	ingest(t, db.Pool, queues, "bank", n)
-	ledger.WaitUntil(t, 60*time.Second, func() bool { return len(blockedJobs(t, db.Pool)) == ledgerConcurrency })
+	ledger.WaitUntil(t, 60*time.Second, func() bool { return len(dbtest.BlockedJobs(t, db.Pool, inbox.JobKind)) == ledgerConcurrency })
 
 	code, out := proctest.Run(t, ledgerCommand(workerBin, exampleEnv(db.URL), "--config", "../../config/hookinbox.yaml"))
 	require.Equal(t, 1, code, out)

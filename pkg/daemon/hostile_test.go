@@ -150,14 +150,8 @@ sources:
 			defer cancel()
 			a := tc.attack
 			a.Addr = addr
-			ready := make(chan struct{})
-			attacked := make(chan *hostile.Result, 1)
-			go func() { attacked <- a.Run(ctx, ready) }()
-			select {
-			case <-ready:
-			case <-ctx.Done():
-				t.Fatal("the attack's connections did not open within a minute")
-			}
+			attacked, err := a.Launch(ctx)
+			require.NoError(t, err, "the attack's connections did not open within a minute")
 			for _, line := range tc.reached {
 				p.WaitLine(t, line...)
 			}

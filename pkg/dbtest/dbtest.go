@@ -263,3 +263,24 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
 		return err == nil && waiting == n
 	}, 30*time.Second, 5*time.Millisecond, "never saw %d session(s) waiting on a lock", n)
 }
+
+// BlockedJobs returns the inbox ids of the running jobs of kind whose row
+// is held (taken, not committed) by a transaction that waits on a lock:
+// work that cannot finish while the lock is held. Crash tests hold a lock
+// a handler needs, wait until every job in flight is blocked on it, and
+// only then kill the worker, so that what the kill interrupts is fixed by
+// construction.
+func BlockedJobs(t testing.TB, pool *pgxpool.Pool, kind string) []int64 {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+SELECT i.id FROM river_job AS j
+JOIN webhook_inbox AS i ON i.id = (j.args->>'inbox_id')::bigint
+JOIN pg_stat_activity AS a ON a.backend_xid = i.xmax
+WHERE j.kind = $1 AND j.state = 'running' AND i.status = 'pending'
+  AND a.datname = current_database() AND a.wait_event_type = 'Lock'
+ORDER BY 1`, kind)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	return ids
+}

@@ -63,14 +63,8 @@ func TestHostileClients(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		a := tc.attack
 		a.Addr = addr
-		ready := make(chan struct{})
-		attacked := make(chan *hostile.Result, 1)
-		go func() { attacked <- a.Run(ctx, ready) }()
-		select {
-		case <-ready:
-		case <-ctx.Done():
-			t.Fatal("the attack's connections did not open")
-		}
+		attacked, err := a.Launch(ctx)
+		require.NoError(t, err, "the attack's connections did not open")
 		legit := &hostile.Legit{URL: "http://" + addr + "/webhooks/stripe", Secret: stripeSecret, Every: 100 * time.Millisecond, Count: 150, Timeout: 10 * time.Second}
 		lr := legit.Run(ctx)
 		cancel()

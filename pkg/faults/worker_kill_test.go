@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/pkg/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/faults"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -63,7 +63,7 @@ func TestWorkerSIGKILL(t *testing.T) {
 		w, _ := startWorker(t, config)
 		var inFlight []int64
 		w.WaitUntil(t, 90*time.Second, func() bool {
-			inFlight = blockedJobs(t, db.Pool)
+			inFlight = dbtest.BlockedJobs(t, db.Pool, inbox.JobKind)
 			return len(inFlight) == workerConcurrency
 		})
 		w.Kill(t)
@@ -117,22 +117,4 @@ func allAcked(ds []faults.Deposit) []faults.Ack {
 		acks[i] = faults.Ack{ID: ds[i].ID}
 	}
 	return acks
-}
-
-// blockedJobs returns the inbox ids of the running event jobs whose row is
-// held (taken, not committed) by a transaction that waits on a lock: work
-// that cannot finish while the lock is held.
-func blockedJobs(t *testing.T, pool *pgxpool.Pool) []int64 {
-	t.Helper()
-	rows, err := pool.Query(context.Background(), `
-SELECT i.id FROM river_job AS j
-JOIN webhook_inbox AS i ON i.id = (j.args->>'inbox_id')::bigint
-JOIN pg_stat_activity AS a ON a.backend_xid = i.xmax
-WHERE j.kind = $1 AND j.state = 'running' AND i.status = 'pending'
-  AND a.datname = current_database() AND a.wait_event_type = 'Lock'
-ORDER BY 1`, inbox.JobKind)
-	require.NoError(t, err)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	require.NoError(t, err)
-	return ids
 }

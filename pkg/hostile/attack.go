@@ -116,6 +116,22 @@ func (a *Attack) Run(ctx context.Context, ready chan<- struct{}) *Result {
 	return res
 }
 
+// Launch runs the attack in the background, like Run, and returns once
+// every connection has been opened once, with the channel its Result
+// arrives on; or ctx's error if ctx ends first (the Result still arrives,
+// once the attack has stopped).
+func (a *Attack) Launch(ctx context.Context) (<-chan *Result, error) {
+	ready := make(chan struct{})
+	out := make(chan *Result, 1)
+	go func() { out <- a.Run(ctx, ready) }()
+	select {
+	case <-ready:
+		return out, nil
+	case <-ctx.Done():
+		return out, ctx.Err()
+	}
+}
+
 // one runs one request of the attack on a new connection; pad is
 // BigHeader's header value.
 func (a *Attack) one(ctx context.Context, res *Result, pad string, opened func()) {
