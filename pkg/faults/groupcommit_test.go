@@ -28,8 +28,8 @@ import (
 // it is there). The test then terminates A's backend (pg_terminate_backend:
 // A's transaction dies mid-way), and the flusher takes all of B as one
 // group, whose insert waits on the lock in turn: one waiter, an empty
-// queue. The test arms the proxy between the receiver and PostgreSQL and
-// releases the lock: the group's COMMIT reaches the server, which answers
+// queue. The test arms the proxy between the receiver and PostgreSQL for
+// that waiting backend's pid and releases the lock: the group's COMMIT reaches the server, which answers
 // COMMIT, and the proxy closes the connection instead of passing that on.
 func TestGroupCommitCrash(t *testing.T) {
 	t.Parallel()
@@ -77,9 +77,21 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&pid))
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&terminated))
 	require.True(t, terminated)
 	require.Equal(t, http.StatusServiceUnavailable, <-answers, "the delivery whose connection was terminated")
-	// The whole group is now in one transaction, waiting on the lock.
-	receiver.WaitUntil(t, time.Minute, func() bool { return queued(t, metricsURL) == 0 && lockWaiters(t, db.Pool) == 1 })
-	cutter.arm()
+	// The whole group is now in one transaction, waiting on the lock: the
+	// waiter must be its backend, not A's, which pg_stat_activity may list
+	// for a moment after A's answer, while it exits.
+	var groupPID int32
+	receiver.WaitUntil(t, time.Minute, func() bool {
+		var waiters, gone int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pid <> $1 AND wait_event_type = 'Lock'),
+       count(*) FILTER (WHERE pid = $1),
+       coalesce(max(pid) FILTER (WHERE pid <> $1 AND wait_event_type = 'Lock'), 0)
+FROM pg_stat_activity WHERE datname = current_database()`, pid).Scan(&waiters, &gone, &groupPID))
+		return queued(t, metricsURL) == 0 && waiters == 1 && gone == 0
+	})
+	// The cut is the group's own COMMIT: the proxy knows each connection's
+	// backend pid.
+	cutter.arm(groupPID)
 	require.NoError(t, lock.Commit(ctx))
 	select {
 	case tag := <-cutter.tags:

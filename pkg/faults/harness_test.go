@@ -271,12 +271,3 @@ func noSecrets(t *testing.T, secrets []string, texts map[string]string) (scanned
 	}
 	return scanned
 }
-
-// lockWaiters returns the sessions of pool's database waiting on a lock.
-func lockWaiters(t *testing.T, pool *pgxpool.Pool) int {
-	t.Helper()
-	var n int
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
-	return n
-}

@@ -13,16 +13,21 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// commitCutter is a TCP proxy in front of PostgreSQL that, once armed,
-// lets the next COMMIT through to the server, reads the server's answer to
+// commitCutter is a TCP proxy in front of PostgreSQL that, once armed
+// with a backend's pid, lets that backend's next COMMIT through to the
+// server, reads the server's answer to
 // it, and closes the connection instead of passing that answer on: a
 // commit that landed while the client saw its connection die. It reads the
 // wire protocol's message framing only (pgx sends COMMIT as a simple query,
-// 'Q' "commit").
+// 'Q' "commit"); each connection's backend pid comes from the server's
+// BackendKeyData message at start-up. Arming by pid, not "the next COMMIT
+// on any connection", keeps another transaction of the receiver (a
+// rejection sample, River's) from taking the cut.
 type commitCutter struct {
 	ln     net.Listener
 	target string
-	armed  atomic.Bool
+	// armed is the pid of the backend whose next COMMIT is cut; 0: none.
+	armed atomic.Int32
 	// tags receives the command tag the server answered the cut COMMIT with.
 	tags  chan string
 	mu    sync.Mutex
@@ -53,8 +58,8 @@ func newCommitCutter(t *testing.T, dbURL string) (*commitCutter, string) {
 	return p, u.String()
 }
 
-// arm makes the next COMMIT on any connection the one cut.
-func (p *commitCutter) arm() { p.armed.Store(true) }
+// arm makes the next COMMIT of backend pid the one cut.
+func (p *commitCutter) arm(pid int32) { p.armed.Store(pid) }
 
 func (p *commitCutter) serve(wg *sync.WaitGroup) {
 	for {
@@ -70,15 +75,18 @@ func (p *commitCutter) serve(wg *sync.WaitGroup) {
 		p.mu.Lock()
 		p.conns = append(p.conns, client, server)
 		p.mu.Unlock()
-		var cut atomic.Bool
-		wg.Go(func() { p.clientToServer(client, server, &cut) })
-		wg.Go(func() { p.serverToClient(server, client, &cut) })
+		var (
+			cut atomic.Bool
+			pid atomic.Int32
+		)
+		wg.Go(func() { p.clientToServer(client, server, &cut, &pid) })
+		wg.Go(func() { p.serverToClient(server, client, &cut, &pid) })
 	}
 }
 
 // clientToServer forwards the startup packet, then message by message,
 // setting cut before it forwards the armed COMMIT.
-func (p *commitCutter) clientToServer(client, server net.Conn, cut *atomic.Bool) {
+func (p *commitCutter) clientToServer(client, server net.Conn, cut *atomic.Bool, pid *atomic.Int32) {
 	defer server.Close()
 	var head [4]byte
 	if _, err := io.ReadFull(client, head[:]); err != nil {
@@ -96,7 +104,8 @@ func (p *commitCutter) clientToServer(client, server net.Conn, cut *atomic.Bool)
 		if err != nil {
 			return
 		}
-		if msg[0] == 'Q' && bytes.EqualFold(bytes.TrimRight(msg[5:], "\x00"), []byte("commit")) && p.armed.CompareAndSwap(true, false) {
+		if msg[0] == 'Q' && bytes.EqualFold(bytes.TrimRight(msg[5:], "\x00"), []byte("commit")) &&
+			pid.Load() != 0 && p.armed.CompareAndSwap(pid.Load(), 0) {
 			cut.Store(true)
 		}
 		if _, err := server.Write(msg); err != nil {
@@ -105,15 +114,19 @@ func (p *commitCutter) clientToServer(client, server net.Conn, cut *atomic.Bool)
 	}
 }
 
-// serverToClient forwards the server's messages until the cut: then it
-// swallows the answer to the COMMIT, reports its tag and closes both ends.
-func (p *commitCutter) serverToClient(server, client net.Conn, cut *atomic.Bool) {
+// serverToClient forwards the server's messages, noting the backend's pid,
+// until the cut: then it swallows the answer to the COMMIT, reports its tag
+// and closes both ends.
+func (p *commitCutter) serverToClient(server, client net.Conn, cut *atomic.Bool, pid *atomic.Int32) {
 	defer client.Close()
 	tag := ""
 	for {
 		msg, err := readMessage(server)
 		if err != nil {
 			return
+		}
+		if msg[0] == 'K' && len(msg) >= 9 { // BackendKeyData: pid, secret key
+			pid.Store(int32(binary.BigEndian.Uint32(msg[5:9])))
 		}
 		if !cut.Load() {
 			if _, err := client.Write(msg); err != nil {
