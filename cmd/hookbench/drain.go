@@ -16,21 +16,23 @@ import (
 // waitDrained polls until no row is pending, and reports true, or until
 // the deadline passes, and reports false. It fails when a worker exits.
 func waitDrained(ctx context.Context, store *inbox.Store, workers []*Proc, deadline time.Duration) (bool, error) {
-	return waitNonePending(ctx, store.CountPending, workers, deadline, 250*time.Millisecond)
+	return waitNonePending(ctx, store.AnyPending, workers, deadline, 250*time.Millisecond)
 }
 
-// waitNonePending calls pending every poll until it counts none (true),
-// or until deadline passes (false). It fails when a worker exits.
-func waitNonePending(ctx context.Context, pending func(context.Context) (int64, error), workers []*Proc,
+// waitNonePending calls pending every poll until it reports none (true),
+// or until deadline passes (false). It fails when a worker exits. pending
+// runs on the server being measured, so it must stay cheap: an EXISTS, not
+// a count (which cost PostgreSQL a third of a core mid-drain).
+func waitNonePending(ctx context.Context, pending func(context.Context) (bool, error), workers []*Proc,
 	deadline, poll time.Duration,
 ) (bool, error) {
 	end := time.Now().Add(deadline)
 	for {
-		n, err := pending(ctx)
+		left, err := pending(ctx)
 		if err != nil {
 			return false, err
 		}
-		if n == 0 {
+		if !left {
 			return true, nil
 		}
 		if time.Now().After(end) {
@@ -40,7 +42,7 @@ func waitNonePending(ctx context.Context, pending func(context.Context) (int64, 
 		for _, w := range workers {
 			select {
 			case <-w.done:
-				return false, fmt.Errorf("%s exited with %d events pending: %w (log: %s)", w.Name, n, w.err, w.tail())
+				return false, fmt.Errorf("%s exited with events pending: %w (log: %s)", w.Name, w.err, w.tail())
 			default:
 			}
 		}

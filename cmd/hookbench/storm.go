@@ -200,7 +200,7 @@ func (b *bench) storm(ctx context.Context, workers int, rate float64) (*StormRes
 // waitPrefixDrained polls until no row of prefix is pending (true), or
 // until deadline passes (false). It fails when a worker exits.
 func (b *bench) waitPrefixDrained(ctx context.Context, prefix string, workers []*Proc, deadline time.Duration) (bool, error) {
-	pending := func(ctx context.Context) (int64, error) { return b.store.CountPendingWithPrefix(ctx, prefix) }
+	pending := func(ctx context.Context) (bool, error) { return b.store.AnyPendingWithPrefix(ctx, prefix) }
 	return waitNonePending(ctx, pending, workers, deadline, 100*time.Millisecond)
 }
 

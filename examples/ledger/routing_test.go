@@ -145,15 +145,16 @@ func counts(t *testing.T, pool *pgxpool.Pool) *inbox.Counts {
 func untouched(t *testing.T, db *dbtest.DB, n int) {
 	t.Helper()
 	require.Equal(t, &inbox.Counts{Pending: int64(n)}, counts(t, db.Pool))
-	require.Zero(t, attempted(t, db.Pool), "a job was taken")
+	require.Zero(t, attempted(t, db.Pool, ""), "a job was taken")
 }
 
-// attempted counts the jobs a worker ever took.
-func attempted(t *testing.T, pool *pgxpool.Pool) int {
+// attempted counts the jobs of kind (of every kind when kind is "") a
+// worker ever took.
+func attempted(t *testing.T, pool *pgxpool.Pool, kind string) int {
 	t.Helper()
 	var n int
 	require.NoError(t, pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM river_job WHERE attempted_at IS NOT NULL`).Scan(&n))
+		`SELECT count(*) FROM river_job WHERE attempted_at IS NOT NULL AND ($1 = '' OR kind = $1)`, kind).Scan(&n))
 	return n
 }
 
@@ -273,7 +274,9 @@ func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
 	// Nothing settled, and the only jobs ever taken are the ledger's, still
 	// blocked on the lock.
 	require.Equal(t, &inbox.Counts{Pending: n}, counts(t, db.Pool))
-	require.Equal(t, ledgerConcurrency, attempted(t, db.Pool), "the stock worker took a job")
+	// The ledger's own periodic jobs (reaper, prune) run on queue bank too,
+	// before the deposits when its leadership came before their insert.
+	require.Equal(t, ledgerConcurrency, attempted(t, db.Pool, inbox.JobKind), "the stock worker took a job")
 	t.Logf("cmd/worker with the example config refused with exit code %d; %d of %d deposits still pending, none taken by it",
 		code, counts(t, db.Pool).Pending, n)
 

@@ -47,15 +47,15 @@ FROM webhook_inbox WHERE starts_with(event_id, $1)`, prefix).Scan(&a.Pending, &a
 	return &a, nil
 }
 
-// CountPendingWithPrefix counts the pending rows whose event id starts
-// with prefix, through the pending rows' partial index: cheap enough to
-// poll while a backlog drains.
-func (s *Store) CountPendingWithPrefix(ctx context.Context, prefix string) (int64, error) {
-	var n int64
+// AnyPendingWithPrefix reports whether a pending row's event id starts
+// with prefix, through the pending rows' partial index, stopping at the
+// first: cheap enough to poll while a backlog drains.
+func (s *Store) AnyPendingWithPrefix(ctx context.Context, prefix string) (bool, error) {
+	var any bool
 	err := s.pool.QueryRow(ctx, `
-SELECT count(*) FROM webhook_inbox WHERE status = 'pending' AND starts_with(event_id, $1)`, prefix).Scan(&n)
+SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE status = 'pending' AND starts_with(event_id, $1))`, prefix).Scan(&any)
 	if err != nil {
-		return 0, fmt.Errorf("inbox: count pending of %q: %w", prefix, err)
+		return false, fmt.Errorf("inbox: any pending of %q: %w", prefix, err)
 	}
-	return n, nil
+	return any, nil
 }

@@ -460,14 +460,16 @@ WHERE ($1 = '' OR source = $1) AND ($2 = '' OR starts_with(event_id, $2))`,
 	return &c, nil
 }
 
-// CountPending counts the pending rows through their partial index: cheap
-// enough to poll on a large inbox.
-func (s *Store) CountPending(ctx context.Context) (int64, error) {
-	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox WHERE status = 'pending'`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("inbox: count pending: %w", err)
+// AnyPending reports whether any row is pending. It stops at the first
+// live entry of the pending rows' partial index, so it stays cheap to poll
+// while a large backlog drains; a count(*) would visit every pending row
+// (and, mid-drain, every dead index entry) on each poll.
+func (s *Store) AnyPending(ctx context.Context) (bool, error) {
+	var any bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE status = 'pending')`).Scan(&any); err != nil {
+		return false, fmt.Errorf("inbox: any pending: %w", err)
 	}
-	return n, nil
+	return any, nil
 }
 
 // Failure is a failed row as ListFailed returns it.

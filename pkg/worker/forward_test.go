@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -71,7 +72,7 @@ func TestForward(t *testing.T) {
 	sink, url := newBillingSink(t)
 	dest, err := outbox.NewHTTP(&outbox.HTTPConfig{URL: url, Secret: forwardSecret})
 	require.NoError(t, err)
-	b.broken.Store(true)
+	b.flakyFailures.Store(math.MaxInt32)
 	b.start(t, func(c *worker.Config) {
 		c.Routes = []worker.Route{{
 			Source: "bank", Types: []string{"invoice.*"}, Handlers: []string{"forward", "flaky"},
@@ -91,13 +92,18 @@ func TestForward(t *testing.T) {
 	require.Equal(t, 0, res.New)
 
 	require.Contains(t, b.waitStatus(t, gbp, inbox.StatusDone).Note, "filter")
-	// While "flaky" fails, the forward's message rolls back with it.
-	poll(t, 10*time.Second, "a failed attempt", func() (bool, error) { return b.row(t, usd).Attempts >= 1, nil })
+	// While "flaky" fails, the forward's message rolls back with it, every
+	// attempt until the event fails.
+	failed := b.waitStatus(t, usd, inbox.StatusFailed)
 	var queued int
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM hookinbox_outbox`).Scan(&queued))
 	require.Zero(t, queued, "a rolled-back handler left a message")
 
-	b.broken.Store(false)
+	// River records the job's end after the row's: retry it once discarded.
+	require.Equal(t, "discarded", b.jobState(t, usd))
+	b.flakyFailures.Store(0)
+	_, err = b.client.JobRetry(context.Background(), failed.JobID)
+	require.NoError(t, err)
 	b.waitStatus(t, usd, inbox.StatusDone)
 	poll(t, 10*time.Second, "delivered", func() (bool, error) {
 		got, _ := sink.snapshot()

@@ -29,7 +29,7 @@ CREATE TABLE seqlog (key text NOT NULL, v int NOT NULL, late bool NOT NULL,
 		if !ok {
 			return errors.New("not sequenced")
 		}
-		if ev.EventID == "poison" && b.broken.Load() {
+		if ev.EventID == "poison" && b.poisoned.Load() {
 			return errors.New("poison")
 		}
 		_, err := tx.Exec(ctx, `
@@ -155,7 +155,7 @@ WHERE tstzrange(a.started, a.ended, '[]') && tstzrange(b.started, b.ended, '[]')
 	t.Run("PoisonStopsHoldingItsKey", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.broken.Store(true)
+		b.poisoned.Store(true)
 		poison := b.ingestSeq(t, "poison", "k", 1)
 		next := b.ingestSeq(t, "next", "k", 2)
 		// Jobs take their attempts from the inserting client: this one
@@ -167,7 +167,7 @@ WHERE tstzrange(a.started, a.ended, '[]') && tstzrange(b.started, b.ended, '[]')
 		r := b.row(t, poison)
 		require.Equal(t, inbox.StatusPending, r.Status)
 		require.GreaterOrEqual(t, r.Attempts, 2)
-		b.broken.Store(false)
+		b.poisoned.Store(false)
 		r = b.waitStatus(t, poison, inbox.StatusDone)
 		require.Contains(t, r.Note, "late:")
 		require.Equal(t, []seqRun{{"k", 2, false}, {"k", 1, true}}, b.seqRuns(t))
