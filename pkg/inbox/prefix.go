@@ -51,11 +51,11 @@ FROM webhook_inbox WHERE starts_with(event_id, $1)`, prefix).Scan(&a.Pending, &a
 // with prefix, through the pending rows' partial index, stopping at the
 // first: cheap enough to poll while a backlog drains.
 func (s *Store) AnyPendingWithPrefix(ctx context.Context, prefix string) (bool, error) {
-	var any bool
+	var found bool
 	err := s.pool.QueryRow(ctx, `
-SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE status = 'pending' AND starts_with(event_id, $1))`, prefix).Scan(&any)
+SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE status = 'pending' AND starts_with(event_id, $1))`, prefix).Scan(&found)
 	if err != nil {
 		return false, fmt.Errorf("inbox: any pending of %q: %w", prefix, err)
 	}
-	return any, nil
+	return found, nil
 }

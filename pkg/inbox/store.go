@@ -465,11 +465,11 @@ WHERE ($1 = '' OR source = $1) AND ($2 = '' OR starts_with(event_id, $2))`,
 // while a large backlog drains; a count(*) would visit every pending row
 // (and, mid-drain, every dead index entry) on each poll.
 func (s *Store) AnyPending(ctx context.Context) (bool, error) {
-	var any bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE status = 'pending')`).Scan(&any); err != nil {
+	var found bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE status = 'pending')`).Scan(&found); err != nil {
 		return false, fmt.Errorf("inbox: any pending: %w", err)
 	}
-	return any, nil
+	return found, nil
 }
 
 // Failure is a failed row as ListFailed returns it.
