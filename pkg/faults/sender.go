@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -60,18 +59,8 @@ func Balances(ds []Deposit) map[string]string {
 // Sign returns the request that delivers d to url, signed with secret
 // ("whsec_…") at time now as a Standard Webhooks provider signs it.
 func Sign(ctx context.Context, url, secret string, d *Deposit, now time.Time) (*http.Request, error) {
-	body := d.Body()
-	signed, err := provider.Sign(&provider.SignParams{Provider: "standardwebhooks", Secret: secret,
-		EventID: d.ID, EventType: DepositType, Time: now, Body: body})
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(signed.Body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header = signed.Header
-	return req, nil
+	return provider.NewSignedRequest(ctx, url, &provider.SignParams{Provider: "standardwebhooks", Secret: secret,
+		EventID: d.ID, EventType: DepositType, Time: now, Body: d.Body()})
 }
 
 // Sender delivers deposits to receivers, round-robin, and retries each

@@ -14,11 +14,9 @@ type DeliveryResponse struct {
 	Body       []byte
 }
 
-// Deliver signs params.Body as params.Provider would (Sign) and POSTs it to
-// url, the way the provider delivers a webhook. Nothing is sent when signing
-// fails. It serves inboxctl send, the demo and load generators. client may
-// be nil for http.DefaultClient.
-func Deliver(ctx context.Context, client *http.Client, url string, params *SignParams) (*DeliveryResponse, error) {
+// NewSignedRequest returns the POST to url that delivers params.Body signed
+// as params.Provider would sign it (Sign), ready to send.
+func NewSignedRequest(ctx context.Context, url string, params *SignParams) (*http.Request, error) {
 	signed, err := Sign(params)
 	if err != nil {
 		return nil, err
@@ -28,6 +26,18 @@ func Deliver(ctx context.Context, client *http.Client, url string, params *SignP
 		return nil, err
 	}
 	req.Header = signed.Header
+	return req, nil
+}
+
+// Deliver signs params.Body as params.Provider would (Sign) and POSTs it to
+// url, the way the provider delivers a webhook. Nothing is sent when signing
+// fails. It serves inboxctl send, the demo and load generators. client may
+// be nil for http.DefaultClient.
+func Deliver(ctx context.Context, client *http.Client, url string, params *SignParams) (*DeliveryResponse, error) {
+	req, err := NewSignedRequest(ctx, url, params)
+	if err != nil {
+		return nil, err
+	}
 	if client == nil {
 		client = http.DefaultClient
 	}
