@@ -132,7 +132,9 @@ func (in *Ingester) ingestGroupOnce(ctx context.Context, group [][]newEvent) ([]
 		outcomes []outcome
 		claimed  map[[2]string]ClaimedRow
 	)
-	err := pgx.BeginFunc(ctx, in.pool, func(tx pgx.Tx) error {
+	// The claim commits durably (DurableTxOptions): the caller answers 2xx
+	// once it returns.
+	err := BeginDurableFunc(ctx, in.pool, func(tx pgx.Tx) error {
 		rows, err := in.store.claim(ctx, tx, all, in.config.Now())
 		if err != nil {
 			return err

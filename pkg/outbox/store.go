@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // Status is an outbox message's state.
@@ -76,19 +78,17 @@ func scanRecord(row pgx.CollectableRow) (*Record, error) {
 // claim are skipped (FOR UPDATE SKIP LOCKED). A disabled destination's
 // messages are not claimed.
 //
-// The claim commits with synchronous_commit on, whatever the server's or
-// the worker's setting: its COMMIT then waits for the WAL to be flushed up
-// to its own commit record, which lies after the commit record of every
-// message it claimed. A handler transaction committed with
-// synchronous_commit off (the worker's default) is therefore durable before
-// its message leaves PostgreSQL; a crash cannot lose an effect whose message
-// was delivered.
+// The claim commits durably (inbox.DurableTxOptions): synchronous_commit
+// off, whatever set it (the server, the database, the role), is raised to
+// on for the claim, and a stronger setting (remote_write, remote_apply) is
+// kept. Its COMMIT then waits for the WAL to be flushed up to its own commit
+// record, which lies after the commit record of every message it claimed. A
+// handler transaction committed with synchronous_commit off (the worker's
+// default) is therefore durable before its message leaves PostgreSQL; a
+// crash cannot lose an effect whose message was delivered.
 func (s *Store) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]*Record, error) {
 	var recs []*Record
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
-			return err
-		}
+	err := inbox.BeginDurableFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 WITH due AS (
     SELECT id FROM hookinbox_outbox
