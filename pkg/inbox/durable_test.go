@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -15,28 +16,11 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
-// withSynchronousCommit sets synchronous_commit for db's database, as a
-// managed-PostgreSQL user may (ALTER DATABASE … SET), and returns a pool
-// whose sessions start with that setting.
-func withSynchronousCommit(t *testing.T, db *dbtest.DB, url, setting string) *pgxpool.Pool {
-	t.Helper()
-	ctx := context.Background()
-	_, err := db.Pool.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s SET synchronous_commit = %s`, db.Name, setting))
-	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	var session string
-	require.NoError(t, pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&session))
-	require.Equal(t, setting, session, "the database's setting in a new session")
-	return pool
-}
-
 // TestClaimCommitsDurably checks, in the real store, the setting under
-// which the receiver's claim commits: a trigger on webhook_inbox records
-// synchronous_commit as the claim's INSERT sees it. off, whatever set it,
-// is raised to on; every other value already waits for the WAL flush and
-// is kept, remote_apply included.
+// which the receiver's claim commits, per delivery and as a group commit:
+// a trigger records synchronous_commit as the claim's writes see it. off,
+// whatever set it, is raised to on; every other value already waits for
+// the WAL flush and is kept, remote_apply included.
 func TestClaimCommitsDurably(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ database, claim string }{
@@ -46,17 +30,8 @@ func TestClaimCommitsDurably(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			db := dbtest.New(t)
-			_, err := db.Pool.Exec(ctx, `
-CREATE TABLE claim_setting (event_id text, synchronous_commit text);
-CREATE FUNCTION record_claim_setting() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO claim_setting VALUES (NEW.event_id, current_setting('synchronous_commit'));
-    RETURN NEW;
-END $$;
-CREATE TRIGGER record_claim_setting AFTER INSERT ON webhook_inbox
-    FOR EACH ROW EXECUTE FUNCTION record_claim_setting()`)
-			require.NoError(t, err)
-			pool := withSynchronousCommit(t, db, db.URL, tc.database)
+			recorded := dbtest.RecordSynchronousCommit(t, db, "webhook_inbox", "river_job")
+			pool := dbtest.SetSynchronousCommit(t, db, db.URL, tc.database)
 			client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
 			require.NoError(t, err)
 			ingester := inbox.NewIngester(pool, client, &inbox.IngesterConfig{})
@@ -65,12 +40,11 @@ CREATE TRIGGER record_claim_setting AFTER INSERT ON webhook_inbox
 			require.NoError(t, err)
 			_, err = ingester.IngestGroup(ctx, []*inbox.Delivery{delivery(event("msg_g1")), delivery(event("msg_g2"))})
 			require.NoError(t, err)
-
-			rows, err := db.Pool.Query(ctx, `SELECT event_id || ' ' || synchronous_commit FROM claim_setting ORDER BY event_id`)
-			require.NoError(t, err)
-			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			require.NoError(t, err)
-			require.Equal(t, []string{"msg_g1 " + tc.claim, "msg_g2 " + tc.claim, "msg_one " + tc.claim}, got)
+			got := recorded()
+			require.Subset(t, got, []string{"webhook_inbox INSERT " + tc.claim, "river_job INSERT " + tc.claim})
+			for _, w := range got {
+				require.True(t, strings.HasSuffix(w, " "+tc.claim), "a claim's write at %q", w)
+			}
 		})
 	}
 }
@@ -93,7 +67,7 @@ func TestDurableTxOptions(t *testing.T) {
 					if via == "pgbouncer" {
 						url = bouncer.URL(t, db)
 					}
-					withSynchronousCommit(t, db, url, tc.database)
+					dbtest.SetSynchronousCommit(t, db, url, tc.database)
 					config, err := pgxpool.ParseConfig(url)
 					require.NoError(t, err)
 					config.ConnConfig.DefaultQueryExecMode = mode
