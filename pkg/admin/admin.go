@@ -146,8 +146,9 @@ func (a *Admin) List(ctx context.Context, params *inbox.ListParams) ([]inbox.Eve
 }
 
 // Replay sends one done or failed event back to pending with a new job.
+// It commits durably (inbox.DurableTxOptions): the API answers 2xx after it.
 func (a *Admin) Replay(ctx context.Context, source, eventID string) (*inbox.EventInfo, error) {
-	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+	err := inbox.BeginDurableFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		_, err := a.inbox.ReplayEventTx(ctx, tx, a.config.Client, source, eventID, a.config.QueueFor)
 		return err
 	})

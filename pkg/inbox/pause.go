@@ -42,15 +42,21 @@ type PausedSource struct {
 
 // Pause records source as paused, and reports whether it was not paused
 // already (a second pause keeps the first one's time and reason). Workers
-// see it within their pause refresh interval (worker.pause_refresh).
+// see it within their pause refresh interval (worker.pause_refresh). It
+// commits durably (DurableTxOptions): the admin API answers 2xx after it.
 func (s *Store) Pause(ctx context.Context, source, by, reason string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `
+	var paused bool
+	err := BeginDurableFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
 INSERT INTO hookinbox_source_pause (source, paused_by, reason) VALUES ($1, $2, $3)
 ON CONFLICT (source) DO NOTHING`, source, by, reason)
+		paused = tag.RowsAffected() == 1
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("inbox: pause %s: %w", source, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return paused, nil
 }
 
 // PausedSources returns the paused sources, by name.
@@ -117,6 +123,8 @@ type ResumeParams struct {
 // number of events enqueued, and ErrNotPaused when source was not paused.
 // Should it stop half-way (a crash), the reaper enqueues the rest once
 // they are worker.orphan_after old, since the source is no longer paused.
+// Each transaction commits durably (DurableTxOptions): the admin API
+// answers 2xx after Resume.
 func (s *Store) Resume(ctx context.Context, params *ResumeParams) (int, error) {
 	batch := params.Batch
 	if batch <= 0 {
@@ -125,7 +133,7 @@ func (s *Store) Resume(ctx context.Context, params *ResumeParams) (int, error) {
 	total := 0
 	for first := true; ; first = false {
 		n := 0
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := BeginDurableFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if first {
 				tag, err := tx.Exec(ctx, `DELETE FROM hookinbox_source_pause WHERE source = $1`, params.Source)
 				if err != nil {

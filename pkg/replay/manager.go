@@ -100,7 +100,9 @@ func (m *Manager) DryRun(ctx context.Context, sel *inbox.Selection) (int64, erro
 }
 
 // Start records a run and enqueues its first job, in one transaction, and
-// returns the run. The work happens in the worker; follow it with Get.
+// returns the run. The work happens in the worker; follow it with Get. The
+// transaction commits durably (inbox.DurableTxOptions), as do Cancel's,
+// Resume's and ReplayEvent's: the operator is told it is done.
 func (m *Manager) Start(ctx context.Context, params *StartParams) (*Run, error) {
 	if err := params.validate(); err != nil {
 		return nil, err
@@ -114,7 +116,7 @@ func (m *Manager) Start(ctx context.Context, params *StartParams) (*Run, error) 
 		return nil, fmt.Errorf("replay: encode selection: %w", err)
 	}
 	var run *Run
-	err = pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+	err = inbox.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		var id int64
 		if err := tx.QueryRow(ctx, `INSERT INTO hookinbox_replay (selection, total, rate, batch) VALUES ($1, $2, $3, $4) RETURNING id`,
 			sel, total, cmp.Or(params.Rate, m.config.Rate), cmp.Or(params.Batch, m.config.Batch)).Scan(&id); err != nil {
@@ -173,11 +175,17 @@ func (m *Manager) List(ctx context.Context, limit int) ([]Run, error) {
 
 // Cancel stops a running run: its job stops before its next batch (a batch
 // in flight is rolled back), and the rows replayed so far stay replayed.
-// It returns the run, ErrNotFound, or ErrNotRunning.
+// It returns the run, ErrNotFound, or ErrNotRunning. It commits durably
+// (inbox.DurableTxOptions).
 func (m *Manager) Cancel(ctx context.Context, id int64) (*Run, error) {
-	run, err := scanRun(m.pool.QueryRow(ctx, `
+	var run *Run
+	err := inbox.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		var err error
+		run, err = scanRun(tx.QueryRow(ctx, `
 UPDATE hookinbox_replay SET state = 'cancelled', updated_at = now() WHERE id = $1 AND state = 'running'
 RETURNING `+runColumns, id))
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err := m.Get(ctx, id); err != nil {
 			return nil, err
@@ -195,7 +203,7 @@ RETURNING `+runColumns, id))
 // run, ErrNotFound, ErrFinished, or ErrStillRunning.
 func (m *Manager) Resume(ctx context.Context, id int64) (*Run, error) {
 	var run *Run
-	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+	err := inbox.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		var state string
 		var jobLive bool
 		err := tx.QueryRow(ctx, `
@@ -222,7 +230,7 @@ WHERE r.id = $1 FOR UPDATE OF r`, id).Scan(&state, &jobLive)
 // a new job. It returns inbox.ErrNotFound or inbox.ErrNotReplayable.
 func (m *Manager) ReplayEvent(ctx context.Context, source, eventID string) (*inbox.ClaimedRow, error) {
 	var row *inbox.ClaimedRow
-	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+	err := inbox.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		var err error
 		row, err = m.store.ReplayEventTx(ctx, tx, m.client, source, eventID, m.config.QueueFor)
 		return err
