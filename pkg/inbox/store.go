@@ -382,17 +382,21 @@ WHERE id = $1 AND status <> 'done'`, planned, id, jobID, reason, final, nullTime
 // planner from walking river_job's primary key backwards instead. A job
 // River has pruned is not found.
 const newestJob = `
-SELECT id, state, errors FROM river_job
+SELECT id, state, errors, queue, finalized_at FROM river_job
 WHERE kind = '` + JobKind + `' AND (args->>'inbox_id')::bigint = i.id
 ORDER BY id + 0 DESC LIMIT 1`
 
-// Orphan is a pending row the reaper found with no live River job.
+// Orphan is a pending row the reaper found with no job that will settle it.
 type Orphan struct {
 	ID      int64
 	Source  string
 	EventID string
+	// JobID is the id of the row's last job, 0 when it has none.
+	JobID int64
 	// JobState is the state of the row's last job, "" when it has none.
 	JobState string
+	// JobQueue is that job's queue.
+	JobQueue string
 	// JobError is that job's last recorded error.
 	JobError string
 	// EventType and RequestID are copied into a new job's args.
@@ -400,22 +404,61 @@ type Orphan struct {
 	RequestID string
 }
 
-// ListOrphans locks up to limit pending rows received before cutoff whose
-// job is missing or finished, skipping rows another transaction holds and
-// the rows of paused sources (their held events wait for Resume). db
-// is the caller's transaction, which holds the locks.
-func (s *Store) ListOrphans(ctx context.Context, db DBTX, cutoff time.Time, limit int) ([]Orphan, error) {
+// OrphanQuery says which pending rows ListOrphans returns.
+type OrphanQuery struct {
+	// OrphanAfter is how long after it was received a row with no job, or
+	// a finished one, waits before it is an orphan.
+	OrphanAfter time.Duration
+	// LostCommitGrace is how long after its newest job completed a pending
+	// row that is not held is a lost commit (see ListOrphans).
+	LostCommitGrace time.Duration
+	// Queues maps each source to its current queue.
+	Queues map[string]string
+	// LiveQueues are the queues some live worker works.
+	LiveQueues []string
+	// Limit caps the rows returned.
+	Limit int
+}
+
+// ListOrphans locks up to q.Limit pending rows whose job will not settle
+// them, oldest first, skipping rows another transaction holds and the rows
+// of paused sources (their held events wait for Resume). Every time is
+// compared by the database. A row is returned when
+//
+//   - its job is missing or finished and it was received more than
+//     q.OrphanAfter ago (the job vanished, or its end was not recorded);
+//   - its newest job completed more than q.LostCommitGrace ago and it is
+//     not held: a worker returns nil without the row's done mark only for
+//     a held event or a row that is no longer pending, so this row's done
+//     mark was an asynchronous commit lost in a crash whose completion
+//     River's completer retried and committed afterwards;
+//   - its job waits (available, retryable, scheduled) on a queue that is
+//     no longer its source's, that no live worker works, while a live
+//     worker works the source's queue (a stray, see MoveJobs).
+//
+// db is the caller's transaction, which holds the locks.
+func (s *Store) ListOrphans(ctx context.Context, db DBTX, q *OrphanQuery) ([]Orphan, error) {
+	sources, queues := make([]string, 0, len(q.Queues)), make([]string, 0, len(q.Queues))
+	for src, queue := range q.Queues {
+		sources, queues = append(sources, src), append(queues, queue)
+	}
 	rows, err := db.Query(ctx, `
-SELECT i.id, i.source, i.event_id, coalesce(j.state::text, ''), coalesce(j.errors[array_length(j.errors, 1)]->>'error', ''),
-       i.event_type, coalesce(i.request_id, '')
+SELECT i.id, i.source, i.event_id, coalesce(j.id, 0), coalesce(j.state::text, ''), coalesce(j.queue, ''),
+       coalesce(j.errors[array_length(j.errors, 1)]->>'error', ''), i.event_type, coalesce(i.request_id, '')
 FROM webhook_inbox AS i
 LEFT JOIN LATERAL (`+newestJob+`) AS j ON true
-WHERE i.status = 'pending' AND i.received_at < $1
-  AND (j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled'))
+WHERE i.status = 'pending'
   AND NOT EXISTS (SELECT 1 FROM hookinbox_source_pause AS p WHERE p.source = i.source)
+  AND ((i.received_at < now() - $1 * interval '1 millisecond'
+        AND (j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled')))
+    OR (j.state = 'completed' AND i.held_at IS NULL AND j.finalized_at < now() - $2 * interval '1 millisecond')
+    OR (j.state IN ('available', 'retryable', 'scheduled') AND j.queue <> ALL($5::text[])
+        AND EXISTS (SELECT 1 FROM unnest($3::text[], $4::text[]) AS m (source, queue)
+                    WHERE m.source = i.source AND m.queue <> j.queue AND m.queue = ANY($5::text[]))))
 ORDER BY i.received_at
-LIMIT $2
-FOR UPDATE OF i SKIP LOCKED`, planned, cutoff, limit)
+LIMIT $6
+FOR UPDATE OF i SKIP LOCKED`, planned, q.OrphanAfter.Milliseconds(), q.LostCommitGrace.Milliseconds(),
+		sources, queues, q.LiveQueues, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: list orphans: %w", err)
 	}
@@ -424,6 +467,38 @@ FOR UPDATE OF i SKIP LOCKED`, planned, cutoff, limit)
 		return nil, fmt.Errorf("inbox: list orphans: %w", err)
 	}
 	return orphans, nil
+}
+
+// Move is a job MoveJobs moves: the job of an Orphan whose queue is no
+// longer its source's.
+type Move struct {
+	JobID    int64
+	From, To string
+}
+
+// MoveJobs moves each job of moves from its queue to its source's, in the
+// caller's transaction, and returns how many it moved. A job is moved only
+// while it still waits (available, retryable or scheduled) on From and no
+// live worker works From (liveQueues): the statement locks the job row, so
+// a job River fetched meanwhile (running) is left alone, and a move is
+// never made twice. River's producers on To find it at their next fetch.
+func (s *Store) MoveJobs(ctx context.Context, db DBTX, moves []Move, liveQueues []string) (int, error) {
+	if len(moves) == 0 {
+		return 0, nil
+	}
+	ids, from, to := make([]int64, len(moves)), make([]string, len(moves)), make([]string, len(moves))
+	for i, m := range moves {
+		ids[i], from[i], to[i] = m.JobID, m.From, m.To
+	}
+	tag, err := db.Exec(ctx, `
+UPDATE river_job AS j SET queue = m.dest
+FROM unnest($1::bigint[], $2::text[], $3::text[]) AS m (id, origin, dest)
+WHERE j.id = m.id AND j.queue = m.origin AND j.state IN ('available', 'retryable', 'scheduled')
+  AND m.origin <> ALL($4::text[])`, planned, ids, from, to, liveQueues)
+	if err != nil {
+		return 0, fmt.Errorf("inbox: move jobs: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // Counts is the number of rows per status.

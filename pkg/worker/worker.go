@@ -308,7 +308,8 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, GroupLingerDefault)
 	}
 	river.AddWorker(workers, ew)
-	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor, logger: c.Logger.Named("reaper")})
+	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor,
+		queues: sourceQueues(c.Sources, c.QueueFor), logger: c.Logger.Named("reaper")})
 	// A bulk replay hands its run to a new job well before the job timeout.
 	river.AddWorker(workers, replay.NewWorker(pool, &replay.WorkerConfig{
 		QueueFor: c.QueueFor, Slice: min(replay.SliceDefault, c.JobTimeout/2), Logger: c.Logger.Named("replay"),
@@ -371,6 +372,15 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		}
 	}
 	return w, nil
+}
+
+// sourceQueues maps each source to its current queue, as queueFor names it.
+func sourceQueues(sources map[string]string, queueFor func(string) string) map[string]string {
+	out := make(map[string]string, len(sources))
+	for s := range sources {
+		out[s] = queueFor(s)
+	}
+	return out
 }
 
 // firstQueue picks a stable queue for the reaper: "default" when worked.
