@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -421,52 +422,123 @@ type OrphanQuery struct {
 }
 
 // ListOrphans locks up to q.Limit pending rows whose job will not settle
-// them, oldest first, skipping rows another transaction holds and the rows
-// of paused sources (their held events wait for Resume). Every time is
-// compared by the database. A row is returned when
+// them, skipping rows another transaction holds and the rows of paused
+// sources (their held events wait for Resume). Every time is compared by
+// the database. A row is returned when
 //
 //   - its job is missing or finished and it was received more than
 //     q.OrphanAfter ago (the job vanished, or its end was not recorded);
-//   - its newest job completed more than q.LostCommitGrace ago and it is
-//     not held: a worker returns nil without the row's done mark only for
-//     a held event or a row that is no longer pending, so this row's done
-//     mark was an asynchronous commit lost in a crash whose completion
-//     River's completer retried and committed afterwards;
-//   - its job waits (available, retryable, scheduled) on a queue that is
-//     no longer its source's, that no live worker works, while a live
-//     worker works the source's queue (a stray, see MoveJobs).
+//   - it is a lost commit: it is not held, and its newest job completed
+//     more than q.LostCommitGrace ago (River stamps finalized_at when Work
+//     returned). A worker returns nil without the row's done mark only for
+//     a held event or a row that is no longer pending, so the done mark was
+//     an asynchronous commit lost in a crash, and River's completer,
+//     retrying across the restart, completed the job afterwards. Looked for
+//     only within q.OrphanAfter of the server's start (only a restart loses
+//     a commit that returned): by then the first rule finds such a row,
+//     received before the crash;
+//   - it is a stray: its job waits (available, retryable, scheduled) on a
+//     queue that is no longer its source's and that no live worker works,
+//     while a live worker works the source's queue (see MoveJobs).
 //
-// db is the caller's transaction, which holds the locks.
+// db is the caller's transaction, which holds the locks. A row is returned
+// once, by the first rule it meets.
 func (s *Store) ListOrphans(ctx context.Context, db DBTX, q *OrphanQuery) ([]Orphan, error) {
+	var all []Orphan
+	seen := map[int64]bool{}
+	add := func(sql string, args ...any) error {
+		if len(all) >= q.Limit {
+			return nil
+		}
+		rows, err := db.Query(ctx, orphanColumns+sql+`
+LIMIT $1
+FOR UPDATE OF i SKIP LOCKED`, append([]any{planned, q.Limit - len(all)}, args...)...)
+		if err != nil {
+			return fmt.Errorf("inbox: list orphans: %w", err)
+		}
+		found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Orphan])
+		if err != nil {
+			return fmt.Errorf("inbox: list orphans: %w", err)
+		}
+		for _, o := range found {
+			if !seen[o.ID] {
+				seen[o.ID] = true
+				all = append(all, o)
+			}
+		}
+		return nil
+	}
+	if err := add(`
+WHERE i.status = 'pending' AND i.received_at < now() - $2 * interval '1 millisecond' AND `+notPaused+`
+  AND (j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled'))
+ORDER BY i.received_at`, q.OrphanAfter.Milliseconds()); err != nil {
+		return nil, err
+	}
+	// The first condition has no column: PostgreSQL evaluates it once and
+	// scans nothing when the server started longer ago than OrphanAfter.
+	if err := add(`
+WHERE now() < pg_postmaster_start_time() + $2 * interval '1 millisecond'
+  AND i.status = 'pending' AND i.held_at IS NULL AND `+notPaused+`
+  AND j.state = 'completed' AND j.finalized_at < now() - $3 * interval '1 millisecond'
+ORDER BY i.received_at`, q.OrphanAfter.Milliseconds(), q.LostCommitGrace.Milliseconds()); err != nil {
+		return nil, err
+	}
+	dead, err := s.deadQueues(ctx, db, q.LiveQueues)
+	if err != nil || len(dead) == 0 {
+		return all, err
+	}
 	sources, queues := make([]string, 0, len(q.Queues)), make([]string, 0, len(q.Queues))
 	for src, queue := range q.Queues {
-		sources, queues = append(sources, src), append(queues, queue)
+		if slices.Contains(q.LiveQueues, queue) {
+			sources, queues = append(sources, src), append(queues, queue)
+		}
 	}
-	rows, err := db.Query(ctx, `
+	// Driven by the waiting jobs of the dead queues (River's fetching
+	// index), not by every pending row.
+	if err := add(`
+JOIN unnest($3::text[], $4::text[]) AS m (source, queue) ON m.source = i.source
+WHERE i.status = 'pending' AND `+notPaused+`
+  AND j.state IN ('available', 'retryable', 'scheduled') AND j.queue = ANY($2::text[]) AND j.queue <> m.queue
+  AND i.id IN (SELECT (w.args->>'inbox_id')::bigint FROM river_job AS w
+               WHERE w.state IN ('available', 'retryable', 'scheduled') AND w.queue = ANY($2::text[]) AND w.kind = '`+JobKind+`')`, dead, sources, queues); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// orphanColumns is the head of ListOrphans' statements.
+const orphanColumns = `
 SELECT i.id, i.source, i.event_id, coalesce(j.id, 0), coalesce(j.state::text, ''), coalesce(j.queue, ''),
        coalesce(j.errors[array_length(j.errors, 1)]->>'error', ''), i.event_type, coalesce(i.request_id, '')
 FROM webhook_inbox AS i
-LEFT JOIN LATERAL (`+newestJob+`) AS j ON true
-WHERE i.status = 'pending'
-  AND NOT EXISTS (SELECT 1 FROM hookinbox_source_pause AS p WHERE p.source = i.source)
-  AND ((i.received_at < now() - $1 * interval '1 millisecond'
-        AND (j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled')))
-    OR (j.state = 'completed' AND i.held_at IS NULL AND j.finalized_at < now() - $2 * interval '1 millisecond')
-    OR (j.state IN ('available', 'retryable', 'scheduled') AND j.queue <> ALL($5::text[])
-        AND EXISTS (SELECT 1 FROM unnest($3::text[], $4::text[]) AS m (source, queue)
-                    WHERE m.source = i.source AND m.queue <> j.queue AND m.queue = ANY($5::text[]))))
-ORDER BY i.received_at
-LIMIT $6
-FOR UPDATE OF i SKIP LOCKED`, planned, q.OrphanAfter.Milliseconds(), q.LostCommitGrace.Milliseconds(),
-		sources, queues, q.LiveQueues, q.Limit)
+LEFT JOIN LATERAL (` + newestJob + `) AS j ON true`
+
+// notPaused leaves out the rows of paused sources.
+const notPaused = `NOT EXISTS (SELECT 1 FROM hookinbox_source_pause AS p WHERE p.source = i.source)`
+
+// deadQueues returns the queues where jobs wait (available, retryable or
+// scheduled) that are not live. It skips through River's fetching index,
+// (state, queue, …), one probe per state and queue, whatever the number of
+// waiting jobs.
+func (s *Store) deadQueues(ctx context.Context, db DBTX, live []string) ([]string, error) {
+	rows, err := db.Query(ctx, `
+WITH RECURSIVE waiting AS (
+    (SELECT state, queue FROM river_job ORDER BY state, queue LIMIT 1)
+    UNION ALL
+    SELECT n.state, n.queue FROM waiting AS w,
+    LATERAL (SELECT state, queue FROM river_job WHERE (state, queue) > (w.state, w.queue) ORDER BY state, queue LIMIT 1) AS n
+)
+SELECT DISTINCT queue FROM waiting
+WHERE state IN ('available', 'retryable', 'scheduled') AND queue <> ALL($1::text[])
+ORDER BY queue`, planned, live)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: list orphans: %w", err)
+		return nil, fmt.Errorf("inbox: dead queues: %w", err)
 	}
-	orphans, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Orphan])
+	dead, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("inbox: list orphans: %w", err)
+		return nil, fmt.Errorf("inbox: dead queues: %w", err)
 	}
-	return orphans, nil
+	return dead, nil
 }
 
 // Move is a job MoveJobs moves: the job of an Orphan whose queue is no

@@ -54,8 +54,10 @@ func TestReaperLostCommits(t *testing.T) {
 		// A young row whose done mark was lost in a crash with the effect,
 		// while River's completer committed the job's completion after it.
 		id := b.ingest(t, "evt_lost_mark", "account.deposit")
-		b.completeJob(t, id, time.Minute)
-		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
+		b.completeJob(t, id, 2*worker.LostCommitGraceDefault)
+		// Lost commits are looked for within OrphanAfter of the server's
+		// start: far longer than the shared server has been up.
+		b.start(t, func(c *worker.Config) { c.OrphanAfter = 100_000 * time.Hour })
 		b.waitStatus(t, id, inbox.StatusDone)
 		require.Equal(t, 1, b.effects(t, "evt_lost_mark"))
 		require.Equal(t, 2, b.jobs(t, id), "the completed job and the reaper's")
@@ -72,10 +74,10 @@ func TestReaperLostCommits(t *testing.T) {
 		held, err := b.store.Hold(ctx, id, "bank")
 		require.NoError(t, err)
 		require.True(t, held)
-		b.completeJob(t, id, time.Minute)
+		b.completeJob(t, id, 2*worker.LostCommitGraceDefault)
 		_, err = b.db.Pool.Exec(ctx, `DELETE FROM hookinbox_source_pause WHERE source = 'bank'`)
 		require.NoError(t, err)
-		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
+		b.start(t, func(c *worker.Config) { c.OrphanAfter = 100_000 * time.Hour })
 		b.waitReaperRun(t)
 		require.Equal(t, inbox.StatusPending, b.row(t, id).Status)
 		require.Equal(t, 1, b.jobs(t, id))
@@ -86,7 +88,7 @@ func TestReaperLostCommits(t *testing.T) {
 		b := setup(t)
 		id := b.ingest(t, "evt_just_completed", "account.deposit")
 		b.completeJob(t, id, -time.Minute) // completed "in the future": within the grace for a minute
-		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
+		b.start(t, func(c *worker.Config) { c.OrphanAfter = 100_000 * time.Hour })
 		b.waitReaperRun(t)
 		require.Equal(t, inbox.StatusPending, b.row(t, id).Status)
 		require.Equal(t, 1, b.jobs(t, id))

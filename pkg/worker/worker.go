@@ -116,9 +116,11 @@ type Config struct {
 	UnroutedDone bool
 	// SynchronousCommit makes each event's COMMIT wait for the WAL flush.
 	// Off by default, on purpose: a worker's commit lost in a crash loses
-	// the effect, the done mark and the job's completion together, so the
-	// job runs again and nothing is applied twice or lost. (The receiver's
-	// claim is always durable: its 2xx promises it.)
+	// the effect and the done mark together, so nothing is applied twice;
+	// the event runs again once River's rescuer or, when the completer
+	// completed the job after the restart, the reaper's next pass gives it
+	// a job (see reaper). (The receiver's claim is always durable: its 2xx
+	// promises it.)
 	SynchronousCommit bool
 	// PollOnly makes River poll for jobs every FetchPollInterval, and for
 	// leadership, instead of LISTENing for them: a LISTEN needs a session of
