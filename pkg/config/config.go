@@ -326,9 +326,10 @@ type WorkerConfig struct {
 	HardStopTimeout time.Duration `mapstructure:"hard_stop_timeout"`
 	// SynchronousCommit makes each event's COMMIT wait for the WAL flush.
 	// Defaults to false, on purpose: a worker's commit lost in a crash of
-	// PostgreSQL loses the effect, the done mark and the job's completion
-	// together, so the job simply runs again. The receiver's claim is always
-	// durable, because its 2xx promises it.
+	// PostgreSQL loses the effect and the done mark together, so the event
+	// runs again (within a reaper interval of the restart) and nothing is
+	// applied twice. The receiver's claim is always durable, because its
+	// 2xx promises it.
 	SynchronousCommit bool `mapstructure:"synchronous_commit"`
 	// Isolation is the isolation level of the handler transactions of a
 	// route that chooses none: read_committed, repeatable_read or

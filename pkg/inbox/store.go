@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -382,17 +383,21 @@ WHERE id = $1 AND status <> 'done'`, planned, id, jobID, reason, final, nullTime
 // planner from walking river_job's primary key backwards instead. A job
 // River has pruned is not found.
 const newestJob = `
-SELECT id, state, errors FROM river_job
+SELECT id, state, errors, queue, finalized_at FROM river_job
 WHERE kind = '` + JobKind + `' AND (args->>'inbox_id')::bigint = i.id
 ORDER BY id + 0 DESC LIMIT 1`
 
-// Orphan is a pending row the reaper found with no live River job.
+// Orphan is a pending row the reaper found with no job that will settle it.
 type Orphan struct {
 	ID      int64
 	Source  string
 	EventID string
+	// JobID is the id of the row's last job, 0 when it has none.
+	JobID int64
 	// JobState is the state of the row's last job, "" when it has none.
 	JobState string
+	// JobQueue is that job's queue.
+	JobQueue string
 	// JobError is that job's last recorded error.
 	JobError string
 	// EventType and RequestID are copied into a new job's args.
@@ -400,30 +405,172 @@ type Orphan struct {
 	RequestID string
 }
 
-// ListOrphans locks up to limit pending rows received before cutoff whose
-// job is missing or finished, skipping rows another transaction holds and
-// the rows of paused sources (their held events wait for Resume). db
-// is the caller's transaction, which holds the locks.
-func (s *Store) ListOrphans(ctx context.Context, db DBTX, cutoff time.Time, limit int) ([]Orphan, error) {
-	rows, err := db.Query(ctx, `
-SELECT i.id, i.source, i.event_id, coalesce(j.state::text, ''), coalesce(j.errors[array_length(j.errors, 1)]->>'error', ''),
-       i.event_type, coalesce(i.request_id, '')
-FROM webhook_inbox AS i
-LEFT JOIN LATERAL (`+newestJob+`) AS j ON true
-WHERE i.status = 'pending' AND i.received_at < $1
+// OrphanQuery says which pending rows ListOrphans returns.
+type OrphanQuery struct {
+	// OrphanAfter is how long after it was received a row with no job, or
+	// a finished one, waits before it is an orphan.
+	OrphanAfter time.Duration
+	// LostCommitGrace is how long after its newest job completed a pending
+	// row that is not held is a lost commit (see ListOrphans).
+	LostCommitGrace time.Duration
+	// Queues maps each source to its current queue.
+	Queues map[string]string
+	// LiveQueues are the queues some live worker works.
+	LiveQueues []string
+	// Limit caps the rows returned.
+	Limit int
+}
+
+// ListOrphans locks up to q.Limit pending rows whose job will not settle
+// them, skipping rows another transaction holds and the rows of paused
+// sources (their held events wait for Resume). Every time is compared by
+// the database. A row is returned when
+//
+//   - its job is missing or finished and it was received more than
+//     q.OrphanAfter ago (the job vanished, or its end was not recorded);
+//   - it is a lost commit: it is not held, and its newest job completed
+//     more than q.LostCommitGrace ago (River stamps finalized_at when Work
+//     returned). A worker returns nil without the row's done mark only for
+//     a held event or a row that is no longer pending, so the done mark was
+//     an asynchronous commit lost in a crash, and River's completer,
+//     retrying across the restart, completed the job afterwards. Looked for
+//     only within q.OrphanAfter of the server's start (only a restart loses
+//     a commit that returned): by then the first rule finds such a row,
+//     received before the crash;
+//   - it is a stray: its job waits (available, retryable, scheduled) on a
+//     queue that is no longer its source's and that no live worker works,
+//     while a live worker works the source's queue (see MoveJobs).
+//
+// db is the caller's transaction, which holds the locks. A row is returned
+// once, by the first rule it meets.
+func (s *Store) ListOrphans(ctx context.Context, db DBTX, q *OrphanQuery) ([]Orphan, error) {
+	var all []Orphan
+	seen := map[int64]bool{}
+	add := func(sql string, args ...any) error {
+		if len(all) >= q.Limit {
+			return nil
+		}
+		rows, err := db.Query(ctx, orphanColumns+sql+`
+LIMIT $1
+FOR UPDATE OF i SKIP LOCKED`, append([]any{planned, q.Limit - len(all)}, args...)...)
+		if err != nil {
+			return fmt.Errorf("inbox: list orphans: %w", err)
+		}
+		found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Orphan])
+		if err != nil {
+			return fmt.Errorf("inbox: list orphans: %w", err)
+		}
+		for _, o := range found {
+			if !seen[o.ID] {
+				seen[o.ID] = true
+				all = append(all, o)
+			}
+		}
+		return nil
+	}
+	if err := add(`
+WHERE i.status = 'pending' AND i.received_at < now() - $2 * interval '1 millisecond' AND `+notPaused+`
   AND (j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled'))
-  AND NOT EXISTS (SELECT 1 FROM hookinbox_source_pause AS p WHERE p.source = i.source)
-ORDER BY i.received_at
-LIMIT $2
-FOR UPDATE OF i SKIP LOCKED`, planned, cutoff, limit)
-	if err != nil {
-		return nil, fmt.Errorf("inbox: list orphans: %w", err)
+ORDER BY i.received_at`, q.OrphanAfter.Milliseconds()); err != nil {
+		return nil, err
 	}
-	orphans, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Orphan])
-	if err != nil {
-		return nil, fmt.Errorf("inbox: list orphans: %w", err)
+	// The first condition has no column: PostgreSQL evaluates it once and
+	// scans nothing when the server started longer ago than OrphanAfter.
+	if err := add(`
+WHERE now() < pg_postmaster_start_time() + $2 * interval '1 millisecond'
+  AND i.status = 'pending' AND i.held_at IS NULL AND `+notPaused+`
+  AND j.state = 'completed' AND j.finalized_at < now() - $3 * interval '1 millisecond'
+ORDER BY i.received_at`, q.OrphanAfter.Milliseconds(), q.LostCommitGrace.Milliseconds()); err != nil {
+		return nil, err
 	}
-	return orphans, nil
+	dead, err := s.deadQueues(ctx, db, q.LiveQueues)
+	if err != nil || len(dead) == 0 {
+		return all, err
+	}
+	sources, queues := make([]string, 0, len(q.Queues)), make([]string, 0, len(q.Queues))
+	for src, queue := range q.Queues {
+		if slices.Contains(q.LiveQueues, queue) {
+			sources, queues = append(sources, src), append(queues, queue)
+		}
+	}
+	// Driven by the waiting jobs of the dead queues (River's fetching
+	// index), not by every pending row.
+	if err := add(`
+JOIN unnest($3::text[], $4::text[]) AS m (source, queue) ON m.source = i.source
+WHERE i.status = 'pending' AND `+notPaused+`
+  AND j.state IN ('available', 'retryable', 'scheduled') AND j.queue = ANY($2::text[]) AND j.queue <> m.queue
+  AND i.id IN (SELECT (w.args->>'inbox_id')::bigint FROM river_job AS w
+               WHERE w.state IN ('available', 'retryable', 'scheduled') AND w.queue = ANY($2::text[]) AND w.kind = '`+JobKind+`')`, dead, sources, queues); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// orphanColumns is the head of ListOrphans' statements.
+const orphanColumns = `
+SELECT i.id, i.source, i.event_id, coalesce(j.id, 0), coalesce(j.state::text, ''), coalesce(j.queue, ''),
+       coalesce(j.errors[array_length(j.errors, 1)]->>'error', ''), i.event_type, coalesce(i.request_id, '')
+FROM webhook_inbox AS i
+LEFT JOIN LATERAL (` + newestJob + `) AS j ON true`
+
+// notPaused leaves out the rows of paused sources.
+const notPaused = `NOT EXISTS (SELECT 1 FROM hookinbox_source_pause AS p WHERE p.source = i.source)`
+
+// deadQueues returns the queues where jobs wait (available, retryable or
+// scheduled) that are not live. It skips through River's fetching index,
+// (state, queue, …), one probe per state and queue, whatever the number of
+// waiting jobs.
+func (s *Store) deadQueues(ctx context.Context, db DBTX, live []string) ([]string, error) {
+	rows, err := db.Query(ctx, `
+WITH RECURSIVE waiting AS (
+    (SELECT state, queue FROM river_job ORDER BY state, queue LIMIT 1)
+    UNION ALL
+    SELECT n.state, n.queue FROM waiting AS w,
+    LATERAL (SELECT state, queue FROM river_job WHERE (state, queue) > (w.state, w.queue) ORDER BY state, queue LIMIT 1) AS n
+)
+SELECT DISTINCT queue FROM waiting
+WHERE state IN ('available', 'retryable', 'scheduled') AND queue <> ALL($1::text[])
+ORDER BY queue`, planned, live)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: dead queues: %w", err)
+	}
+	dead, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("inbox: dead queues: %w", err)
+	}
+	return dead, nil
+}
+
+// Move is a job MoveJobs moves: the job of an Orphan whose queue is no
+// longer its source's.
+type Move struct {
+	JobID    int64
+	From, To string
+}
+
+// MoveJobs moves each job of moves from its queue to its source's, in the
+// caller's transaction, and returns how many it moved. A job is moved only
+// while it still waits (available, retryable or scheduled) on From and no
+// live worker works From (liveQueues): the statement locks the job row, so
+// a job River fetched meanwhile (running) is left alone, and a move is
+// never made twice. River's producers on To find it at their next fetch.
+func (s *Store) MoveJobs(ctx context.Context, db DBTX, moves []Move, liveQueues []string) (int, error) {
+	if len(moves) == 0 {
+		return 0, nil
+	}
+	ids, from, to := make([]int64, len(moves)), make([]string, len(moves)), make([]string, len(moves))
+	for i, m := range moves {
+		ids[i], from[i], to[i] = m.JobID, m.From, m.To
+	}
+	tag, err := db.Exec(ctx, `
+UPDATE river_job AS j SET queue = m.dest
+FROM unnest($1::bigint[], $2::text[], $3::text[]) AS m (id, origin, dest)
+WHERE j.id = m.id AND j.queue = m.origin AND j.state IN ('available', 'retryable', 'scheduled')
+  AND m.origin <> ALL($4::text[])`, planned, ids, from, to, liveQueues)
+	if err != nil {
+		return 0, fmt.Errorf("inbox: move jobs: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // Counts is the number of rows per status.

@@ -383,7 +383,7 @@ func TestKeyLookupsAreNotCachedAsGenericPlans(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, b.store.SetNote(ctx, tx, id, "a note"))
 		require.NoError(t, b.store.RecordFailure(ctx, tx, id, 0, "x", false, time.Time{}))
-		_, err = b.store.ListOrphans(ctx, tx, time.Now(), 10)
+		_, err = b.store.ListOrphans(ctx, tx, &inbox.OrphanQuery{OrphanAfter: time.Minute, Limit: 10})
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit(ctx))
 	}

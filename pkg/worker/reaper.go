@@ -22,12 +22,33 @@ func (ReaperArgs) Kind() string { return "hookinbox.reaper" }
 // reaperBatch caps the rows one reaper run touches.
 const reaperBatch = 1000
 
-// reaper heals pending rows left without a live job: a row whose job
-// vanished (deleted by hand, or never enqueued by an older build) gets a new
-// job; a row whose job was discarded or cancelled without the failure being
-// recorded (its worker died at the last attempt, say) is marked failed with
-// the job's last error, so the reaper never loops on it. Stuck running jobs
-// are River's rescuer's to heal.
+// LostCommitGraceDefault is how long after its newest job completed a
+// pending row must wait before the reaper enqueues it again as a lost
+// commit. The rule needs no wait (see inbox.Store.ListOrphans); the grace
+// is a margin for a completion written by a host whose clock runs ahead.
+const LostCommitGraceDefault = 5 * time.Second
+
+// reaperLock is the transaction-scoped advisory lock that serialises
+// reaper passes, so that two passes (two workers' reapers) never act on
+// the same row from two snapshots: the second one's query runs after the
+// first one committed, and sees the jobs it inserted or moved.
+const reaperLock int64 = 0x686b726561706572 // "hkreaper"
+
+// reaper heals pending rows that no job will settle:
+//
+//   - a row whose job vanished (deleted by hand, or never enqueued by an
+//     older build) gets a new job once it is OrphanAfter old;
+//   - a row whose job was discarded or cancelled without the failure being
+//     recorded (its worker died at the last attempt, say) is marked failed
+//     with the job's last error, so the reaper never loops on it;
+//   - a row whose done mark was lost with an asynchronous commit while
+//     River's completer, retrying, completed its job after the crash gets
+//     a new job within LostCommitGraceDefault of the completion;
+//   - a row whose job waits on a queue that no live worker works, and is
+//     no longer its source's queue (the source moved), has that job moved
+//     to its source's queue, provided a live worker works that one.
+//
+// Stuck running jobs are River's rescuer's to heal.
 type reaper struct {
 	river.WorkerDefaults[ReaperArgs]
 
@@ -35,7 +56,9 @@ type reaper struct {
 	store       *inbox.Store
 	orphanAfter time.Duration
 	queueFor    func(string) string
-	logger      *zap.Logger
+	// queues maps each configured source to its current queue.
+	queues map[string]string
+	logger *zap.Logger
 }
 
 // Work runs one reaper pass.
@@ -44,47 +67,75 @@ func (r *reaper) Work(ctx context.Context, _ *river.Job[ReaperArgs]) error {
 	if err != nil {
 		return err
 	}
-	_, err = reapOnce(ctx, r.pool, r.store, client, r.orphanAfter, r.queueFor, r.logger)
+	_, err = r.reapOnce(ctx, client)
 	return err
 }
 
 // ReapResult counts what one reaper pass did.
 type ReapResult struct {
-	Requeued, Failed int
+	// Requeued are the rows given a new job; Failed the rows marked failed;
+	// Moved the jobs moved to their source's queue.
+	Requeued, Failed, Moved int
 }
 
-func reapOnce(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store, client *river.Client[pgx.Tx],
-	orphanAfter time.Duration, queueFor func(string) string, logger *zap.Logger,
-) (*ReapResult, error) {
+func (r *reaper) reapOnce(ctx context.Context, client *river.Client[pgx.Tx]) (*ReapResult, error) {
 	res := &ReapResult{}
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		orphans, err := store.ListOrphans(ctx, tx, time.Now().Add(-orphanAfter), reaperBatch)
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, reaperLock); err != nil {
+			return err
+		}
+		live, err := liveQueues(ctx, tx)
 		if err != nil {
 			return err
 		}
-		var requeue []inbox.ClaimedRow
-		for _, o := range orphans {
-			switch o.JobState {
-			case "discarded", "cancelled":
-				reason := fmt.Sprintf("job %s: %s", o.JobState, o.JobError)
-				if err := store.RecordFailure(ctx, tx, o.ID, 0, reason, true, time.Time{}); err != nil {
-					return err
-				}
-				res.Failed++
-			default:
-				requeue = append(requeue, inbox.ClaimedRow{
-					ID: o.ID, Source: o.Source, EventID: o.EventID, Status: inbox.StatusPending, EventType: o.EventType, RequestID: o.RequestID,
-				})
-			}
+		orphans, err := r.store.ListOrphans(ctx, tx, &inbox.OrphanQuery{
+			OrphanAfter: r.orphanAfter, LostCommitGrace: LostCommitGraceDefault, Queues: r.queues, LiveQueues: live, Limit: reaperBatch,
+		})
+		if err != nil {
+			return err
+		}
+		requeue, moves, err := r.settle(ctx, tx, orphans, res)
+		if err != nil {
+			return err
+		}
+		if res.Moved, err = r.store.MoveJobs(ctx, tx, moves, live); err != nil {
+			return err
 		}
 		res.Requeued = len(requeue)
-		return store.EnqueueTx(ctx, tx, client, requeue, queueFor)
+		return r.store.EnqueueTx(ctx, tx, client, requeue, r.queueFor)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
 	}
-	if res.Requeued+res.Failed > 0 {
-		logger.Info("reaper healed orphaned rows", zap.Int("requeued", res.Requeued), zap.Int("failed", res.Failed))
+	if res.Requeued+res.Failed+res.Moved > 0 {
+		r.logger.Info("reaper healed orphaned rows", zap.Int("requeued", res.Requeued), zap.Int("failed", res.Failed),
+			zap.Int("moved", res.Moved))
 	}
 	return res, nil
+}
+
+// settle fails the orphans whose job ended without recording it, and
+// returns those to enqueue again and the jobs to move.
+func (r *reaper) settle(ctx context.Context, tx pgx.Tx, orphans []inbox.Orphan, res *ReapResult) ([]inbox.ClaimedRow, []inbox.Move, error) {
+	var (
+		requeue []inbox.ClaimedRow
+		moves   []inbox.Move
+	)
+	for _, o := range orphans {
+		switch o.JobState {
+		case "discarded", "cancelled":
+			reason := fmt.Sprintf("job %s: %s", o.JobState, o.JobError)
+			if err := r.store.RecordFailure(ctx, tx, o.ID, 0, reason, true, time.Time{}); err != nil {
+				return nil, nil, err
+			}
+			res.Failed++
+		case "available", "retryable", "scheduled":
+			moves = append(moves, inbox.Move{JobID: o.JobID, From: o.JobQueue, To: r.queues[o.Source]})
+		default:
+			requeue = append(requeue, inbox.ClaimedRow{
+				ID: o.ID, Source: o.Source, EventID: o.EventID, Status: inbox.StatusPending, EventType: o.EventType, RequestID: o.RequestID,
+			})
+		}
+	}
+	return requeue, moves, nil
 }

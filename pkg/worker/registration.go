@@ -176,6 +176,20 @@ func (r *registration) heartbeat(ctx context.Context) {
 	}
 }
 
+// liveQueues returns the queues some live worker works: those with a
+// record that has not expired.
+func liveQueues(ctx context.Context, db pgx.Tx) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT DISTINCT queue FROM hookinbox_worker_routes WHERE expires_at > now() ORDER BY queue`)
+	if err != nil {
+		return nil, fmt.Errorf("worker: live queues: %w", err)
+	}
+	queues, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("worker: live queues: %w", err)
+	}
+	return queues, nil
+}
+
 // stopAndDelete stops the heartbeat and deletes this worker's records, so
 // that a worker with other routes may start at once.
 func (r *registration) stopAndDelete(ctx context.Context) error {

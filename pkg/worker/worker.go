@@ -116,9 +116,11 @@ type Config struct {
 	UnroutedDone bool
 	// SynchronousCommit makes each event's COMMIT wait for the WAL flush.
 	// Off by default, on purpose: a worker's commit lost in a crash loses
-	// the effect, the done mark and the job's completion together, so the
-	// job runs again and nothing is applied twice or lost. (The receiver's
-	// claim is always durable: its 2xx promises it.)
+	// the effect and the done mark together, so nothing is applied twice;
+	// the event runs again once River's rescuer or, when the completer
+	// completed the job after the restart, the reaper's next pass gives it
+	// a job (see reaper). (The receiver's claim is always durable: its 2xx
+	// promises it.)
 	SynchronousCommit bool
 	// PollOnly makes River poll for jobs every FetchPollInterval, and for
 	// leadership, instead of LISTENing for them: a LISTEN needs a session of
@@ -308,7 +310,8 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, GroupLingerDefault)
 	}
 	river.AddWorker(workers, ew)
-	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor, logger: c.Logger.Named("reaper")})
+	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor,
+		queues: sourceQueues(c.Sources, c.QueueFor), logger: c.Logger.Named("reaper")})
 	// A bulk replay hands its run to a new job well before the job timeout.
 	river.AddWorker(workers, replay.NewWorker(pool, &replay.WorkerConfig{
 		QueueFor: c.QueueFor, Slice: min(replay.SliceDefault, c.JobTimeout/2), Logger: c.Logger.Named("replay"),
@@ -371,6 +374,15 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		}
 	}
 	return w, nil
+}
+
+// sourceQueues maps each source to its current queue, as queueFor names it.
+func sourceQueues(sources map[string]string, queueFor func(string) string) map[string]string {
+	out := make(map[string]string, len(sources))
+	for s := range sources {
+		out[s] = queueFor(s)
+	}
+	return out
 }
 
 // firstQueue picks a stable queue for the reaper: "default" when worked.
