@@ -60,13 +60,13 @@ func writePrune(w io.Writer, results []retention.SourceResult, dry bool) error {
 	if dry {
 		verbs = "WOULD_DELETE\tWOULD_ERASE"
 	}
-	fmt.Fprintf(tw, "SOURCE\tRECEIVED_BEFORE\t%s\n", verbs)
+	fmt.Fprintf(tw, "SOURCE\tOLDER_THAN\t%s\n", verbs)
 	for _, r := range results {
-		cutoff := "-"
-		if r.Cutoff != nil {
-			cutoff = r.Cutoff.UTC().Format(time.RFC3339)
+		age := "-"
+		if r.Retention > 0 {
+			age = r.Retention.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.Source, cutoff, r.Deleted, r.Erased)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.Source, age, r.Deleted, r.Erased)
 	}
 	return tw.Flush()
 }
