@@ -104,6 +104,9 @@ It asks for confirmation unless --yes is given, and logs each erased row's ident
 				return err
 			}
 			store := inbox.NewStore(env.Pool)
+			if sel, err = f.resolve(cmd.Context(), store, a); err != nil {
+				return err
+			}
 			n, err := store.CountSelected(cmd.Context(), sel)
 			if err != nil {
 				return err

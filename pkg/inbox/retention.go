@@ -122,7 +122,7 @@ const notePurged = "erased by a purge before it was processed"
 // that narrows nothing (ErrEmptySelection), and returns the erased rows'
 // identities in id order.
 func (s *Store) Purge(ctx context.Context, sel *Selection) ([]ErasedRow, error) {
-	if !sel.narrows() {
+	if !sel.Narrows() {
 		return nil, ErrEmptySelection
 	}
 	if err := sel.Validate(); err != nil {

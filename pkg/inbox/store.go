@@ -428,6 +428,17 @@ FOR UPDATE OF i SKIP LOCKED`, planned, cutoff, limit)
 	return orphans, nil
 }
 
+// Now returns the database's clock, which stamps received_at. An
+// operator's relative time ("since 1h") is resolved against it, never
+// against the clock of the machine the command runs on.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("inbox: database clock: %w", err)
+	}
+	return now, nil
+}
+
 // Counts is the number of rows per status.
 type Counts struct {
 	Pending, Done, Failed int64
