@@ -88,8 +88,9 @@ It asks for confirmation unless --yes is given, and logs each erased row's ident
 			if f.source == "" {
 				return &usageError{errors.New("--source is required")}
 			}
-			sel, err := f.selection(time.Now(), a)
-			if err != nil {
+			// Checks the flags before booting; relative times are resolved
+			// against the database's clock below.
+			if _, err := f.selection(time.Now(), a); err != nil {
 				return err
 			}
 			if len(a) == 0 && f.eventType == "" && f.since == "" && f.until == "" && f.errText == "" && len(f.statuses) == 0 {
@@ -104,7 +105,8 @@ It asks for confirmation unless --yes is given, and logs each erased row's ident
 				return err
 			}
 			store := inbox.NewStore(env.Pool)
-			if sel, err = f.resolve(cmd.Context(), store, a); err != nil {
+			sel, err := f.resolve(cmd.Context(), store, a)
+			if err != nil {
 				return err
 			}
 			n, err := store.CountSelected(cmd.Context(), sel)
