@@ -65,19 +65,8 @@ func newEventsCommand(path string) *cobra.Command {
 			default:
 				return &usageError{fmt.Errorf("--status must be pending, done or failed, not %q", status)}
 			}
-			if since != "" {
-				t, err := parseSince(since, time.Now())
-				if err != nil {
-					return &usageError{err}
-				}
-				p.Since = t
-			}
-			if until != "" {
-				t, err := parseSince(until, time.Now())
-				if err != nil {
-					return &usageError{errors.New(strings.Replace(err.Error(), "--since", "--until", 1))}
-				}
-				p.Until = t
+			if err := setRange(&p, since, until, time.Now()); err != nil {
+				return err
 			}
 			if p.Limit < 0 {
 				return &usageError{errors.New("--limit must not be negative")}
@@ -87,6 +76,14 @@ func newEventsCommand(path string) *cobra.Command {
 				return err
 			}
 			defer done()
+			// Relative times count back from the database's clock.
+			now, err := store.Now(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := setRange(&p, since, until, now); err != nil {
+				return err
+			}
 			infos, err := store.List(cmd.Context(), &p)
 			if err != nil {
 				return err
@@ -128,6 +125,26 @@ func openStore(cmd *cobra.Command, path string) (*inbox.Store, func(), error) {
 		return nil, nil, err
 	}
 	return inbox.NewStore(env.Pool), env.Close, nil
+}
+
+// setRange sets p's Since and Until from --since and --until, relative
+// times counting back from now.
+func setRange(p *inbox.ListParams, since, until string, now time.Time) error {
+	if since != "" {
+		t, err := parseSince(since, now)
+		if err != nil {
+			return &usageError{err}
+		}
+		p.Since = t
+	}
+	if until != "" {
+		t, err := parseSince(until, now)
+		if err != nil {
+			return &usageError{errors.New(strings.Replace(err.Error(), "--since", "--until", 1))}
+		}
+		p.Until = t
+	}
+	return nil
 }
 
 // parseSince reads --since: a duration before now, or an RFC 3339 time.

@@ -60,13 +60,13 @@ func writePrune(w io.Writer, results []retention.SourceResult, dry bool) error {
 	if dry {
 		verbs = "WOULD_DELETE\tWOULD_ERASE"
 	}
-	fmt.Fprintf(tw, "SOURCE\tRECEIVED_BEFORE\t%s\n", verbs)
+	fmt.Fprintf(tw, "SOURCE\tOLDER_THAN\t%s\n", verbs)
 	for _, r := range results {
-		cutoff := "-"
-		if r.Cutoff != nil {
-			cutoff = r.Cutoff.UTC().Format(time.RFC3339)
+		age := "-"
+		if r.Retention > 0 {
+			age = r.Retention.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.Source, cutoff, r.Deleted, r.Erased)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.Source, age, r.Deleted, r.Erased)
 	}
 	return tw.Flush()
 }
@@ -88,8 +88,9 @@ It asks for confirmation unless --yes is given, and logs each erased row's ident
 			if f.source == "" {
 				return &usageError{errors.New("--source is required")}
 			}
-			sel, err := f.selection(time.Now(), a)
-			if err != nil {
+			// Checks the flags before booting; relative times are resolved
+			// against the database's clock below.
+			if _, err := f.selection(time.Now(), a); err != nil {
 				return err
 			}
 			if len(a) == 0 && f.eventType == "" && f.since == "" && f.until == "" && f.errText == "" && len(f.statuses) == 0 {
@@ -104,6 +105,10 @@ It asks for confirmation unless --yes is given, and logs each erased row's ident
 				return err
 			}
 			store := inbox.NewStore(env.Pool)
+			sel, err := f.resolve(cmd.Context(), store, a)
+			if err != nil {
+				return err
+			}
 			n, err := store.CountSelected(cmd.Context(), sel)
 			if err != nil {
 				return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -57,20 +58,33 @@ func (f *selectionFlags) selection(now time.Time, eventIDs []string) (*inbox.Sel
 	return sel, nil
 }
 
+// resolve builds the Selection with relative times (--since 1h) counted
+// back from the database's clock, which stamps received_at, not from the
+// clock of the machine inboxctl runs on.
+func (f *selectionFlags) resolve(ctx context.Context, store *inbox.Store, eventIDs []string) (*inbox.Selection, error) {
+	now, err := store.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return f.selection(now, eventIDs)
+}
+
 // newReplayCommand is `inboxctl replay`: run handlers again, for one event
 // or as a bulk replay job.
 func newReplayCommand(path string) *cobra.Command {
 	var f selectionFlags
-	var dryRun bool
+	var dryRun, yes bool
 	var rate, batch int
 	cmd := &cobra.Command{
-		Use:   "replay [SOURCE EVENT_ID] [--source S] [--type T] [--status failed,done] [--since D] [--until D] [--error TEXT] [--dry-run]",
+		Use:   "replay [SOURCE EVENT_ID] [--source S] [--type T] [--status failed,done] [--since D] [--until D] [--error TEXT] [--dry-run] [--yes]",
 		Short: "Process events again: one at once, or many as a rate-limited, cancellable bulk replay",
 		Long: `replay SOURCE EVENT_ID puts that event's row back to pending with a new job, at once.
 With filters instead, it starts a bulk replay: a River job the worker runs in batches at --rate
 rows per second (default worker.replay_rate), behind live traffic; follow it with
 'replay status', stop it with 'replay cancel ID', continue it with 'replay resume ID'.
 --status defaults to failed; done rows are replayed with --status done (a fixed bug).
+Without a filter (--source, --type, --since, --until or --error) it asks for confirmation,
+unless --yes is given; a selection that matches nothing starts nothing.
 No row is ever inserted: the handlers must be idempotent, as they already are for retries.`,
 		Args: args(func(cmd *cobra.Command, a []string) error {
 			if len(a) != 0 && len(a) != 2 {
@@ -82,8 +96,7 @@ No row is ever inserted: the handlers must be idempotent, as they already are fo
 			if len(f.statuses) == 0 {
 				f.statuses = []string{string(inbox.StatusFailed)}
 			}
-			sel, err := f.selection(time.Now(), nil)
-			if err != nil {
+			if _, err := f.selection(time.Now(), nil); err != nil {
 				return err
 			}
 			if rate < 0 || batch < 0 {
@@ -98,15 +111,31 @@ No row is ever inserted: the handlers must be idempotent, as they already are fo
 			if len(a) == 2 {
 				return replayOne(cmd, m, a[0], a[1], dryRun, out)
 			}
-			if dryRun {
-				n, err := m.DryRun(cmd.Context(), sel)
-				if err != nil {
-					return err
-				}
+			sel, err := f.resolve(cmd.Context(), inbox.NewStore(env.Pool), nil)
+			if err != nil {
+				return err
+			}
+			n, err := m.DryRun(cmd.Context(), sel)
+			if err != nil {
+				return err
+			}
+			switch {
+			case dryRun:
 				fmt.Fprintf(out, "would replay %d events (dry run; nothing changed)\n", n)
 				return nil
+			case n == 0:
+				fmt.Fprintln(out, "no event matches; no replay started")
+				return nil
+			case !sel.Narrows() && !yes && !confirm(cmd.InOrStdin(), out,
+				fmt.Sprintf("no filter names a source, a type, a time range or an error: replay all %d %s events of every source? type yes: ",
+					n, strings.Join(f.statuses, " or "))):
+				return errors.New("not confirmed; no replay started (name a filter, or pass --yes)")
 			}
 			run, err := m.Start(cmd.Context(), &replay.StartParams{Selection: *sel, Rate: rate, Batch: batch})
+			if errors.Is(err, replay.ErrNothingToReplay) {
+				fmt.Fprintln(out, "no event matches; no replay started")
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -117,6 +146,7 @@ No row is ever inserted: the handlers must be idempotent, as they already are fo
 	}
 	f.register(cmd, "only events in these statuses: failed, done (default failed)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "count what would be replayed, change nothing")
+	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation of a replay without a filter (for scripts)")
 	cmd.Flags().IntVar(&rate, "rate", 0, "rows per second (default worker.replay_rate)")
 	cmd.Flags().IntVar(&batch, "batch", 0, "rows per transaction (default worker.replay_batch)")
 

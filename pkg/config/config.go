@@ -273,7 +273,9 @@ type WorkerConfig struct {
 	// Queues are the River queues this worker works. Defaults to ["default"].
 	Queues []string `mapstructure:"queues"`
 	// MaxAttempts is how many times an event's handlers run before the event
-	// is failed for good. Defaults to 10.
+	// is failed for good. Defaults to 10. The worker's value decides: the
+	// receiver and inboxctl stamp theirs on the jobs they enqueue, and the
+	// worker aligns each job with its own before running it.
 	MaxAttempts int `mapstructure:"max_attempts"`
 	// JobTimeout bounds one run of an event's handlers. Defaults to 1m.
 	JobTimeout time.Duration `mapstructure:"job_timeout"`

@@ -23,7 +23,8 @@ import (
 
 // NewReceiver builds the receiver's server from env: a verifier per source,
 // an insert-only River client, which stamps worker.max_attempts on the jobs
-// it enqueues, and the group-commit batcher. Call stop after the server has
+// it enqueues (the worker aligns a job with its own value before running
+// it), and the group-commit batcher. Call stop after the server has
 // shut down.
 func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	cfg := env.Config

@@ -235,7 +235,8 @@ func RetentionPolicies(c *config.Config) []retention.Policy {
 
 // NewReplayManager returns the bulk replay Manager of env's config, on an
 // insert-only River client that stamps worker.max_attempts on the event jobs
-// it enqueues, as the receiver's does. Replay jobs go to the worker's first
+// it enqueues, as the receiver's does (the worker aligns a job with its own
+// value before running it). Replay jobs go to the worker's first
 // queue ("default" when it works it).
 func NewReplayManager(env *Env) (*replay.Manager, error) {
 	cfg := env.Config

@@ -81,12 +81,14 @@ func (s *Store) PausedSources(ctx context.Context) ([]PausedSource, error) {
 // waits for this statement's transaction: either Hold sees the pause gone,
 // or Resume, running after it, finds the detached row and enqueues it. A
 // held event is never lost between the two. A failed row that is being
-// retried is held as pending, so that Resume enqueues it too.
+// retried is held as pending, so that Resume enqueues it too. An erased row
+// (purged) is never touched: it stays failed, with nothing left to run, so
+// neither Resume nor the reaper can enqueue it again.
 func (s *Store) Hold(ctx context.Context, id int64, source string) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `
 WITH paused AS (SELECT source FROM hookinbox_source_pause WHERE source = $2 FOR SHARE)
 UPDATE webhook_inbox SET status = 'pending', held_at = now(), note = $3, processed_at = NULL
-WHERE id = $1 AND source = $2 AND status <> 'done' AND EXISTS (SELECT 1 FROM paused)`, planned, id, source, NoteHeld)
+WHERE id = $1 AND source = $2 AND status <> 'done' AND erased_at IS NULL AND EXISTS (SELECT 1 FROM paused)`, planned, id, source, NoteHeld)
 	if err != nil {
 		return false, fmt.Errorf("inbox: hold event %d: %w", id, err)
 	}
@@ -145,7 +147,7 @@ func (s *Store) Resume(ctx context.Context, params *ResumeParams) (int, error) {
 			}
 			rows, err := tx.Query(ctx, `
 SELECT id, source, event_id, status, event_type, coalesce(request_id, '') FROM webhook_inbox
-WHERE source = $1 AND status = 'pending' AND held_at IS NOT NULL
+WHERE source = $1 AND status = 'pending' AND held_at IS NOT NULL AND erased_at IS NULL
 ORDER BY id LIMIT $2 FOR UPDATE`, planned, params.Source, batch)
 			if err != nil {
 				return fmt.Errorf("inbox: resume %s: %w", params.Source, err)

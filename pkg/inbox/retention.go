@@ -13,35 +13,41 @@ import (
 // retention, erasing payloads past payload_retention, and purging chosen
 // rows on request. Failed rows are never pruned: they are the dead letters.
 
-// PruneBatch deletes up to limit done rows of source received before
-// cutoff, oldest first, in a transaction of its own, and returns how many
-// it deleted. Rows another transaction holds (a replay taking them) are
-// skipped, never waited for. The statement takes the table's ROW EXCLUSIVE
-// lock, which the receiver's INSERT also takes and which conflicts with
-// neither, and row locks on the rows it deletes only; a small limit keeps
-// those short.
-func (s *Store) PruneBatch(ctx context.Context, source string, cutoff time.Time, limit int) (int64, error) {
+// Every cutoff here is computed by the database: a statement takes an age
+// (an interval) and compares received_at with now() minus it. received_at
+// is the database's clock, so a worker whose clock runs ahead cannot shorten
+// a retention, which must outlive the provider's redelivery window.
+
+// PruneBatch deletes up to limit done rows of source received more than
+// retention ago (by the database's clock), oldest first, in a transaction
+// of its own, and returns how many it deleted. Rows another transaction
+// holds (a replay taking them) are skipped, never waited for. The statement
+// takes the table's ROW EXCLUSIVE lock, which the receiver's INSERT also
+// takes and which conflicts with neither, and row locks on the rows it
+// deletes only; a small limit keeps those short.
+func (s *Store) PruneBatch(ctx context.Context, source string, retention time.Duration, limit int) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `
 WITH doomed AS (
     SELECT id FROM webhook_inbox
-    WHERE source = $1 AND status = 'done' AND received_at < $2
+    WHERE source = $1 AND status = 'done' AND received_at < now() - $2::interval
     ORDER BY received_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
-DELETE FROM webhook_inbox AS i USING doomed WHERE i.id = doomed.id AND i.status = 'done'`, source, cutoff, limit)
+DELETE FROM webhook_inbox AS i USING doomed WHERE i.id = doomed.id AND i.status = 'done'`, source, retention, limit)
 	if err != nil {
 		return 0, fmt.Errorf("inbox: prune %s: %w", source, err)
 	}
 	return tag.RowsAffected(), nil
 }
 
-// CountPrunable counts the done rows of source received before cutoff:
-// what pruning would delete.
-func (s *Store) CountPrunable(ctx context.Context, source string, cutoff time.Time) (int64, error) {
+// CountPrunable counts the done rows of source received more than
+// retention ago: what pruning would delete.
+func (s *Store) CountPrunable(ctx context.Context, source string, retention time.Duration) (int64, error) {
 	var n int64
 	err := s.pool.QueryRow(ctx, `
-SELECT count(*) FROM webhook_inbox WHERE source = $1 AND status = 'done' AND received_at < $2`, source, cutoff).Scan(&n)
+SELECT count(*) FROM webhook_inbox WHERE source = $1 AND status = 'done' AND received_at < now() - $2::interval`,
+		source, retention).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("inbox: count prunable %s: %w", source, err)
 	}
@@ -49,41 +55,49 @@ SELECT count(*) FROM webhook_inbox WHERE source = $1 AND status = 'done' AND rec
 }
 
 // ErasePayloadsBatch erases the body, headers and payload of up to limit
-// done rows of source received in [from, before), oldest first, in a
+// done rows of source received more than payloadRetention ago (by the
+// database's clock) but not more than retention ago, oldest first, in a
 // transaction of its own, and returns how many it erased. The rows keep
-// their keys, so that a late redelivery is still a duplicate. from bounds
-// the index scan: rows older than it are pruned anyway (pass the source's
-// retention cutoff; zero scans from the oldest row).
-func (s *Store) ErasePayloadsBatch(ctx context.Context, source string, from, before time.Time, limit int) (int64, error) {
+// their keys, so that a late redelivery is still a duplicate. retention
+// bounds the index scan: older rows are pruned anyway (0 scans from the
+// oldest row).
+func (s *Store) ErasePayloadsBatch(ctx context.Context, source string, retention, payloadRetention time.Duration, limit int) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `
 WITH expired AS (
     SELECT id FROM webhook_inbox
-    WHERE source = $1 AND status = 'done' AND erased_at IS NULL AND received_at < $2
-      AND ($3::timestamptz IS NULL OR received_at >= $3)
+    WHERE source = $1 AND status = 'done' AND erased_at IS NULL AND received_at < now() - $2::interval
+      AND ($3::interval IS NULL OR received_at >= now() - $3::interval)
     ORDER BY received_at
     LIMIT $4
     FOR UPDATE SKIP LOCKED
 )
 UPDATE webhook_inbox AS i SET body = NULL, headers = NULL, payload = NULL, erased_at = now()
-FROM expired WHERE i.id = expired.id AND i.status = 'done'`, source, before, nullTime(from), limit)
+FROM expired WHERE i.id = expired.id AND i.status = 'done'`, source, payloadRetention, nullAge(retention), limit)
 	if err != nil {
 		return 0, fmt.Errorf("inbox: erase payloads %s: %w", source, err)
 	}
 	return tag.RowsAffected(), nil
 }
 
-// CountErasable counts the done rows of source received in [from, before)
-// that still have their payload: what ErasePayloadsBatch would erase.
-func (s *Store) CountErasable(ctx context.Context, source string, from, before time.Time) (int64, error) {
+// CountErasable counts what ErasePayloadsBatch would erase.
+func (s *Store) CountErasable(ctx context.Context, source string, retention, payloadRetention time.Duration) (int64, error) {
 	var n int64
 	err := s.pool.QueryRow(ctx, `
 SELECT count(*) FROM webhook_inbox
-WHERE source = $1 AND status = 'done' AND erased_at IS NULL AND received_at < $2
-  AND ($3::timestamptz IS NULL OR received_at >= $3)`, source, before, nullTime(from)).Scan(&n)
+WHERE source = $1 AND status = 'done' AND erased_at IS NULL AND received_at < now() - $2::interval
+  AND ($3::interval IS NULL OR received_at >= now() - $3::interval)`, source, payloadRetention, nullAge(retention)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("inbox: count erasable %s: %w", source, err)
 	}
 	return n, nil
+}
+
+// nullAge is age as a nullable interval: nil for 0 (no bound).
+func nullAge(age time.Duration) *time.Duration {
+	if age <= 0 {
+		return nil
+	}
+	return &age
 }
 
 // ErasedRow is a row Purge erased: its identity only, never its data.
@@ -108,7 +122,7 @@ const notePurged = "erased by a purge before it was processed"
 // that narrows nothing (ErrEmptySelection), and returns the erased rows'
 // identities in id order.
 func (s *Store) Purge(ctx context.Context, sel *Selection) ([]ErasedRow, error) {
-	if !sel.narrows() {
+	if !sel.Narrows() {
 		return nil, ErrEmptySelection
 	}
 	if err := sel.Validate(); err != nil {

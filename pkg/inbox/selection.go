@@ -47,9 +47,11 @@ func (s *Selection) Validate() error {
 	return nil
 }
 
-// narrows reports whether s selects less than every row (statuses alone do
+// Narrows reports whether s selects less than every row (statuses alone do
 // not count: "every failed row" is still the whole inbox's dead letters).
-func (s *Selection) narrows() bool {
+// Purge refuses a selection that does not narrow; a bulk replay of one asks
+// the operator first.
+func (s *Selection) Narrows() bool {
 	return s.Source != "" || s.EventType != "" || !s.Since.IsZero() || !s.Until.IsZero() ||
 		s.ErrorContains != "" || len(s.EventIDs) > 0
 }

@@ -203,6 +203,8 @@ func WorkTxOptions(asyncCommit bool) pgx.TxOptions {
 
 // TakeForWork locks the row, checks that it is not done, and marks it
 // done, in one statement: a worker's whole start of work is one round trip.
+// A row that ends done has no last_error (its failed attempts stay in its
+// attempt history).
 // The caller then runs the handlers in tx; if they fail, tx rolls back and
 // the done mark with it. The returned event carries the row as it was before
 // the mark (status pending or failed, the earlier attempts).
@@ -215,14 +217,14 @@ func WorkTxOptions(asyncCommit bool) pgx.TxOptions {
 func (s *Store) TakeForWork(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (*Event, error) {
 	return scanEvent(tx.QueryRow(ctx, `
 WITH taken AS (
-    SELECT id, status, attempts FROM webhook_inbox WHERE id = $1 AND status <> 'done' AND erased_at IS NULL FOR UPDATE
+    SELECT id, status, attempts, last_error FROM webhook_inbox WHERE id = $1 AND status <> 'done' AND erased_at IS NULL FOR UPDATE
 )
 UPDATE webhook_inbox AS i
-SET status = 'done', processed_at = coalesce($2::timestamptz, now()), attempts = taken.attempts + 1, note = NULL
+SET status = 'done', processed_at = coalesce($2::timestamptz, now()), attempts = taken.attempts + 1, note = NULL, last_error = NULL
 FROM taken
 WHERE i.id = taken.id
 RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, i.payload, i.body, i.headers, taken.status,
-          taken.attempts, coalesce(i.last_error, ''), i.received_at, coalesce(i.request_id, '')`, planned, id, nullTime(now)))
+          taken.attempts, coalesce(taken.last_error, ''), i.received_at, coalesce(i.request_id, '')`, planned, id, nullTime(now)))
 }
 
 // Taken is a row TakeManyForWork took: the event as it was before the
@@ -248,18 +250,18 @@ func (s *Store) TakeManyForWork(ctx context.Context, tx pgx.Tx, ids, jobIDs []in
 WITH wanted AS (
     SELECT DISTINCT ON (id) id, job_id FROM unnest($1::bigint[], $2::bigint[]) AS u(id, job_id) ORDER BY id, job_id DESC
 ), taken AS (
-    SELECT i.id, i.status, i.attempts, i.processed_at, w.job_id
+    SELECT i.id, i.status, i.attempts, i.processed_at, i.last_error, w.job_id
     FROM webhook_inbox AS i JOIN wanted AS w ON w.id = i.id
     WHERE i.status <> 'done' AND i.erased_at IS NULL
     ORDER BY i.id
     FOR UPDATE OF i
 )
 UPDATE webhook_inbox AS i
-SET status = 'done', processed_at = coalesce($3::timestamptz, now()), attempts = taken.attempts + 1, note = NULL
+SET status = 'done', processed_at = coalesce($3::timestamptz, now()), attempts = taken.attempts + 1, note = NULL, last_error = NULL
 FROM taken
 WHERE i.id = taken.id
 RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, i.payload, i.body, i.headers, taken.status,
-          taken.attempts, coalesce(i.last_error, ''), i.received_at, taken.job_id, taken.processed_at`,
+          taken.attempts, coalesce(taken.last_error, ''), i.received_at, taken.job_id, taken.processed_at`,
 		planned, ids, jobIDs, nullTime(now))
 	if err != nil {
 		return nil, fmt.Errorf("inbox: take events: %w", err)
@@ -571,6 +573,17 @@ WHERE j.id = m.id AND j.queue = m.origin AND j.state IN ('available', 'retryable
 		return 0, fmt.Errorf("inbox: move jobs: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// Now returns the database's clock, which stamps received_at. An
+// operator's relative time ("since 1h") is resolved against it, never
+// against the clock of the machine the command runs on.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("inbox: database clock: %w", err)
+	}
+	return now, nil
 }
 
 // Counts is the number of rows per status.

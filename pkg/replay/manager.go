@@ -100,9 +100,11 @@ func (m *Manager) DryRun(ctx context.Context, sel *inbox.Selection) (int64, erro
 }
 
 // Start records a run and enqueues its first job, in one transaction, and
-// returns the run. The work happens in the worker; follow it with Get. The
-// transaction commits durably (inbox.DurableTxOptions), as do Cancel's,
-// Resume's and ReplayEvent's: the operator is told it is done.
+// returns the run. The work happens in the worker; follow it with Get. A
+// selection that matches no replayable row starts nothing and returns
+// ErrNothingToReplay. The transaction commits durably
+// (inbox.DurableTxOptions), as do Cancel's, Resume's and ReplayEvent's: the
+// operator is told it is done.
 func (m *Manager) Start(ctx context.Context, params *StartParams) (*Run, error) {
 	if err := params.validate(); err != nil {
 		return nil, err
@@ -110,6 +112,9 @@ func (m *Manager) Start(ctx context.Context, params *StartParams) (*Run, error) 
 	total, err := m.store.CountReplayable(ctx, &params.Selection)
 	if err != nil {
 		return nil, err
+	}
+	if total == 0 {
+		return nil, ErrNothingToReplay
 	}
 	sel, err := json.Marshal(params.Selection)
 	if err != nil {

@@ -258,3 +258,16 @@ AND wait_event_type = 'Lock' AND query LIKE '%WITH picked AS%'`) == 1, nil
 		_ = first
 	})
 }
+
+func TestStartWithAnEmptyMatchStartsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	b.load(t, 3, inbox.StatusFailed, "account.deposit")
+
+	_, err := b.manager.Start(ctx, &replay.StartParams{Selection: inbox.Selection{Source: "bank", EventType: "no.such.type"}})
+	require.ErrorIs(t, err, replay.ErrNothingToReplay)
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM hookinbox_replay`), "no run is recorded")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM river_job`), "no job is enqueued")
+	require.EqualValues(t, 3, b.scalar(t, `SELECT count(*) FROM webhook_inbox WHERE status = 'failed'`))
+}

@@ -66,6 +66,9 @@ var (
 	ErrFinished = errors.New("replay: the run is done; start a new one")
 	// ErrStillRunning is returned by Resume for a run whose job is alive.
 	ErrStillRunning = errors.New("replay: the run is running; cancel it first")
+	// ErrNothingToReplay is returned by Start for a selection that matches
+	// no replayable row: no run is recorded and no job enqueued.
+	ErrNothingToReplay = errors.New("replay: no done or failed event with its payload matches; nothing started")
 )
 
 const runColumns = `id, selection, state, cursor_id, total, replayed, rate, batch, river_job_id, created_at, updated_at, finished_at`

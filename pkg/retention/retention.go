@@ -50,7 +50,10 @@ type Config struct {
 	Policies []Policy
 	// Batch is the rows one statement deletes or erases. Defaults to 1000.
 	Batch int
-	// Now returns the current time. Defaults to time.Now.
+	// Now is the process's clock, which times the batches for the progress
+	// log. It never decides what is old: every cutoff is the database's
+	// now() minus a retention, compared with received_at, which is the
+	// database's clock too. Defaults to time.Now.
 	Now func() time.Time
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
@@ -78,10 +81,11 @@ func NewPruner(store *inbox.Store, config *Config) *Pruner {
 // SourceResult is what a pass did (or, dry, would do) to one source.
 type SourceResult struct {
 	Source string `json:"source"`
-	// Cutoff is the retention cutoff: done rows received before it go.
-	Cutoff *time.Time `json:"cutoff,omitempty"`
-	// PayloadCutoff is the payload retention cutoff.
-	PayloadCutoff *time.Time `json:"payload_cutoff,omitempty"`
+	// Retention is the source's retention: done rows received longer ago
+	// than this (by the database's clock) go. 0 keeps them.
+	Retention time.Duration `json:"retention,omitempty"`
+	// PayloadRetention is the source's payload retention. 0 keeps payloads.
+	PayloadRetention time.Duration `json:"payload_retention,omitempty"`
 	// Deleted counts deleted rows; Erased rows whose payload was erased.
 	Deleted int64 `json:"deleted"`
 	Erased  int64 `json:"erased"`
@@ -102,20 +106,12 @@ func (p *Pruner) DryRun(ctx context.Context) ([]SourceResult, error) {
 }
 
 func (p *Pruner) pass(ctx context.Context, dry bool) ([]SourceResult, error) {
-	now := p.config.Now()
 	results := make([]SourceResult, 0, len(p.config.Policies))
 	for _, pol := range p.config.Policies {
-		res := SourceResult{Source: pol.Source}
-		var cutoff time.Time
-		if pol.Retention > 0 {
-			cutoff = now.Add(-pol.Retention)
-			res.Cutoff = &cutoff
-		}
-		err := p.prune(ctx, dry, &res, cutoff)
-		if err == nil && pol.PayloadRetention > 0 {
-			payloadCutoff := now.Add(-pol.PayloadRetention)
-			res.PayloadCutoff = &payloadCutoff
-			err = p.erase(ctx, dry, &res, cutoff, payloadCutoff)
+		res := SourceResult{Source: pol.Source, Retention: max(pol.Retention, 0), PayloadRetention: max(pol.PayloadRetention, 0)}
+		err := p.prune(ctx, dry, &res)
+		if err == nil && res.PayloadRetention > 0 {
+			err = p.erase(ctx, dry, &res)
 		}
 		results = append(results, res)
 		if err != nil {
@@ -132,28 +128,28 @@ func (p *Pruner) pass(ctx context.Context, dry bool) ([]SourceResult, error) {
 // logEvery is how many batches go by between progress lines.
 const logEvery = 100
 
-func (p *Pruner) prune(ctx context.Context, dry bool, res *SourceResult, cutoff time.Time) error {
-	if cutoff.IsZero() {
+func (p *Pruner) prune(ctx context.Context, dry bool, res *SourceResult) error {
+	if res.Retention == 0 {
 		return nil
 	}
 	if dry {
-		n, err := p.store.CountPrunable(ctx, res.Source, cutoff)
+		n, err := p.store.CountPrunable(ctx, res.Source, res.Retention)
 		res.Deleted = n
 		return err
 	}
 	return p.batches(ctx, res, &res.Deleted, "pruning", func() (int64, error) {
-		return p.store.PruneBatch(ctx, res.Source, cutoff, p.config.Batch)
+		return p.store.PruneBatch(ctx, res.Source, res.Retention, p.config.Batch)
 	})
 }
 
-func (p *Pruner) erase(ctx context.Context, dry bool, res *SourceResult, from, before time.Time) error {
+func (p *Pruner) erase(ctx context.Context, dry bool, res *SourceResult) error {
 	if dry {
-		n, err := p.store.CountErasable(ctx, res.Source, from, before)
+		n, err := p.store.CountErasable(ctx, res.Source, res.Retention, res.PayloadRetention)
 		res.Erased = n
 		return err
 	}
 	return p.batches(ctx, res, &res.Erased, "erasing payloads", func() (int64, error) {
-		return p.store.ErasePayloadsBatch(ctx, res.Source, from, before, p.config.Batch)
+		return p.store.ErasePayloadsBatch(ctx, res.Source, res.Retention, res.PayloadRetention, p.config.Batch)
 	})
 }
 
@@ -164,7 +160,7 @@ func (p *Pruner) batches(ctx context.Context, res *SourceResult, count *int64, w
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		start := time.Now()
+		start := p.config.Now()
 		n, err := batch()
 		if err != nil {
 			return err
@@ -173,7 +169,7 @@ func (p *Pruner) batches(ctx context.Context, res *SourceResult, count *int64, w
 		res.Batches++
 		if res.Batches%logEvery == 0 {
 			p.config.Logger.Info("retention progress", zap.String("source", res.Source), zap.String("step", what),
-				zap.Int64("rows", *count), zap.Int("batches", res.Batches), zap.Duration("last_batch", time.Since(start)))
+				zap.Int64("rows", *count), zap.Int("batches", res.Batches), zap.Duration("last_batch", p.config.Now().Sub(start)))
 		}
 		if n < int64(p.config.Batch) {
 			return nil

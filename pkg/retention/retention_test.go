@@ -28,7 +28,11 @@ func setup(t *testing.T) *testBundle { return setupTB(t) }
 func setupTB(t testing.TB) *testBundle {
 	t.Helper()
 	db := dbtest.New(t)
-	return &testBundle{db: db, store: inbox.NewStore(db.Pool), now: time.Now()}
+	// Rows are loaded relative to the database's clock, which retention
+	// compares them with.
+	var now time.Time
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now))
+	return &testBundle{db: db, store: inbox.NewStore(db.Pool), now: now}
 }
 
 // load writes n rows of source, events <prefix>0 …, received age ago.
@@ -170,6 +174,31 @@ WHERE l.relation = 'webhook_inbox'::regclass AND a.query LIKE '%WITH doomed AS%'
 		require.EqualValues(t, 55, b.count(t, `true`), "rows and keys stay")
 		require.Zero(t, b.count(t, `erased_at IS NOT NULL AND event_id NOT LIKE 'week_%'`))
 	})
+}
+
+func TestPruneUsesTheDatabasesClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	b.load(t, "bank", "young_", 20, inbox.StatusDone, 29*day)
+	b.load(t, "bank", "old_", 10, inbox.StatusDone, 31*day)
+	b.load(t, "bank", "week_", 5, inbox.StatusDone, 6*day)
+	// The worker's clock runs two days ahead of the database's.
+	skewed := func() time.Time { return time.Now().Add(2 * day) }
+	pruner := retention.NewPruner(b.store, &retention.Config{
+		Policies: []retention.Policy{{Source: "bank", Retention: 30 * day, PayloadRetention: 7 * day}},
+		Now:      skewed,
+	})
+	dry, err := pruner.DryRun(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, dry[0].Deleted)
+	require.EqualValues(t, 20, dry[0].Erased)
+	res, err := pruner.Run(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, res[0].Deleted, "only rows older than the retention by the database's clock")
+	require.EqualValues(t, 20, b.count(t, `event_id LIKE 'young_%'`), "a row inside retention is kept, whatever the worker's clock")
+	require.EqualValues(t, 20, b.count(t, `erased_at IS NOT NULL`), "payloads past payload_retention are erased")
+	require.Zero(t, b.count(t, `event_id LIKE 'week_%' AND erased_at IS NOT NULL`), "a payload inside payload_retention is kept")
 }
 
 func TestPurge(t *testing.T) {

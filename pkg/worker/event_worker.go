@@ -44,6 +44,9 @@ type eventWorker struct {
 	pauses *pauseWatch
 	// tracer traces each event's handlers; nil when tracing is off.
 	tracer trace.Tracer
+	// maxAttempts is Config.MaxAttempts, which every job of an event is
+	// aligned to before it runs (see alignAttempts).
+	maxAttempts int
 }
 
 // Work processes one event. A crash anywhere before the commit leaves no
@@ -63,6 +66,7 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 			return nil
 		}
 	}
+	w.alignAttempts(ctx, job.JobRow)
 	var out jobOutcome
 	if w.group != nil && !w.ownTransaction(job.Args.Source, job.Args.EventType) {
 		out = w.group.do(ctx, job)

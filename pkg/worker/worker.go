@@ -92,7 +92,10 @@ type Config struct {
 	// Defaults to {"default": 32}.
 	Queues map[string]int
 	// MaxAttempts is how many times an event's handlers run before it is
-	// failed for good. Defaults to 10.
+	// failed for good. Defaults to 10. It is the one place that decides:
+	// a job stamped with another max_attempts by its enqueuer (a receiver
+	// or inboxctl with another configuration) is given this one before it
+	// runs.
 	MaxAttempts int
 	// JobTimeout bounds one handler run. Defaults to 1m.
 	JobTimeout time.Duration
@@ -300,7 +303,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	pauses := newPauseWatch(store, c.PauseRefresh, c.Logger.Named("pause"))
 	ew := &eventWorker{
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, isolation: c.Isolation, logger: c.Logger,
-		metrics: c.Metrics, pauses: pauses,
+		metrics: c.Metrics, pauses: pauses, maxAttempts: c.MaxAttempts,
 	}
 	if c.TracerProvider != nil {
 		ew.tracer = c.TracerProvider.Tracer(tracerName)

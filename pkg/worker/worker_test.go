@@ -227,9 +227,34 @@ func TestWorker(t *testing.T) {
 		id := b.ingest(t, "evt_flaky", "flaky")
 		ev := b.waitStatus(t, id, inbox.StatusDone)
 		require.Equal(t, 2, ev.Attempts)
-		require.Equal(t, "downstream unavailable", ev.LastError)
+		require.Empty(t, ev.LastError, "a done row has no last error")
+		info, err := b.store.Lookup(context.Background(), "bank", "evt_flaky")
+		require.NoError(t, err)
+		require.Len(t, info.AttemptErrors, 1, "its history keeps the failed attempt")
+		require.Equal(t, "downstream unavailable", info.AttemptErrors[0].Error)
 		require.Equal(t, 1, b.effects(t, "evt_flaky"))
 	})
+
+	// An enqueuer with another configuration (a receiver, inboxctl) stamps
+	// its own max_attempts; the worker's decides.
+	for _, tc := range []struct{ stamped, worker int }{{stamped: 10, worker: 2}, {stamped: 1, worker: 3}} {
+		t.Run(fmt.Sprintf("WorkerMaxAttemptsDecidesOverAStampOf%d", tc.stamped), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{MaxAttempts: tc.stamped})
+			require.NoError(t, err)
+			b.ingester = inbox.NewIngester(b.db.Pool, client, &inbox.IngesterConfig{})
+			b.start(t, func(c *worker.Config) { c.MaxAttempts = tc.worker })
+			id := b.ingest(t, "evt_poison", "failing")
+			ev := b.waitStatus(t, id, inbox.StatusFailed)
+			require.Equal(t, tc.worker, ev.Attempts)
+			require.Equal(t, "discarded", b.jobState(t, id))
+			var attempt, maxAttempts int
+			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT attempt, max_attempts FROM river_job WHERE id = $1`,
+				b.row(t, id).JobID).Scan(&attempt, &maxAttempts))
+			require.Equal(t, [2]int{tc.worker, tc.worker}, [2]int{attempt, maxAttempts}, "River's job shows the worker's attempts")
+		})
+	}
 
 	t.Run("PoisonEventFailsAfterMaxAttempts", func(t *testing.T) {
 		t.Parallel()
