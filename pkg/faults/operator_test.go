@@ -57,7 +57,7 @@ CREATE TRIGGER operator_block BEFORE INSERT ON ledger_entries FOR EACH ROW EXECU
 // days ahead (a Go binary's clock cannot be skewed from outside).
 func TestOperatorSteps(t *testing.T) {
 	t.Parallel()
-	row := record(t, "operator steps (purge+pause, retention clock, replay, max_attempts)")
+	row := record(t, "12 operator steps (purge+pause, retention clock, replay, max_attempts)")
 	ctx := context.Background()
 	db := ledgerDB(t)
 	unblock := blockAccount(t, db.Pool, "acc_blocked")

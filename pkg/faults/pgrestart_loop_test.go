@@ -19,7 +19,7 @@ import (
 // completion given up is rescued once rescue_after (4 s) has passed.
 const restartHealBound = 2 * time.Minute
 
-// TestPostgresImmediateStops is scenario 9: the database server of a
+// TestPostgresImmediateStops is scenario 10: the database server of a
 // receiver and a ledger worker is stopped with pg_ctl stop -m immediate
 // under load, again and again (20 times in make faults), with the default
 // reaper settings. After each restart it measures the time until every row
@@ -29,7 +29,7 @@ const restartHealBound = 2 * time.Minute
 // recover figure; nothing may be lost or applied twice.
 func TestPostgresImmediateStops(t *testing.T) {
 	t.Parallel()
-	row := record(t, "9 PostgreSQL immediate stops, lost done marks")
+	row := record(t, "10 PostgreSQL immediate stops, lost done marks")
 	c := newCluster(t, "max_connections = 40")
 	dbURL := c.createDB(t, "faults")
 	config := setup{DB: dbURL, Job: 3 * time.Second}.write(t)

@@ -13,7 +13,7 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
-// TestSourceMovedToAnotherQueue is scenario 10: the bank source moves from
+// TestSourceMovedToAnotherQueue is scenario 11: the bank source moves from
 // queue qa to queue qb under load, as the deploying guide advises when
 // routes change. The worker on qa is stopped mid-load while its receiver
 // keeps enqueueing to qa, so events are stranded there by construction: no
@@ -24,7 +24,7 @@ import (
 // every event must end done, applied once.
 func TestSourceMovedToAnotherQueue(t *testing.T) {
 	t.Parallel()
-	row := record(t, "10 source moved to another queue")
+	row := record(t, "11 source moved to another queue")
 	db := ledgerDB(t)
 	ctx := context.Background()
 	oldConfig := setup{DB: db.URL, Queue: "qa"}.write(t)
