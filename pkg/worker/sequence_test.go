@@ -158,11 +158,10 @@ WHERE tstzrange(a.started, a.ended, '[]') && tstzrange(b.started, b.ended, '[]')
 		b.poisoned.Store(true)
 		poison := b.ingestSeq(t, "poison", "k", 1)
 		next := b.ingestSeq(t, "next", "k", 2)
-		// Jobs take their attempts from the inserting client: this one
-		// must outlive the test, so that only PoisonAfter can unblock next.
-		_, err := b.db.Pool.Exec(context.Background(), `UPDATE river_job SET max_attempts = 10000`)
-		require.NoError(t, err)
-		b.sequenced(t, worker.SequenceOption{PoisonAfter: 2}, nil)
+		// The worker's attempts decide (a job's stamp is aligned to them):
+		// the poison must outlive the test, so that only PoisonAfter can
+		// unblock next.
+		b.sequenced(t, worker.SequenceOption{PoisonAfter: 2}, func(c *worker.Config) { c.MaxAttempts = 10000 })
 		b.waitStatus(t, next, inbox.StatusDone)
 		r := b.row(t, poison)
 		require.Equal(t, inbox.StatusPending, r.Status)
