@@ -54,7 +54,6 @@ func TestConnectionExhaustion(t *testing.T) {
 	worker.WaitLine(t, "worker started")
 
 	sender := &faults.Sender{Targets: []string{target}, Secret: secret, Workers: 4, Every: 10 * time.Millisecond}
-	sender.Init()
 	reports := make(chan *faults.Report, 1)
 	go func() { reports <- sender.Run(ctx, ds[1:]) }()
 	receiver.WaitUntil(t, 2*time.Minute, func() bool { return sender.Acked() >= int64(n/2) })

@@ -50,7 +50,6 @@ func TestPostgresRestart(t *testing.T) {
 	n := size(800, 4000)
 	ds := faults.Deposits("pg", n, 7)
 	sender := &faults.Sender{Targets: []string{target}, Secret: secret, Workers: 2, Every: 10 * time.Millisecond}
-	sender.Init()
 	ctx, cancel := context.WithTimeout(context.Background(), size(2*time.Minute, 6*time.Minute))
 	defer cancel()
 	reports := make(chan *faults.Report, 1)

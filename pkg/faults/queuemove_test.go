@@ -36,7 +36,6 @@ func TestSourceMovedToAnotherQueue(t *testing.T) {
 	oldReceiver, oldTarget := startReceiver(t, oldConfig)
 	oldWorker, _ := startWorker(t, oldConfig)
 	oldSender := &faults.Sender{Targets: []string{oldTarget}, Secret: secret, Workers: 2, Every: 5 * time.Millisecond}
-	oldSender.Init()
 	runCtx, cancel := context.WithTimeout(ctx, size(3*time.Minute, 6*time.Minute))
 	defer cancel()
 	reports := make(chan *faults.Report, 3)

@@ -20,9 +20,9 @@ import (
 // worker applies each deposit once.
 //
 // The kills follow the load, not the clock: kill k comes once k/(kills+1)
-// of the deliveries are acknowledged and while the generator has an attempt
-// in flight to the receiver killed, so that each kill lands on a receiver
-// at work.
+// of the deliveries are acknowledged, while the generator holds an attempt
+// to the receiver killed half-written (Sender.Hold), so that each kill
+// lands on a receiver at work by construction.
 func TestReceiverSIGKILL(t *testing.T) {
 	t.Parallel()
 	row := record(t, "1 receiver SIGKILL under load")
@@ -42,7 +42,6 @@ func TestReceiverSIGKILL(t *testing.T) {
 
 	ds := faults.Deposits("r", n, 7)
 	sender := &faults.Sender{Targets: targets, Secret: secret, Workers: 6}
-	sender.Init()
 	ctx, cancel := context.WithTimeout(context.Background(), size(2*time.Minute, 8*time.Minute))
 	defer cancel()
 	reports := make(chan *faults.Report, 1)
@@ -51,11 +50,15 @@ func TestReceiverSIGKILL(t *testing.T) {
 	for k := range kills {
 		slot := k % receivers
 		threshold := int64((k + 1) * n / (kills + 1))
-		procs[slot].WaitUntil(t, time.Minute, func() bool {
-			return sender.Acked() >= threshold && sender.InFlight(slot) > 0
-		})
+		held, release := sender.Hold(threshold, slot)
+		select {
+		case <-held:
+		case <-ctx.Done():
+			t.Fatalf("kill %d: no attempt to receiver %d after %d acks before the deadline", k, slot, threshold)
+		}
 		killed := time.Now()
 		procs[slot].Kill(t)
+		release()
 		procs[slot], _ = startReceiver(t, configs[slot])
 		row.Recover = max(row.Recover, time.Since(killed))
 	}

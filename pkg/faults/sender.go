@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -81,8 +82,17 @@ type Sender struct {
 
 	acked    atomic.Int64
 	attempts atomic.Int64
-	inFlight []atomic.Int64 // per target
 	next     atomic.Uint64
+	hold     atomic.Pointer[hold]
+}
+
+// hold is an armed Hold: the attempt it catches, and the two channels.
+type hold struct {
+	acked   int64
+	target  int
+	taken   atomic.Bool
+	held    chan struct{}
+	release chan struct{}
 }
 
 // Ack is a delivery's successful attempt.
@@ -115,20 +125,81 @@ func (s *Sender) Acked() int64 { return s.acked.Load() }
 // Attempts returns the number of attempts answered or failed so far.
 func (s *Sender) Attempts() int64 { return s.attempts.Load() }
 
-// InFlight returns the attempts in flight to target i.
-func (s *Sender) InFlight(i int) int64 { return s.inFlight[i].Load() }
+// Hold arms the sender to catch its first attempt to target that starts once
+// Acked reaches acked: that attempt writes all of its request but the last
+// byte and waits there, so the receiver has read the headers and is reading
+// the body, at work on it. The returned channel is closed once the attempt
+// waits; release lets it write the last byte (into a dead connection, when
+// the receiver was killed meanwhile, which makes the attempt fail and be
+// retried). One hold is armed at a time; Hold replaces an unused one.
+//
+// A kill timed this way lands on a receiver with a request in flight by
+// construction: acked is below the deliveries left, so some attempt to
+// target starts after it, whatever the machine's speed.
+func (s *Sender) Hold(acked int64, target int) (held <-chan struct{}, release func()) {
+	h := &hold{acked: acked, target: target, held: make(chan struct{}), release: make(chan struct{})}
+	s.hold.Store(h)
+	var once sync.Once
+	return h.held, func() { once.Do(func() { close(h.release) }) }
+}
 
-// Init prepares the counters that Acked and InFlight read; Run calls it,
-// and a caller that polls them before Run starts calls it first.
-func (s *Sender) Init() {
-	if s.inFlight == nil {
-		s.inFlight = make([]atomic.Int64, len(s.Targets))
+// take returns the armed hold when this attempt to target is the one it
+// catches, and claims it.
+func (s *Sender) take(target int) *hold {
+	h := s.hold.Load()
+	if h == nil || h.target != target || s.acked.Load() < h.acked || !h.taken.CompareAndSwap(false, true) {
+		return nil
 	}
+	return h
+}
+
+// client returns a one-connection client whose connection writes all but
+// the last byte of the first request, closes h.held, and writes the last
+// byte only once h.release is closed or ctx ends.
+func (h *hold) client(ctx context.Context, timeout time.Duration) *http.Client {
+	dialer := &net.Dialer{}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &heldConn{Conn: conn, ctx: ctx, h: h}, nil
+		},
+	}}
+}
+
+// heldConn is a connection whose first write is held before its last byte.
+type heldConn struct {
+	net.Conn
+	ctx  context.Context
+	h    *hold
+	once sync.Once
+}
+
+func (c *heldConn) Write(p []byte) (int, error) {
+	n := 0
+	c.once.Do(func() {
+		if len(p) < 2 {
+			return
+		}
+		var err error
+		if n, err = c.Conn.Write(p[:len(p)-1]); err != nil {
+			return
+		}
+		close(c.h.held)
+		select {
+		case <-c.h.release:
+		case <-c.ctx.Done():
+		}
+	})
+	m, err := c.Conn.Write(p[n:])
+	return n + m, err
 }
 
 // Run delivers ds and returns once every one is answered 2xx or ctx ends.
 func (s *Sender) Run(ctx context.Context, ds []Deposit) *Report {
-	s.Init()
 	client := &http.Client{Timeout: cmp.Or(s.Timeout, 10*time.Second),
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	defer client.CloseIdleConnections()
@@ -201,12 +272,14 @@ func (s *Sender) deliver(ctx context.Context, client *http.Client, d *Deposit, f
 }
 
 func (s *Sender) attempt(ctx context.Context, client *http.Client, target int, d *Deposit, now time.Time) (int, string, error) {
-	s.inFlight[target].Add(1)
-	defer s.inFlight[target].Add(-1)
 	defer s.attempts.Add(1)
 	req, err := Sign(ctx, s.Targets[target], s.Secret, d, now)
 	if err != nil {
 		return 0, "", err
+	}
+	if h := s.take(target); h != nil {
+		client = h.client(ctx, client.Timeout)
+		defer client.CloseIdleConnections()
 	}
 	resp, err := client.Do(req)
 	if err != nil {
