@@ -156,7 +156,7 @@ func (s *Sender) take(target int) *hold {
 // client returns a one-connection client whose connection writes all but
 // the last byte of the first request, closes h.held, and writes the last
 // byte only once h.release is closed or ctx ends.
-func (h *hold) client(ctx context.Context, timeout time.Duration) *http.Client {
+func (h *hold) client(timeout time.Duration) *http.Client {
 	dialer := &net.Dialer{}
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{
 		DisableKeepAlives: true,
@@ -278,7 +278,7 @@ func (s *Sender) attempt(ctx context.Context, client *http.Client, target int, d
 		return 0, "", err
 	}
 	if h := s.take(target); h != nil {
-		client = h.client(ctx, client.Timeout)
+		client = h.client(client.Timeout)
 		defer client.CloseIdleConnections()
 	}
 	resp, err := client.Do(req)
