@@ -41,8 +41,8 @@ readme: ## run README's "Running it" block as written, in a throwaway PostgreSQL
 bench: ## measure throughput and latency on this machine, print one table (BENCHFLAGS=--quick for a smoke run)
 	scripts/with-postgres.sh scripts/bench.sh $(BENCHFLAGS)
 
-faults: ## the fault suite at full size (pkg/faults): one row per scenario, non-zero if a guarantee broke; then every fuzz target for FAULTS_FUZZTIME
-	cd pkg/faults && HOOKINBOX_FAULTS=full HOOKINBOX_FAULTS_HOSTILE=$(FAULTS_HOSTILE) ../../scripts/with-postgres.sh $(GO) test -count=1 -timeout 30m
+faults: ## the fault suite at full size (internal/faults): one row per scenario, non-zero if a guarantee broke; then every fuzz target for FAULTS_FUZZTIME
+	cd internal/faults && HOOKINBOX_FAULTS=full HOOKINBOX_FAULTS_HOSTILE=$(FAULTS_HOSTILE) ../../scripts/with-postgres.sh $(GO) test -count=1 -timeout 30m
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FAULTS_FUZZTIME)
 
 fuzz: ## run every Fuzz* target for FUZZTIME (default 30s) each; no database needed

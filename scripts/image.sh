@@ -48,7 +48,7 @@ rm -rf "$ctx"
 mkdir -p "$ctx"
 echo "image: building receiver, worker and inboxctl $VERSION (static) into $ctx/"
 CGO_ENABLED=0 "$GO" build -trimpath \
-	-ldflags "-s -w -X github.com/hookinbox/hookinbox/pkg/buildinfo.version=$VERSION" \
+	-ldflags "-s -w -X github.com/hookinbox/hookinbox/internal/buildinfo.version=$VERSION" \
 	-o "$ctx/" ./cmd/receiver ./cmd/worker ./cmd/inboxctl
 cp "$CA_BUNDLE" "$ctx/ca-certificates.crt"
 echo 'nonroot:x:65532:65532:nonroot:/nonexistent:/sbin/nologin' >"$ctx/passwd"

@@ -1,4 +1,4 @@
-// Command hookattack runs one of pkg/hostile's attacks against a running
+// Command hookattack runs one of internal/testkit/hostile's attacks against a running
 // receiver while a legit client sends signed Stripe deliveries, and prints
 // the legit client's success and latency, what the attack's requests got,
 // and the receiver's peak RSS (VmHWM of --pid). scripts/attack.sh runs the
@@ -16,7 +16,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/hostile"
+	"github.com/hookinbox/hookinbox/internal/testkit/hostile"
 )
 
 func main() {

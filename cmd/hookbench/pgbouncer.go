@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookinbox/hookinbox/pkg/pgbouncer"
+	"github.com/hookinbox/hookinbox/internal/testkit/pgbouncer"
 )
 
 // pgBouncer is PgBouncer in transaction pooling mode in front of the
@@ -21,7 +21,7 @@ type pgBouncer struct {
 }
 
 // startPgBouncer starts bin in front of the server adminURL names (see
-// pkg/pgbouncer) and waits until it answers. Its log goes to
+// internal/testkit/pgbouncer) and waits until it answers. Its log goes to
 // logDir/pgbouncer.log.
 func startPgBouncer(ctx context.Context, bin, adminURL, logDir string) (*pgBouncer, error) {
 	prepared, err := pgbouncer.Prepare(bin, adminURL, 2000)

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hookinbox/hookinbox/internal/testkit/pgbouncer"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/pgbouncer"
 )
 
 // QueryModeResult is one row of measurement (q): the receiver's ingest and

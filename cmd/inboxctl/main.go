@@ -38,7 +38,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hookinbox/hookinbox/pkg/buildinfo"
+	"github.com/hookinbox/hookinbox/internal/buildinfo"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/retention"
 )
 
 // newPruneCommand is `inboxctl prune`: apply every source's retention now,

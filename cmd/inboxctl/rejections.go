@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hookinbox/hookinbox/pkg/rejection"
+	"github.com/hookinbox/hookinbox/internal/rejection"
 )
 
 // newRejectionsCommand is `inboxctl rejections SOURCE`: the source's last

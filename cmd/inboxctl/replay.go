@@ -14,9 +14,9 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/replay"
 )
 
 // selectionFlags are the flags that choose inbox rows for replay and purge.

@@ -10,10 +10,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/spf13/cobra"
 
-	"github.com/hookinbox/hookinbox/pkg/admin"
+	"github.com/hookinbox/hookinbox/internal/admin"
+	"github.com/hookinbox/hookinbox/internal/logging"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/logging"
 )
 
 // openAdmin boots with the config, checks the schema, and returns the

@@ -6,11 +6,11 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/replay"
+	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
-	"github.com/hookinbox/hookinbox/pkg/receiver"
-	"github.com/hookinbox/hookinbox/pkg/replay"
-	"github.com/hookinbox/hookinbox/pkg/retention"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 

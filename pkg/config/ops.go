@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/reconcile"
-	"github.com/hookinbox/hookinbox/pkg/rejection"
+	"github.com/hookinbox/hookinbox/internal/reconcile"
+	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 

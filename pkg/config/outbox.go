@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookinbox/hookinbox/internal/jetstream"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/jetstream"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )

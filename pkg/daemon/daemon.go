@@ -21,9 +21,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/hookinbox/hookinbox/pkg/buildinfo"
+	"github.com/hookinbox/hookinbox/internal/buildinfo"
+	"github.com/hookinbox/hookinbox/internal/logging"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/logging"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 

@@ -14,12 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
-	"github.com/hookinbox/hookinbox/pkg/receiver"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 

@@ -17,10 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/natstest"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
-	"github.com/hookinbox/hookinbox/pkg/natstest"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hookinbox/hookinbox/pkg/receiver"
+	"github.com/hookinbox/hookinbox/internal/receiver"
 )
 
 // frontDoor is a daemon's HTTP listener. It is up before the database is

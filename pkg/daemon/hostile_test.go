@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
-	"github.com/hookinbox/hookinbox/pkg/hostile"
-	"github.com/hookinbox/hookinbox/pkg/proctest"
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/hostile"
+	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
 )
 
 // The receiver's limits in the attack tests, small so that the memory

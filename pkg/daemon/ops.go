@@ -8,11 +8,11 @@ import (
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
-	"github.com/hookinbox/hookinbox/pkg/admin"
+	"github.com/hookinbox/hookinbox/internal/admin"
+	"github.com/hookinbox/hookinbox/internal/reconcile"
+	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/provider"
-	"github.com/hookinbox/hookinbox/pkg/reconcile"
-	"github.com/hookinbox/hookinbox/pkg/rejection"
 )
 
 // This file wires issue 14's operations features: rejection samples in

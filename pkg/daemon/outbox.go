@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hookinbox/hookinbox/internal/jetstream"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/jetstream"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/pkg/proctest"
+	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
 )
 
 // command returns a command running the named binary (cmd/receiver,

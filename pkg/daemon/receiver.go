@@ -12,12 +12,12 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/hookinbox/hookinbox/pkg/buildinfo"
+	"github.com/hookinbox/hookinbox/internal/buildinfo"
+	"github.com/hookinbox/hookinbox/internal/logging"
+	"github.com/hookinbox/hookinbox/internal/metrics"
+	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/logging"
-	"github.com/hookinbox/hookinbox/pkg/metrics"
-	"github.com/hookinbox/hookinbox/pkg/receiver"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 

@@ -1,9 +1,9 @@
 package daemon
 
 import (
+	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/provider"
-	"github.com/hookinbox/hookinbox/pkg/receiver"
 )
 
 // NewSource builds a receiver source from its config: the provider's

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/hookinbox/hookinbox/pkg/buildinfo"
-	"github.com/hookinbox/hookinbox/pkg/tracing"
+	"github.com/hookinbox/hookinbox/internal/buildinfo"
+	"github.com/hookinbox/hookinbox/internal/tracing"
 )
 
 // TracingShutdownTimeout bounds the export of the spans still buffered

@@ -20,13 +20,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/tracingtest"
+	"github.com/hookinbox/hookinbox/internal/tracing"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
-	"github.com/hookinbox/hookinbox/pkg/tracing"
-	"github.com/hookinbox/hookinbox/pkg/tracing/tracingtest"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 

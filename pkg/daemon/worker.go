@@ -14,15 +14,15 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.uber.org/zap"
 
-	"github.com/hookinbox/hookinbox/pkg/buildinfo"
+	"github.com/hookinbox/hookinbox/internal/buildinfo"
+	"github.com/hookinbox/hookinbox/internal/logging"
+	"github.com/hookinbox/hookinbox/internal/metrics"
+	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/reconcile"
+	"github.com/hookinbox/hookinbox/internal/replay"
+	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/logging"
-	"github.com/hookinbox/hookinbox/pkg/metrics"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
-	"github.com/hookinbox/hookinbox/pkg/receiver"
-	"github.com/hookinbox/hookinbox/pkg/reconcile"
-	"github.com/hookinbox/hookinbox/pkg/replay"
-	"github.com/hookinbox/hookinbox/pkg/retention"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 

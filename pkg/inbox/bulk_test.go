@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 

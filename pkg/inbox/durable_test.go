@@ -12,7 +12,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 

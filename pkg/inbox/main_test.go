@@ -3,7 +3,7 @@ package inbox_test
 import (
 	"testing"
 
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 )
 
 // TestMain drops the package's template databases when its tests end, and

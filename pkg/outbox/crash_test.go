@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
-	"github.com/hookinbox/hookinbox/pkg/proctest"
 )
 
 // TestRelayKilledMidBatch kills a relay process with SIGKILL while its whole

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/hookinbox/hookinbox/pkg/jetstream"
+	"github.com/hookinbox/hookinbox/internal/jetstream"
 )
 
 // JetStreamConfig configures a NATS JetStream destination.

@@ -9,9 +9,9 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
-	"github.com/hookinbox/hookinbox/pkg/jetstream"
-	"github.com/hookinbox/hookinbox/pkg/natstest"
+	"github.com/hookinbox/hookinbox/internal/jetstream"
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/natstest"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 

@@ -99,6 +99,6 @@
 // provider that is registered without a signer fails TestConformance. Add
 // the name to TestNew, the official test vectors (with their source named),
 // a Fuzz target for Verify and for any body splitter, an end-to-end test in
-// pkg/receiver, and the provider's config keys to config/hookinbox.yaml and
+// internal/receiver, and the provider's config keys to config/hookinbox.yaml and
 // the README.
 package provider

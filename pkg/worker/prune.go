@@ -5,7 +5,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/hookinbox/hookinbox/pkg/retention"
+	"github.com/hookinbox/hookinbox/internal/retention"
 )
 
 // PruneArgs are the arguments of the periodic retention job.
@@ -14,7 +14,7 @@ type PruneArgs struct{}
 // Kind implements river.JobArgs.
 func (PruneArgs) Kind() string { return "hookinbox.prune" }
 
-// pruneWorker runs the retention policies (see pkg/retention): done rows
+// pruneWorker runs the retention policies (see internal/retention): done rows
 // past their source's retention are deleted, payloads past payload
 // retention erased, in small batches. Failed rows are never touched.
 type pruneWorker struct {

@@ -13,8 +13,8 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookinbox/hookinbox/internal/tracing"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/tracing"
 )
 
 // tracerName names the tracer of the worker's spans.

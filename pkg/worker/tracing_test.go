@@ -14,8 +14,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookinbox/hookinbox/internal/tracing"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/tracing"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 

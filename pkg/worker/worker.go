@@ -25,12 +25,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/logging"
+	"github.com/hookinbox/hookinbox/internal/metrics"
+	"github.com/hookinbox/hookinbox/internal/replay"
+	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/logging"
-	"github.com/hookinbox/hookinbox/pkg/metrics"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
-	"github.com/hookinbox/hookinbox/pkg/replay"
-	"github.com/hookinbox/hookinbox/pkg/retention"
 )
 
 // The defaults New applies to a zero Config field.
@@ -169,7 +169,7 @@ type Config struct {
 	// size less RiverConnsDefault, and at least 1.
 	GroupFlushers int
 	// Retention are the sources' retention policies, applied by a periodic
-	// job every PruneInterval (see pkg/retention). Empty runs no such job.
+	// job every PruneInterval (see internal/retention). Empty runs no such job.
 	Retention []retention.Policy
 	// PruneInterval is how often the retention job runs. Defaults to 1h.
 	PruneInterval time.Duration

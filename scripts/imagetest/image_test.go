@@ -29,8 +29,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
-	"github.com/hookinbox/hookinbox/pkg/proctest"
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
 )
 
 // secretName is the existingSecret the chart is rendered with; the test

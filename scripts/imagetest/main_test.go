@@ -5,7 +5,7 @@ package imagetest
 import (
 	"testing"
 
-	"github.com/hookinbox/hookinbox/pkg/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 )
 
 // TestMain drops the databases the tests made when they end.

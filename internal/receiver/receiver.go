@@ -1,0 +1,458 @@
+// Package receiver is hookinbox's HTTP front door: POST /webhooks/:source
+// verifies a delivery's signature on the raw bytes, claims its events in the
+// inbox with their River jobs in one transaction, and answers 2xx only after
+// that transaction committed. Echo stays inside this package.
+package receiver
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/hookinbox/hookinbox/internal/metrics"
+	"github.com/hookinbox/hookinbox/internal/rejection"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/provider"
+)
+
+// Source is one configured webhook endpoint.
+type Source struct {
+	// Name is the path segment and the inbox's source column.
+	Name string
+	// Provider is the provider's config name, stored with each row.
+	Provider string
+	// Verifier authenticates the source's deliveries.
+	Verifier provider.Verifier
+	// MaxBodyBytes is the body limit; larger bodies get 413. Required.
+	MaxBodyBytes int64
+	// AckTimeout bounds request-to-commit; past it the answer is 503. Required.
+	AckTimeout time.Duration
+	// AllowIPs, when non-empty, restricts deliveries to these networks;
+	// other peers get 403 before anything is read.
+	AllowIPs []netip.Prefix
+}
+
+// The defaults New applies to a zero Config field.
+const (
+	// RetryAfterDefault is Config.RetryAfter's default.
+	RetryAfterDefault = 5 * time.Second
+	// MaxInFlightDefault is Config.MaxInFlight's default.
+	MaxInFlightDefault = 1024
+	// MaxUnverifiedBytesDefault is Config.MaxUnverifiedBytes's default
+	// (64 MiB), unless twice the largest source's body limit is more.
+	MaxUnverifiedBytesDefault int64 = 64 << 20
+	// MaxUnverifiedPerClientDefault is Config.MaxUnverifiedPerClient's
+	// default.
+	MaxUnverifiedPerClientDefault = 64
+	// MinBodyRateDefault is Config.MinBodyRate's default, in bytes per
+	// second (16 KiB/s).
+	MinBodyRateDefault int64 = 16 << 10
+	// BodyGraceDefault is Config.BodyGrace's default.
+	BodyGraceDefault = time.Second
+)
+
+// Config configures a Server.
+type Config struct {
+	// Sources are the endpoints served. At least one.
+	Sources []Source
+	// RetryAfter is sent with every 503. Defaults to 5s.
+	RetryAfter time.Duration
+	// MaxInFlight bounds the verified deliveries handled at once, from
+	// their verification to the answer; one more gets 503 with Retry-After.
+	// Defaults to 1024.
+	MaxInFlight int
+	// MaxUnverifiedBytes bounds the bytes held by bodies whose signature is
+	// not known yet, across all requests; one client may hold half of it.
+	// A body's Content-Length is reserved before its first byte is read (a
+	// chunked body's in steps as it grows); a body that does not fit gets
+	// 503 with Retry-After. Defaults to MaxUnverifiedBytesDefault, or twice
+	// the largest source's MaxBodyBytes when that is more, so that a body
+	// at the limit always fits in one client's half.
+	MaxUnverifiedBytes int64
+	// MaxUnverifiedPerClient bounds the requests one client address (as
+	// allow_ips sees it, through TrustedProxies) may have whose signature
+	// is not known yet; one more gets 503 with Retry-After before its body
+	// is read. Defaults to 64.
+	MaxUnverifiedPerClient int
+	// MinBodyRate is the slowest a body may arrive, in bytes per second,
+	// after BodyGrace: the first n bytes must have arrived BodyGrace +
+	// n/MinBodyRate after the request started (and always within the
+	// source's AckTimeout), or the answer is 408. Defaults to 16 KiB/s.
+	MinBodyRate int64
+	// BodyGrace is the time a body gets before MinBodyRate counts; a
+	// request refused before its body is read drains it for this long at
+	// most. Defaults to 1s.
+	BodyGrace time.Duration
+	// TrustedProxies are the networks of reverse proxies (an ingress) whose
+	// X-Forwarded-For header is believed when checking a source's AllowIPs.
+	// Empty means the TCP peer is the client.
+	TrustedProxies []netip.Prefix
+	// DeliveryLogLevel is the level of the line logged for each delivery
+	// answered 2xx (stored, duplicate, handshake). Refused deliveries are
+	// logged at warn, failed commits at error, and requests for an unknown
+	// source or with another method than POST at debug. The zero value is
+	// info.
+	DeliveryLogLevel zapcore.Level
+	// Ready backs GET /readyz; nil means always ready.
+	Ready func(ctx context.Context) error
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+	// Metrics counts every delivery where it is logged. nil counts nothing.
+	Metrics *metrics.Receiver
+	// Rejections, when set, samples refusals of configured sources into
+	// hookinbox_rejection (see package rejection for its bounds). nil
+	// records none.
+	Rejections *rejection.Recorder
+	// TracerProvider, when set, traces each request to a configured source
+	// (see tracing.go). nil traces nothing and costs nothing.
+	TracerProvider trace.TracerProvider
+}
+
+// Claimer claims a delivery's events in the inbox and enqueues their jobs,
+// returning only after the commit. *inbox.Ingester (a transaction per
+// delivery) and *inbox.Batcher (group commit) are claimers.
+type Claimer interface {
+	Ingest(ctx context.Context, delivery *inbox.Delivery) (*inbox.IngestResult, error)
+}
+
+// Server is the receiver's HTTP server.
+type Server struct {
+	echo     *echo.Echo
+	ingester Claimer
+	// slots holds a token per delivery being handled (MaxInFlight).
+	slots chan struct{}
+	// unverified accounts for the requests not verified yet.
+	unverified *unverified
+	sources    map[string]*Source
+	config     Config
+	logger     *zap.Logger
+	// tracer is nil when tracing is off.
+	tracer trace.Tracer
+}
+
+// New returns a Server that claims deliveries through ingester.
+func New(ingester Claimer, config *Config) (*Server, error) {
+	c := *config
+	c.RetryAfter = cmp.Or(c.RetryAfter, RetryAfterDefault)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, MaxInFlightDefault)
+	if c.MaxUnverifiedBytes == 0 {
+		limits := make([]int64, len(c.Sources))
+		for i := range c.Sources {
+			limits[i] = c.Sources[i].MaxBodyBytes
+		}
+		c.MaxUnverifiedBytes = UnverifiedBytesFor(limits...)
+	}
+	c.MaxUnverifiedPerClient = cmp.Or(c.MaxUnverifiedPerClient, MaxUnverifiedPerClientDefault)
+	c.MinBodyRate = cmp.Or(c.MinBodyRate, MinBodyRateDefault)
+	c.BodyGrace = cmp.Or(c.BodyGrace, BodyGraceDefault)
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	s := &Server{
+		ingester: ingester, slots: make(chan struct{}, c.MaxInFlight),
+		unverified: newUnverified(c.MaxUnverifiedBytes, c.MaxUnverifiedPerClient),
+		sources:    map[string]*Source{}, config: c, logger: sampleRejections(c.Logger, rejectionLogInterval, rejectionLogBurst),
+	}
+	if c.TracerProvider != nil {
+		s.tracer = c.TracerProvider.Tracer(tracerName)
+	}
+	for i := range c.Sources {
+		src := &c.Sources[i]
+		switch {
+		case src.Verifier == nil:
+			return nil, fmt.Errorf("receiver: source %q has no verifier", src.Name)
+		case src.MaxBodyBytes <= 0 || src.AckTimeout <= 0:
+			return nil, fmt.Errorf("receiver: source %q needs a positive body limit and ack timeout", src.Name)
+		case src.MaxBodyBytes+1 > c.MaxUnverifiedBytes/2:
+			// Reading a body of unknown length to the limit holds one byte
+			// more, to tell that it ends there.
+			return nil, fmt.Errorf("receiver: source %q's body limit (%d bytes) plus one is over half the unverified-body budget (%d bytes)",
+				src.Name, src.MaxBodyBytes, c.MaxUnverifiedBytes)
+		}
+		s.sources[src.Name] = src
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(requestID)
+	e.Any("/webhooks/:source", s.handleWebhook)
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	e.GET("/readyz", s.handleReady)
+	s.echo = e
+	return s, nil
+}
+
+// UnverifiedBytesFor is the default MaxUnverifiedBytes for sources with
+// these body limits: MaxUnverifiedBytesDefault, or twice the largest limit
+// plus one (a body of unknown length read to the limit holds one byte more)
+// when that is more.
+func UnverifiedBytesFor(bodyLimits ...int64) int64 {
+	n := MaxUnverifiedBytesDefault
+	for _, limit := range bodyLimits {
+		n = max(n, 2*(limit+1))
+	}
+	return n
+}
+
+// InFlight returns the number of deliveries being handled (see
+// Config.MaxInFlight); 0 for a nil Server.
+func (s *Server) InFlight() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.slots)
+}
+
+// Handler returns the server's http.Handler. pkg/daemon serves it behind
+// its front door once the database is ready.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func (s *Server) handleWebhook(c echo.Context) error {
+	start := time.Now()
+	name := c.Param("source")
+	src, ok := s.sources[name]
+	if !ok {
+		s.logRejected(c, zapcore.DebugLevel, name, start, http.StatusNotFound, "unknown_source")
+		return c.JSON(http.StatusNotFound, errorBody{"unknown source"})
+	}
+	if c.Request().Method != http.MethodPost {
+		s.logRejected(c, zapcore.DebugLevel, name, start, http.StatusMethodNotAllowed, "method")
+		c.Response().Header().Set("Allow", http.MethodPost)
+		return c.JSON(http.StatusMethodNotAllowed, errorBody{"only POST is accepted"})
+	}
+	if s.tracer != nil {
+		defer s.traceRequest(c, src)()
+	}
+	// Until the body is being read, the connection gets the grace period
+	// alone: a refusal below drains what the client still sends for that
+	// long at most (net/http reads up to 256 KiB of an unread body to keep
+	// the connection).
+	rc := http.NewResponseController(c.Response().Writer)
+	_ = rc.SetReadDeadline(start.Add(min(s.config.BodyGrace, src.AckTimeout)))
+	ip := clientIP(c.Request(), s.config.TrustedProxies)
+	if len(src.AllowIPs) > 0 && !allowed(ip, src.AllowIPs) {
+		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusForbidden, "forbidden_ip", zap.String("client_ip", ip.String()))
+		return c.JSON(http.StatusForbidden, errorBody{"address not allowed"})
+	}
+
+	// The body is held in the unverified budget until its signature is
+	// known; max_in_flight slots are for verified deliveries only.
+	hold, ok := s.unverified.enter(ip)
+	if !ok {
+		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "client_busy",
+			zap.String("detail", "receiver.max_unverified_per_client requests from this address are being read"),
+			zap.String("client_ip", ip.String()))
+		return s.retryLater(c)
+	}
+	defer hold.release()
+	br := &bodyReader{r: c.Request(), rc: rc, hold: hold, limit: src.MaxBodyBytes, ackDeadline: start.Add(src.AckTimeout),
+		begin: start, grace: s.config.BodyGrace, rate: s.config.MinBodyRate}
+	body, err := br.read()
+	if err != nil {
+		switch {
+		case errors.Is(err, errTooLarge):
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusRequestEntityTooLarge, "too_large", zap.Int64("limit", src.MaxBodyBytes))
+			return c.JSON(http.StatusRequestEntityTooLarge, errorBody{"body exceeds " + strconv.FormatInt(src.MaxBodyBytes, 10) + " bytes"})
+		case errors.Is(err, errBudget):
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "unverified_budget",
+				zap.String("detail", "receiver.max_unverified_bytes are held by bodies not yet verified"), zap.String("client_ip", ip.String()))
+			return s.retryLater(c)
+		case errors.Is(err, errTooSlow):
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusRequestTimeout, "body_too_slow",
+				zap.String("detail", "the body arrived slower than receiver.min_body_rate"), zap.String("client_ip", ip.String()))
+			return c.JSON(http.StatusRequestTimeout, errorBody{"body arrived too slowly"})
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusRequestTimeout, "body_timeout",
+				zap.String("detail", "the body did not arrive within the ack timeout"))
+			return c.JSON(http.StatusRequestTimeout, errorBody{"body not received within the ack timeout"})
+		}
+		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusBadRequest, "bad_body", zap.Error(err))
+		return c.JSON(http.StatusBadRequest, errorBody{"could not read body"})
+	}
+
+	delivery, err := src.Verifier.Verify(body, c.Request().Header)
+	if err != nil {
+		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusUnauthorized, "signature", zap.Error(err))
+		return c.JSON(http.StatusUnauthorized, errorBody{"signature verification failed"})
+	}
+	hold.release() // verified: the body now counts against a slot
+
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "overloaded",
+			zap.String("detail", "receiver.max_in_flight deliveries are being handled"), zap.Int("max_in_flight", s.config.MaxInFlight))
+		return s.retryLater(c)
+	}
+	if delivery.Reply != nil {
+		// A handshake or health check: answered, never stored.
+		s.logDelivery(c, s.config.DeliveryLogLevel, name, start, "handshake", delivery.Reply.Status)
+		return reply(c, delivery.Reply)
+	}
+
+	ctx, cancel := context.WithDeadline(c.Request().Context(), start.Add(src.AckTimeout))
+	defer cancel()
+	res, err := s.claim(ctx, inboxDelivery(src, body, delivery, c.Response().Header().Get(echo.HeaderXRequestID)))
+	if err != nil {
+		if errors.Is(err, inbox.ErrOverloaded) {
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "overloaded",
+				zap.String("detail", "the ingest queue is full"))
+		} else {
+			s.logRejected(c, zapcore.ErrorLevel, name, start, http.StatusServiceUnavailable, "db_unavailable",
+				zap.String("detail", "not committed"), zap.Error(err))
+		}
+		return s.retryLater(c)
+	}
+	status := http.StatusOK
+	answer := func() error { return c.JSON(http.StatusOK, res.Counts) }
+	if ack, ok := src.Verifier.(provider.Acknowledger); ok {
+		r := ack.Ack(res.Counts)
+		status, answer = r.Status, func() error { return reply(c, &r) }
+	}
+	s.config.Metrics.Events(name, res.New, res.Duplicates, res.Twins)
+	traceCounts(c, res)
+	s.logDelivery(c, s.config.DeliveryLogLevel, name, start, metrics.OutcomeAccepted, status,
+		zap.Int("new", res.New), zap.Int("duplicates", res.Duplicates), zap.Int("twins", res.Twins))
+	return answer()
+}
+
+// logDelivery writes the one line the receiver logs for a delivery: its
+// source, outcome, answer, latency and request id, then fields. It also
+// counts the delivery, but for a rejected one, which logRejected counts.
+func (s *Server) logDelivery(c echo.Context, level zapcore.Level, source string, start time.Time, outcome string, status int, fields ...zap.Field) {
+	if outcome != metrics.OutcomeRejected {
+		s.config.Metrics.Delivery(s.metricSource(source), outcome, "", time.Since(start))
+	}
+	traceOutcome(c, outcome, status)
+	ce := s.logger.Check(level, "delivery")
+	if ce == nil {
+		return
+	}
+	ce.Write(append([]zap.Field{
+		zap.String("source", source), zap.String("outcome", outcome), zap.Int("status", status),
+		zap.Duration("latency", time.Since(start)), zap.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+	}, fields...)...)
+}
+
+// logRejected is logDelivery for a delivery answered with an error; reason
+// is one of a small, fixed set (signature, too_large, overloaded, …).
+func (s *Server) logRejected(c echo.Context, level zapcore.Level, source string, start time.Time, status int, reason string, fields ...zap.Field) {
+	s.config.Metrics.Delivery(s.metricSource(source), metrics.OutcomeRejected, reason, time.Since(start))
+	traceReason(c, reason)
+	s.logDelivery(c, level, source, start, metrics.OutcomeRejected, status, append([]zap.Field{zap.String("reason", reason)}, fields...)...)
+	if s.config.Rejections != nil {
+		// Rate-limited per source and written in the background: a flood of
+		// refusals costs a map lookup and a mutex, not a write each.
+		s.config.Rejections.Record(source, reason, status, clientIP(c.Request(), s.config.TrustedProxies).String(),
+			c.Response().Header().Get(echo.HeaderXRequestID), c.Request().Header)
+	}
+}
+
+// metricSource is source as a metric label: "" unless it is configured, so
+// that names made up by clients cannot grow the metrics without bound.
+func (s *Server) metricSource(source string) string {
+	if _, ok := s.sources[source]; ok {
+		return source
+	}
+	return ""
+}
+
+// requestID gives every request an id, sent back in X-Request-Id and logged
+// with its delivery, so that a provider's delivery log, an ingress log and
+// ours can be joined. An id an ingress already set is kept when it looks like
+// one (at most 64 letters, digits, '-', '_' or '.'); anything else is
+// replaced, since the header comes from an unauthenticated client.
+func requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(echo.HeaderXRequestID)
+		if !plausibleRequestID(id) {
+			id = rand.Text()
+		}
+		c.Response().Header().Set(echo.HeaderXRequestID, id)
+		return next(c)
+	}
+}
+
+func plausibleRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	return strings.IndexFunc(id, func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '-' && r != '_' && r != '.'
+	}) < 0
+}
+
+// retryLater answers 503 with Retry-After: nothing of the delivery was
+// stored, and the provider should send it again.
+func (s *Server) retryLater(c echo.Context) error {
+	c.Response().Header().Set("Retry-After", strconv.Itoa(int(s.config.RetryAfter.Round(time.Second)/time.Second)))
+	return c.JSON(http.StatusServiceUnavailable, errorBody{"not stored; retry later"})
+}
+
+func reply(c echo.Context, r *provider.Reply) error {
+	if r.ContentType != "" {
+		c.Response().Header().Set(echo.HeaderContentType, r.ContentType)
+	}
+	c.Response().WriteHeader(r.Status)
+	_, err := c.Response().Write(r.Body)
+	return err
+}
+
+// inboxDelivery maps a verified delivery to the inbox's input. What of it
+// may be stored (fallback ids, failed events, unindexable keys) is the
+// inbox's decision, not the receiver's.
+func inboxDelivery(src *Source, body []byte, d *provider.Delivery, requestID string) *inbox.Delivery {
+	events := make([]inbox.IncomingEvent, len(d.Events))
+	for i, ev := range d.Events {
+		events[i] = inbox.IncomingEvent{ID: ev.ID, Type: ev.Type, Payload: ev.Payload, TwinKey: ev.TwinKey, ParseError: ev.ParseError}
+	}
+	return &inbox.Delivery{Source: src.Name, Provider: src.Provider, Body: body, Headers: d.Headers, Events: events, RequestID: requestID}
+}
+
+func (s *Server) handleReady(c echo.Context) error {
+	if s.config.Ready == nil {
+		return c.String(http.StatusOK, "ready\n")
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.config.Ready(ctx); err != nil {
+		s.logger.Warn("not ready", zap.Error(err))
+		return c.JSON(http.StatusServiceUnavailable, errorBody{"not ready"})
+	}
+	return c.String(http.StatusOK, "ready\n")
+}
+
+// errorHandler keeps Echo's own errors (unknown route, …) in our JSON shape.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	code := http.StatusInternalServerError
+	msg := "internal error"
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		code = he.Code
+		msg = http.StatusText(code)
+	} else {
+		s.logger.Error("request failed", zap.Error(err))
+	}
+	_ = c.JSON(code, errorBody{msg})
+}

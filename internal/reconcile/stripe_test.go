@@ -1,0 +1,243 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/reconcile"
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/provider"
+)
+
+const testKey = "rk_test_reconcile_key"
+
+// fakeStripe speaks GET /v1/events as Stripe documents it: bearer auth,
+// created[gte], limit, starting_after, newest first, has_more; and answers
+// 429 with Retry-After to the requests rateLimit names (by request number).
+type fakeStripe struct {
+	events    []stripeEvent // newest first
+	rateLimit map[int]bool
+
+	mu       sync.Mutex
+	requests []string
+}
+
+type stripeEvent struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Type    string `json:"type"`
+	Created int64  `json:"created"`
+	Data    struct {
+		Object map[string]any `json:"object"`
+	} `json:"data"`
+}
+
+func newEvent(id, typ string, created time.Time, objectID string) stripeEvent {
+	ev := stripeEvent{ID: id, Object: "event", Type: typ, Created: created.Unix()}
+	ev.Data.Object = map[string]any{"id": objectID, "object": "payment_intent"}
+	return ev
+}
+
+func (f *fakeStripe) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.requests = append(f.requests, r.URL.RawQuery)
+	n := len(f.requests)
+	f.mu.Unlock()
+	if r.Method != http.MethodGet || r.URL.Path != "/v1/events" {
+		http.NotFound(rw, r)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer "+testKey {
+		rw.WriteHeader(http.StatusUnauthorized)
+		_, _ = rw.Write([]byte(`{"error":{"message":"Invalid API Key provided","type":"invalid_request_error"}}`))
+		return
+	}
+	if f.rateLimit[n] {
+		rw.Header().Set("Retry-After", "2")
+		rw.WriteHeader(http.StatusTooManyRequests)
+		_, _ = rw.Write([]byte(`{"error":{"message":"Too many requests","type":"rate_limit_error"}}`))
+		return
+	}
+	q := r.URL.Query()
+	gte, err := strconv.ParseInt(q.Get("created[gte]"), 10, 64)
+	if err != nil {
+		http.Error(rw, "created[gte] is required here", http.StatusBadRequest)
+		return
+	}
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	after := q.Get("starting_after")
+	var page []stripeEvent
+	started := after == ""
+	more := false
+	for _, ev := range f.events {
+		if !started {
+			started = ev.ID == after
+			continue
+		}
+		if ev.Created < gte {
+			continue
+		}
+		if len(page) == limit {
+			more = true
+			break
+		}
+		page = append(page, ev)
+	}
+	_ = json.NewEncoder(rw).Encode(map[string]any{"object": "list", "url": "/v1/events", "has_more": more, "data": page})
+}
+
+type bundle struct {
+	db       *dbtest.DB
+	ingester *inbox.Ingester
+	parser   *provider.Stripe
+	fake     *fakeStripe
+	server   *httptest.Server
+	waits    []time.Duration
+}
+
+func setup(t *testing.T, fake *fakeStripe) *bundle {
+	t.Helper()
+	db := dbtest.New(t)
+	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
+	require.NoError(t, err)
+	parser, err := provider.NewStripe(&provider.Config{Secrets: []string{"whsec_x"}})
+	require.NoError(t, err)
+	server := httptest.NewServer(fake)
+	t.Cleanup(server.Close)
+	return &bundle{db: db, ingester: inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}), parser: parser, fake: fake, server: server}
+}
+
+func (b *bundle) fetcher(t *testing.T, pageSize int) *reconcile.Stripe {
+	t.Helper()
+	f, err := reconcile.NewStripe(&reconcile.StripeConfig{
+		APIKey: testKey, BaseURL: b.server.URL, Parser: b.parser, PageSize: pageSize, HTTPClient: b.server.Client(),
+		Sleep: func(_ context.Context, d time.Duration) error { b.waits = append(b.waits, d); return nil },
+	})
+	require.NoError(t, err)
+	return f
+}
+
+// deliver claims ev as the receiver would have from its webhook.
+func (b *bundle) deliver(t *testing.T, ev stripeEvent) {
+	t.Helper()
+	body, err := json.Marshal(ev)
+	require.NoError(t, err)
+	parsed := b.parser.ParseEvent(body)
+	_, err = b.ingester.Ingest(context.Background(), &inbox.Delivery{
+		Source: "stripe", Provider: "stripe", Body: body,
+		Events: []inbox.IncomingEvent{{ID: parsed.ID, Type: parsed.Type, Payload: parsed.Payload, TwinKey: parsed.TwinKey}},
+	})
+	require.NoError(t, err)
+}
+
+func (b *bundle) rows(t *testing.T) (ids []string, jobs int) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := b.db.Pool.Query(ctx, `SELECT event_id FROM webhook_inbox ORDER BY event_id`)
+	require.NoError(t, err)
+	ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, inbox.JobKind).Scan(&jobs))
+	return ids, jobs
+}
+
+func TestStripeReconciliation(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+
+	t.Run("InsertsExactlyTheMissingEvents", func(t *testing.T) {
+		t.Parallel()
+		fake := &fakeStripe{rateLimit: map[int]bool{2: true}}
+		// Newest first, as Stripe lists them; evt_old is outside the window.
+		for i := 9; i >= 1; i-- {
+			fake.events = append(fake.events, newEvent(fmt.Sprintf("evt_%d", i), "payment_intent.created", now.Add(-time.Duration(10-i)*time.Minute), fmt.Sprintf("pi_%d", i)))
+		}
+		fake.events = append(fake.events, newEvent("evt_old", "payment_intent.created", now.Add(-3*time.Hour), "pi_old"))
+		b := setup(t, fake)
+		// The webhooks brought 1, 4, 5 and 9; the others were missed.
+		for _, ev := range fake.events {
+			if slices.Contains([]string{"evt_1", "evt_4", "evt_5", "evt_9"}, ev.ID) {
+				b.deliver(t, ev)
+			}
+		}
+
+		res, err := reconcile.Run(context.Background(), &reconcile.Params{
+			Source: "stripe", Provider: "stripe", Fetcher: b.fetcher(t, 4), Since: now.Add(-time.Hour), Claimer: b.ingester,
+		})
+		require.NoError(t, err)
+		require.Equal(t, &reconcile.Result{Fetched: 9, New: 5, Duplicates: 4}, res)
+		ids, jobs := b.rows(t)
+		require.Equal(t, []string{"evt_1", "evt_2", "evt_3", "evt_4", "evt_5", "evt_6", "evt_7", "evt_8", "evt_9"}, ids)
+		require.Equal(t, 9, jobs, "one job per event: the missing ones got theirs from reconciliation, no event got two")
+
+		// Three pages of 4, 4 and 1; the second was rate-limited once, and
+		// the retry waited the Retry-After the 429 named.
+		require.Equal(t, []time.Duration{2 * time.Second}, b.waits)
+		require.Len(t, fake.requests, 4)
+		require.Contains(t, fake.requests[2], "starting_after=evt_6")
+		require.Equal(t, fake.requests[1], fake.requests[2], "the rate-limited page is asked again as it was")
+		require.Contains(t, fake.requests[3], "starting_after=evt_2")
+
+		// A second run finds nothing missing.
+		again, err := reconcile.Run(context.Background(), &reconcile.Params{
+			Source: "stripe", Provider: "stripe", Fetcher: b.fetcher(t, 100), Since: now.Add(-time.Hour), Claimer: b.ingester,
+		})
+		require.NoError(t, err)
+		require.Equal(t, &reconcile.Result{Fetched: 9, Duplicates: 9}, again)
+		_, jobs = b.rows(t)
+		require.Equal(t, 9, jobs)
+	})
+
+	t.Run("ReconciledRowIsKeyedLikeItsWebhook", func(t *testing.T) {
+		t.Parallel()
+		// A twin type: the listed event carries the twin key the webhook's
+		// row would, so a resend of the same intent under another id stays out.
+		fake := &fakeStripe{events: []stripeEvent{newEvent("evt_a", "payment_intent.succeeded", now, "pi_1")}}
+		b := setup(t, fake)
+		b.deliver(t, newEvent("evt_b", "payment_intent.succeeded", now, "pi_1"))
+		res, err := reconcile.Run(context.Background(), &reconcile.Params{
+			Source: "stripe", Provider: "stripe", Fetcher: b.fetcher(t, 100), Since: now.Add(-time.Hour), Claimer: b.ingester,
+		})
+		require.NoError(t, err)
+		require.Equal(t, &reconcile.Result{Fetched: 1, Twins: 1}, res)
+		ids, _ := b.rows(t)
+		require.Equal(t, []string{"evt_b"}, ids)
+	})
+
+	t.Run("WrongKeyFailsWithStripesMessage", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, &fakeStripe{})
+		f, err := reconcile.NewStripe(&reconcile.StripeConfig{APIKey: "rk_wrong", BaseURL: b.server.URL, Parser: b.parser})
+		require.NoError(t, err)
+		_, err = reconcile.Run(context.Background(), &reconcile.Params{Source: "stripe", Provider: "stripe", Fetcher: f, Since: now, Claimer: b.ingester})
+		require.ErrorContains(t, err, "answered 401: Invalid API Key provided")
+		require.NotContains(t, err.Error(), "rk_wrong")
+	})
+
+	t.Run("GivesUpAfterMaxRetries", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, &fakeStripe{rateLimit: map[int]bool{1: true, 2: true, 3: true}})
+		f, err := reconcile.NewStripe(&reconcile.StripeConfig{
+			APIKey: testKey, BaseURL: b.server.URL, Parser: b.parser, MaxRetries: 2,
+			Sleep: func(_ context.Context, d time.Duration) error { b.waits = append(b.waits, d); return nil },
+		})
+		require.NoError(t, err)
+		_, err = reconcile.Run(context.Background(), &reconcile.Params{Source: "stripe", Provider: "stripe", Fetcher: f, Since: now, Claimer: b.ingester})
+		require.ErrorContains(t, err, "answered 429")
+		require.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second}, b.waits)
+	})
+}
