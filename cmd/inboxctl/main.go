@@ -7,11 +7,11 @@
 //	inboxctl [--config F] migrate          apply hookinbox's and River's migrations
 //	inboxctl [--config F] stats [SOURCE]    count inbox rows by status
 //	inboxctl [--config F] events show SOURCE EVENT_ID [--json]
-//	inboxctl [--config F] events list [--source S] [--status S] [--type T] [--since D] [--limit N] [--json]
+//	inboxctl [--config F] events list [--source S] [--status S] [--type T] [--since D] [--until D] [--error TEXT] [--limit N] [--json]
 //	                                        look up inbox rows, with their River job's id and state
 //	inboxctl [--config F] events purge [EVENT_ID...] --source S [filters] [--yes]
 //	                                        erase chosen events' data, keeping their keys
-//	inboxctl [--config F] replay [SOURCE EVENT_ID] [filters] [--dry-run] [--rate N]
+//	inboxctl [--config F] replay [SOURCE EVENT_ID] [filters] [--dry-run] [--yes] [--rate N] [--batch N]
 //	inboxctl [--config F] replay status|cancel|resume [ID]
 //	                                        process events again, one or in bulk
 //	inboxctl [--config F] prune [--dry-run] apply each source's retention now
@@ -21,6 +21,10 @@
 //	                                        hold a source's events while its deliveries are still stored; drain them
 //	inboxctl [--config F] rejections SOURCE [--limit N] [--json]
 //	                                        the source's last refused deliveries, headers redacted
+//	inboxctl [--config F] outbox list [--status S] [--destination D] [--limit N] [--json]
+//	inboxctl [--config F] outbox replay [KEY...] [--destination D] [--all]
+//	inboxctl [--config F] outbox enable DESTINATION
+//	                                        failed outbox messages and disabled destinations
 //	inboxctl [--config F] send --source S [--id ID] [--type T] --data BODY [--url U]
 //	                                        sign a delivery as S's provider and POST it
 package main
@@ -130,9 +134,15 @@ func needCommand(cmd *cobra.Command, _ []string) error {
 
 func newRoot(path string) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "inboxctl",
-		Short:         "hookinbox's operator CLI",
-		Long:          "inboxctl migrates hookinbox's database, counts and looks up inbox events, and sends signed test deliveries.\n--config F may come before or after the command (default: $" + config.PathEnv + ").",
+		Use:   "inboxctl",
+		Short: "hookinbox's operator CLI",
+		Long: `inboxctl is hookinbox's operator CLI. It migrates the database (migrate), counts
+and looks up inbox events (stats, events list, events show), processes events again
+(replay), applies retention now (prune), erases chosen events' data (events purge),
+pauses and resumes a source (sources), shows a source's refused deliveries
+(rejections), lists and replays failed outbox messages (outbox), and sends signed
+test deliveries (send).
+--config F may come before or after the command (default: $` + config.PathEnv + `).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          args(cobra.NoArgs),
@@ -185,13 +195,14 @@ func newRoot(path string) *cobra.Command {
 			return nil
 		},
 	})
-	root.AddCommand(&cobra.Command{
+	sendCmd := &cobra.Command{
 		Use:   "send --source S [--id ID] [--type T] --data BODY [--url U]",
 		Short: "Sign a delivery as a source's provider would and POST it to the receiver",
 		Long: `send signs BODY (JSON; for twilio also form parameters) as source S's provider would,
 with S's first secret and credentials, and POSTs it to the receiver; --id and --type are
 required where the provider sends them in headers (send names the missing ones).`,
-		// send parses its own flags (see send.go).
+		// send parses its own flags (see send.go); they are added to this
+		// command's flag set only so that --help lists them.
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, a []string) error {
 			for _, arg := range a {
@@ -206,7 +217,10 @@ required where the provider sends them in headers (send names the missing ones).
 			defer env.Close()
 			return send(cmd.Context(), env.Config, a, cmd.OutOrStdout())
 		},
-	})
+	}
+	sendFlags, _ := newSendFlags()
+	sendCmd.Flags().AddGoFlagSet(sendFlags)
+	root.AddCommand(sendCmd)
 	root.AddCommand(newEventsCommand(path), newReplayCommand(path), newPruneCommand(path))
 	root.AddCommand(newSourcesCommand(path))
 	root.AddCommand(newRejectionsCommand(path))
