@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Runs README.md's "Running it" block verbatim, as a newcomer would type it,
-# against a fresh PostgreSQL cluster of its own, then checks that the event
-# the block sends was processed: `inboxctl stats` must say done 1. Run it
-# through `make readme`, which builds nothing itself (the block does) and
-# starts the private cluster.
+# Runs README.md's "Running it" section verbatim, as a newcomer would type
+# it: every sh block under that heading, in order, in one shell (the first
+# block's exports serve the later ones), against a fresh PostgreSQL cluster
+# of its own. It then checks that the event the blocks send was processed:
+# `inboxctl stats` must say done 1. Run it through `make readme`, which
+# builds nothing itself (the block does) and starts the private cluster.
+#
+# Every other command block in README.md (```sh, ```bash, ```shell or
+# ```console) must say why it is not run, on the line just before it:
+#   <!-- make readme: not run: REASON -->
+# so that no command the README shows escapes this check unnoticed.
 #
 # The block expects the PostgreSQL client defaults (PGHOST, PGPORT, PGUSER)
 # to reach the server, as on a developer's machine; this script sets them
@@ -20,12 +26,26 @@ hostport=${hostport%%/*}
 export PGHOST=${hostport%%:*} PGPORT=${hostport##*:} PGUSER=postgres
 unset DATABASE_URL HOOKINBOX_CONFIG HOOKINBOX_DATABASE_URL
 
-block=$(awk '/^## Running it/ { section = 1; next }
-	section && /^## / { exit }
+# Every command block outside "Running it" must carry the not-run marker.
+unmarked=$(awk '/^## / { running = ($0 == "## Running it") }
+	/^```/ && inblock { inblock = 0; prev = ""; next }
+	/^```(sh|bash|shell|console)$/ {
+		inblock = 1
+		if (!running && prev !~ /^<!-- make readme: not run: [^ ].* -->$/) print NR
+		next
+	}
+	!inblock && NF { prev = $0 }' README.md)
+if [[ -n $unmarked ]]; then
+	echo "readme: README.md has command blocks that are neither under '## Running it' nor marked" \
+		"'<!-- make readme: not run: REASON -->' on the line before; at lines:" $unmarked >&2
+	exit 1
+fi
+
+block=$(awk '/^## / { section = ($0 == "## Running it"); next }
 	section && /^```sh$/ { inblock = 1; next }
-	section && inblock && /^```$/ { exit }
+	inblock && /^```$/ { inblock = 0; print ""; next }
 	inblock { print }' README.md)
-if [[ -z $block ]]; then
+if [[ -z ${block//[[:space:]]/} ]]; then
 	echo "readme: no sh block under '## Running it' in README.md" >&2
 	exit 1
 fi
@@ -37,7 +57,7 @@ for port in 8080 8081; do
 		exit 1
 	fi
 done
-printf 'readme: running this block from README.md:\n%s\n\n' "$block"
+printf 'readme: running these blocks from README.md:\n%s\n' "$block"
 
 # The block runs in a session of its own, so that the daemons it leaves in
 # the background can be stopped together.
@@ -47,7 +67,7 @@ stop() { kill -TERM -- "-$leader" 2>/dev/null || true; wait 2>/dev/null || true;
 trap stop EXIT
 wait "$leader"
 
-# The block has ended; its worker may still be processing the event.
+# The blocks have ended; the worker may still be processing the event.
 for _ in $(seq 1 300); do
 	stats=$(DATABASE_URL=postgres:///hookinbox bin/inboxctl stats --config config/minimal.yaml 2>&1 || true)
 	if grep -qx 'done 1' <<<"$stats"; then
