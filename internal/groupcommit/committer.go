@@ -108,7 +108,7 @@ func New[T, R any](flush Flush[T, R], config *Config[T]) *Committer[T, R] {
 	c := *config
 	c.MaxSize = max(1, c.MaxSize)
 	c.Flushers = max(1, c.Flushers)
-	c.QueueSize = cmp.Or(c.QueueSize, QueueSizeDefault)
+	c.QueueSize = cmp.Or(max(0, c.QueueSize), QueueSizeDefault)
 	return &Committer[T, R]{
 		flush: flush, config: c,
 		// Never full: waiting bounds what it holds.

@@ -36,8 +36,8 @@ type BatcherConfig struct {
 	// never split: the one that reaches the cap joins whole, so a group may
 	// pass it by that delivery's events. Defaults to 256.
 	MaxEvents int
-	// MaxWait is how long a flusher waits for more deliveries after the
-	// first one when the queue runs dry. Defaults to 0: a lone delivery never
+	// MaxWait is how long a group waits for more deliveries after its
+	// first one, unless it fills first. Defaults to 0: a lone delivery never
 	// waits for company, and groups form on their own while the flushers are
 	// busy committing.
 	MaxWait time.Duration
