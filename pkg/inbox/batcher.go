@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -12,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/hookinbox/hookinbox/internal/groupcommit"
 )
 
 // ErrOverloaded is returned by Batcher.Ingest when its queue is full: the
@@ -35,8 +36,8 @@ type BatcherConfig struct {
 	// never split: the one that reaches the cap joins whole, so a group may
 	// pass it by that delivery's events. Defaults to 256.
 	MaxEvents int
-	// MaxWait is how long a flusher waits for more deliveries after the
-	// first one when the queue runs dry. Defaults to 0: a lone delivery never
+	// MaxWait is how long a group waits for more deliveries after its
+	// first one, unless it fills first. Defaults to 0: a lone delivery never
 	// waits for company, and groups form on their own while the flushers are
 	// busy committing.
 	MaxWait time.Duration
@@ -61,28 +62,18 @@ type BatcherConfig struct {
 // claim statement, one bulk enqueue and one commit for many deliveries. Each
 // caller is answered only after the commit that holds its events, and
 // learns exactly which of its events were new. Memory is bounded by
-// QueueSize deliveries.
+// QueueSize deliveries. It is internal/groupcommit's engine with a flush
+// that claims.
 type Batcher struct {
 	ingester *Ingester
 	config   BatcherConfig
 	// tracer is nil when tracing is off: no span, no cost.
-	tracer   trace.Tracer
-	queue    chan *pendingDelivery
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	tracer trace.Tracer
+	engine *groupcommit.Committer[[]newEvent, *IngestResult]
 }
 
-type pendingDelivery struct {
-	ctx    context.Context
-	events []newEvent         // after the key policy
-	done   chan ingestOutcome // buffered: the flusher never blocks on it
-}
-
-type ingestOutcome struct {
-	res *IngestResult
-	err error
-}
+// groupRequest is one delivery's events (after the key policy) in a group.
+type groupRequest = groupcommit.Request[[]newEvent]
 
 // NewBatcher returns a started Batcher claiming through ingester. Stop it
 // with Stop.
@@ -94,19 +85,15 @@ func NewBatcher(ingester *Ingester, config *BatcherConfig) *Batcher {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
-	b := &Batcher{
-		ingester: ingester,
-		config:   c,
-		queue:    make(chan *pendingDelivery, c.QueueSize),
-		stop:     make(chan struct{}),
-	}
+	b := &Batcher{ingester: ingester, config: c}
 	if c.TracerProvider != nil {
 		b.tracer = c.TracerProvider.Tracer(tracerName)
 	}
-	for range c.Flushers {
-		b.wg.Add(1)
-		go b.flushLoop()
-	}
+	b.engine = groupcommit.New(b.flush, &groupcommit.Config[[]newEvent]{
+		MaxSize: c.MaxEvents, Size: func(events []newEvent) int { return len(events) },
+		Linger: c.MaxWait, Flushers: c.Flushers, QueueSize: c.QueueSize,
+	})
+	b.engine.Start()
 	return b
 }
 
@@ -117,156 +104,73 @@ func NewBatcher(ingester *Ingester, config *BatcherConfig) *Batcher {
 // acknowledge (the events may or may not be committed later, which a
 // provider's retry then finds as a duplicate).
 func (b *Batcher) Ingest(ctx context.Context, delivery *Delivery) (*IngestResult, error) {
-	p := &pendingDelivery{ctx: ctx, events: delivery.events(), done: make(chan ingestOutcome, 1)}
-	select {
-	case b.queue <- p:
-	default:
+	res, err := b.engine.Do(ctx, delivery.events())
+	switch {
+	case errors.Is(err, groupcommit.ErrOverloaded):
 		return nil, ErrOverloaded
+	case errors.Is(err, groupcommit.ErrStopped):
+		return nil, errBatcherStopped
 	}
-	select {
-	case out := <-p.done:
-		return out.res, out.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return res, err
 }
 
+// errBatcherStopped answers the deliveries still queued at Stop.
+var errBatcherStopped = errors.New("inbox: batcher stopped")
+
 // Queued returns the number of deliveries waiting for a flusher.
-func (b *Batcher) Queued() int { return len(b.queue) }
+func (b *Batcher) Queued() int { return b.engine.Waiting() }
 
 // Stop lets the flushers finish the group in hand and answers every
 // delivery still queued with an error. Deliveries must no longer be
 // submitted (the HTTP server has shut down first).
-func (b *Batcher) Stop() {
-	b.stopOnce.Do(func() {
-		close(b.stop)
-		b.wg.Wait()
-		for {
-			select {
-			case p := <-b.queue:
-				p.done <- ingestOutcome{err: errors.New("inbox: batcher stopped")}
-			default:
-				return
-			}
-		}
-	})
-}
+func (b *Batcher) Stop() { b.engine.Stop() }
 
-func (b *Batcher) flushLoop() {
-	defer b.wg.Done()
-	for {
-		var first *pendingDelivery
-		select {
-		case <-b.stop:
-			return
-		case first = <-b.queue:
-		}
-		b.flush(b.collect(first))
-	}
-}
-
-// collect takes first and whatever else is queued, up to MaxEvents, waiting
-// at most MaxWait for more once the queue is empty.
-func (b *Batcher) collect(first *pendingDelivery) []*pendingDelivery {
-	group := []*pendingDelivery{first}
-	n := len(first.events)
-	var timeout <-chan time.Time
-	if b.config.MaxWait > 0 {
-		timer := time.NewTimer(b.config.MaxWait)
-		defer timer.Stop()
-		timeout = timer.C
-	}
-	for n < b.config.MaxEvents {
-		select {
-		case p := <-b.queue:
-			group = append(group, p)
-			n += len(p.events)
-			continue
-		default:
-		}
-		if timeout == nil {
-			break
-		}
-		select {
-		case p := <-b.queue:
-			group = append(group, p)
-			n += len(p.events)
-		case <-timeout:
-			return group
-		}
-	}
-	return group
-}
-
-// flush commits a group, answering each delivery. Deliveries whose context
-// already ended are answered with its error and left out. A group that
-// fails because of its data (a constraint, a value jsonb refuses) is
-// retried one delivery at a time, so that one bad event fails only its own
-// delivery; a group that fails for any other reason (the database is down,
-// the deadline passed, COMMIT failed) fails every delivery in it.
-func (b *Batcher) flush(group []*pendingDelivery) {
-	live := group[:0]
-	var deadline time.Time
-	for _, p := range group {
-		if err := p.ctx.Err(); err != nil {
-			p.done <- ingestOutcome{err: err}
-			continue
-		}
-		live = append(live, p)
-		if d, ok := p.ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
-			deadline = d
-		}
-	}
-	if len(live) == 0 {
-		return
-	}
+// flush commits a group, one result per delivery. A group that fails
+// because of its data (a constraint, a value jsonb refuses) is retried one
+// delivery at a time, so that one bad event fails only its own delivery; a
+// group that fails for any other reason (the database is down, the
+// deadline passed, COMMIT failed) fails every delivery in it. ctx has the
+// earliest of the deliveries' deadlines.
+func (b *Batcher) flush(ctx context.Context, group []groupRequest) ([]groupcommit.Result[*IngestResult], error) {
 	n := 0
-	for _, p := range live {
-		n += len(p.events)
+	for _, r := range group {
+		n += len(r.Item)
 	}
 	if b.config.ObserveGroup != nil {
 		b.config.ObserveGroup(n)
 	}
-	if len(live) == 1 {
-		ctx, span := b.startCommit(live[0].ctx, live, n)
-		res, err := b.ingester.ingest(ctx, live[0].events)
+	results := make([]groupcommit.Result[*IngestResult], len(group))
+	if len(group) == 1 {
+		ctx, span := b.startCommit(group[0].Ctx, group, n)
+		res, err := b.ingester.ingest(ctx, group[0].Item)
 		endSpan(span, err)
-		live[0].done <- ingestOutcome{res: res, err: err}
-		return
+		results[0] = groupcommit.Result[*IngestResult]{Value: res, Err: err}
+		return results, nil
 	}
 
-	// The group's transaction must end before the earliest caller gives up.
-	ctx := context.Background()
-	if !deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
+	ctx, span := b.startCommit(ctx, group, n)
+	events := make([][]newEvent, len(group))
+	for i, r := range group {
+		events[i] = r.Item
 	}
-	ctx, span := b.startCommit(ctx, live, n)
-	events := make([][]newEvent, len(live))
-	for i, p := range live {
-		events[i] = p.events
-	}
-	results, err := b.ingester.ingestGroup(ctx, events)
+	claimed, err := b.ingester.ingestGroup(ctx, events)
 	endSpan(span, err)
 	if err == nil {
-		for i, p := range live {
-			p.done <- ingestOutcome{res: results[i]}
+		for i, res := range claimed {
+			results[i].Value = res
 		}
-		return
+		return results, nil
 	}
 	if !isDataError(err) {
-		b.config.Logger.Warn("group commit failed; every delivery in it is refused", zap.Int("deliveries", len(live)), zap.Error(err))
-		for _, p := range live {
-			p.done <- ingestOutcome{err: err}
-		}
-		return
+		b.config.Logger.Warn("group commit failed; every delivery in it is refused", zap.Int("deliveries", len(group)), zap.Error(err))
+		return nil, err
 	}
-	b.config.Logger.Info("group commit refused by its data; retrying its deliveries one by one", zap.Int("deliveries", len(live)), zap.Error(err))
-	for _, p := range live {
-		res, err := b.ingester.ingest(p.ctx, p.events)
-		p.done <- ingestOutcome{res: res, err: err}
+	b.config.Logger.Info("group commit refused by its data; retrying its deliveries one by one", zap.Int("deliveries", len(group)), zap.Error(err))
+	for i, r := range group {
+		res, err := b.ingester.ingest(r.Ctx, r.Item)
+		results[i] = groupcommit.Result[*IngestResult]{Value: res, Err: err}
 	}
+	return results, nil
 }
 
 // tracerName names the tracer of the inbox's spans.
@@ -279,7 +183,7 @@ const commitSpan = "hookinbox.commit"
 // returns a nil span when tracing is off. A lone delivery's is the child of
 // its span; a group belongs to none of its deliveries, so its span is
 // linked to each of theirs instead.
-func (b *Batcher) startCommit(ctx context.Context, live []*pendingDelivery, n int) (context.Context, trace.Span) {
+func (b *Batcher) startCommit(ctx context.Context, live []groupRequest, n int) (context.Context, trace.Span) {
 	if b.tracer == nil {
 		return ctx, nil
 	}
@@ -288,7 +192,7 @@ func (b *Batcher) startCommit(ctx context.Context, live []*pendingDelivery, n in
 	if len(live) > 1 {
 		links := make([]trace.Link, 0, len(live))
 		for _, p := range live {
-			if sc := trace.SpanContextFromContext(p.ctx); sc.IsValid() {
+			if sc := trace.SpanContextFromContext(p.Ctx); sc.IsValid() {
 				links = append(links, trace.Link{SpanContext: sc})
 			}
 		}

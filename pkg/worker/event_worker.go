@@ -69,7 +69,7 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 	w.alignAttempts(ctx, job.JobRow)
 	var out jobOutcome
 	if w.group != nil && !w.ownTransaction(job.Args.Source, job.Args.EventType) {
-		out = w.group.do(ctx, job)
+		out = w.inGroup(ctx, job)
 		if out.alone {
 			out = jobOutcome{err: w.process(ctx, job)}
 		}

@@ -1,4 +1,4 @@
 package worker
 
 // QueuedForGroup returns how many jobs wait for a group transaction.
-func (w *Worker) QueuedForGroup() int { return int(w.group.waiting.Load()) }
+func (w *Worker) QueuedForGroup() int { return w.group.Waiting() }

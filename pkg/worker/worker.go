@@ -310,7 +310,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	}
 	if c.GroupMaxEvents > 1 {
 		flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-RiverConnsDefault))
-		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, GroupLingerDefault)
+		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, GroupLingerDefault, c.Queues)
 	}
 	river.AddWorker(workers, ew)
 	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor,
@@ -426,7 +426,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 	}
 	if w.group != nil {
-		w.group.start()
+		w.group.Start()
 	}
 	if err := w.client.Start(ctx); err != nil {
 		return err
@@ -454,7 +454,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	if w.group != nil {
 		// No Work runs any more: every queued job was answered.
-		w.group.shutdown()
+		w.group.Stop()
 	}
 	w.pauses.shutdown()
 	return w.registration.stopAndDelete(ctx)

@@ -1,0 +1,371 @@
+package groupcommit
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrOverloaded is Do's error when Config.QueueSize requests wait already:
+// the flushes are not keeping up.
+var ErrOverloaded = errors.New("groupcommit: queue is full")
+
+// ErrStopped is Do's error once Stop has been called, and the answer of
+// every request still waiting for a flusher when it was.
+var ErrStopped = errors.New("groupcommit: stopped")
+
+// QueueSizeDefault is Config.QueueSize's default.
+const QueueSizeDefault = 1024
+
+// Request is one caller's item in a batch.
+type Request[T any] struct {
+	// Ctx is the caller's context, for its values (a trace span) and for
+	// work done on the caller's behalf alone. A request whose Ctx ended
+	// before its batch was flushed is answered with its error and left out.
+	Ctx  context.Context
+	Item T
+}
+
+// Result is one request's answer: what its Do returns.
+type Result[R any] struct {
+	Value R
+	Err   error
+}
+
+// Flush handles a batch, typically in one transaction, and returns one
+// result per request, in the batch's order; or an error, which answers
+// every request of the batch. ctx is the batch's: it has the earliest
+// deadline of the requests' contexts, so that the batch ends before any
+// of its callers gives up, and with Config.WaitForAnswer it also ends as
+// soon as any of their contexts does. A Flush must not keep batch.
+type Flush[T, R any] func(ctx context.Context, batch []Request[T]) ([]Result[R], error)
+
+// Config configures a Committer.
+type Config[T any] struct {
+	// MaxSize caps a batch's size, as Size measures it. A request is never
+	// split: the one that reaches the cap joins whole, so a batch may pass
+	// it by that request's size. Defaults to 1: a batch per request.
+	MaxSize int
+	// Size measures an item for MaxSize, at least 1. Defaults to 1 an item.
+	Size func(T) int
+	// Linger is how long a batch waits after its first request for more
+	// before an idle flusher takes it. Defaults to 0: a lone request never
+	// waits for company, and batches form while the flushers are busy.
+	Linger time.Duration
+	// Flushers is the number of batches flushed at once. Defaults to 1.
+	Flushers int
+	// QueueSize bounds the requests waiting for a flusher (queued, or
+	// gathered into the next batch); past it Do returns ErrOverloaded.
+	// Defaults to QueueSizeDefault.
+	QueueSize int
+	// WaitForAnswer makes Do wait for its request's answer even after its
+	// context ended; so that the answer comes soon, a batch's context ends
+	// as soon as any of its requests' does. Defaults to false: Do returns
+	// its context's error as soon as the context ends, and the batch goes
+	// on without that caller, whose leaving must not fail the others.
+	WaitForAnswer bool
+}
+
+// Committer runs requests in batches, each through one call of its Flush,
+// and answers each caller with its own result. Memory is bounded by
+// QueueSize waiting requests and the batches in flight.
+type Committer[T, R any] struct {
+	flush   Flush[T, R]
+	config  Config[T]
+	queue   chan *pending[T, R]
+	batches chan []*pending[T, R]
+	// waiting counts the requests queued or in the collector's next batch.
+	waiting atomic.Int64
+	// busy counts the flushers handed a batch and not done with it.
+	busy atomic.Int64
+	// mu is held shared while Do queues, exclusively while Stop sets
+	// stopped: no request is queued after Stop's drain.
+	mu      sync.RWMutex
+	stopped bool
+	stop    chan struct{}
+	// leftover is the collector's batch in hand when it stopped.
+	leftover  []*pending[T, R]
+	wg        sync.WaitGroup
+	startOnce sync.Once
+	stopOnce  sync.Once
+}
+
+// pending is a request waiting for its answer.
+type pending[T, R any] struct {
+	ctx  context.Context
+	item T
+	size int
+	done chan Result[R] // buffered: a flusher never blocks on it
+}
+
+// New returns a Committer that flushes its batches with flush. It runs
+// once Start is called; stop it with Stop.
+func New[T, R any](flush Flush[T, R], config *Config[T]) *Committer[T, R] {
+	c := *config
+	c.MaxSize = max(1, c.MaxSize)
+	c.Flushers = max(1, c.Flushers)
+	c.QueueSize = cmp.Or(max(0, c.QueueSize), QueueSizeDefault)
+	return &Committer[T, R]{
+		flush: flush, config: c,
+		// Never full: waiting bounds what it holds.
+		queue:   make(chan *pending[T, R], c.QueueSize),
+		batches: make(chan []*pending[T, R]),
+		stop:    make(chan struct{}),
+	}
+}
+
+// Start starts the collector and the flushers. Calls after the first do
+// nothing.
+func (c *Committer[T, R]) Start() {
+	c.startOnce.Do(func() {
+		c.wg.Add(1 + c.config.Flushers)
+		go c.collect()
+		for range c.config.Flushers {
+			go c.flushLoop()
+		}
+	})
+}
+
+// Stop lets the flushers finish the batches in hand and answers every
+// request still waiting with ErrStopped; Do returns ErrStopped from then
+// on. Calls after the first do nothing.
+func (c *Committer[T, R]) Stop() {
+	c.stopOnce.Do(func() {
+		c.mu.Lock()
+		c.stopped = true
+		c.mu.Unlock()
+		close(c.stop)
+		c.wg.Wait()
+		for _, p := range c.leftover {
+			c.answerStopped(p)
+		}
+		for {
+			select {
+			case p := <-c.queue:
+				c.answerStopped(p)
+			default:
+				return
+			}
+		}
+	})
+}
+
+func (c *Committer[T, R]) answerStopped(p *pending[T, R]) {
+	c.waiting.Add(-1)
+	p.done <- Result[R]{Err: ErrStopped}
+}
+
+// Waiting returns the number of requests waiting for a flusher.
+func (c *Committer[T, R]) Waiting() int { return int(c.waiting.Load()) }
+
+// Do queues item for the next batch and waits for its answer. It returns
+// ErrOverloaded at once when QueueSize requests wait already, ErrStopped
+// once Stop was called, and ctx's error when ctx has ended, or ends while
+// the request waits (unless Config.WaitForAnswer). A request whose Do
+// returned early may still be flushed, or may not.
+func (c *Committer[T, R]) Do(ctx context.Context, item T) (R, error) {
+	var zero R
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	size := 1
+	if c.config.Size != nil {
+		size = max(1, c.config.Size(item))
+	}
+	p := &pending[T, R]{ctx: ctx, item: item, size: size, done: make(chan Result[R], 1)}
+	if err := c.enqueue(p); err != nil {
+		return zero, err
+	}
+	if c.config.WaitForAnswer {
+		r := <-p.done
+		return r.Value, r.Err
+	}
+	select {
+	case r := <-p.done:
+		return r.Value, r.Err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+func (c *Committer[T, R]) enqueue(p *pending[T, R]) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.stopped {
+		return ErrStopped
+	}
+	if c.waiting.Add(1) > int64(c.config.QueueSize) {
+		c.waiting.Add(-1)
+		return ErrOverloaded
+	}
+	c.queue <- p
+	return nil
+}
+
+// collect gathers queued requests into a batch and hands it to the idle
+// flushers. The batch is ready when it is full, or once Linger has passed
+// since its first request; until a flusher is free it keeps gathering, up
+// to MaxSize. A ready batch is shared out evenly among the idle flushers:
+// a flush may work its requests one after the other (the worker's groups
+// do), and one flusher taking everything would leave the others idle.
+func (c *Committer[T, R]) collect() {
+	defer c.wg.Done()
+	var (
+		batch  []*pending[T, R]
+		size   int
+		ripe   bool
+		timer  = time.NewTimer(time.Hour)
+		expiry <-chan time.Time
+	)
+	timer.Stop()
+	defer timer.Stop()
+	add := func(p *pending[T, R]) {
+		if len(batch) == 0 {
+			if c.config.Linger > 0 {
+				timer.Reset(c.config.Linger)
+				expiry = timer.C
+			} else {
+				ripe = true
+			}
+		}
+		batch = append(batch, p)
+		size += p.size
+	}
+	for {
+		// Take what is queued already, so that a batch handed over is as
+		// full as the queue allows.
+	drain:
+		for size < c.config.MaxSize {
+			select {
+			case p := <-c.queue:
+				add(p)
+			default:
+				break drain
+			}
+		}
+		var in <-chan *pending[T, R]
+		if size < c.config.MaxSize {
+			in = c.queue
+		}
+		var out chan<- []*pending[T, R]
+		var send []*pending[T, R]
+		sendSize := 0
+		if len(batch) > 0 && (ripe || size >= c.config.MaxSize) {
+			out = c.batches
+			send, sendSize = c.share(batch, size)
+		}
+		select {
+		case <-c.stop:
+			c.leftover = batch
+			return
+		case p := <-in:
+			add(p)
+		case <-expiry:
+			ripe, expiry = true, nil
+		case out <- send:
+			c.busy.Add(1)
+			size -= sendSize
+			// The rest is ready: the next idle flusher takes it.
+			batch = append([]*pending[T, R](nil), batch[len(send):]...)
+			ripe = len(batch) > 0
+			if !ripe {
+				expiry = nil
+				timer.Stop()
+			}
+		}
+	}
+}
+
+// share returns the head of batch (of the given size) that one idle
+// flusher takes, its even share and at least one request, and its size.
+// The head belongs to the flusher once sent: the collector no longer reads
+// it.
+func (c *Committer[T, R]) share(batch []*pending[T, R], size int) (head []*pending[T, R], headSize int) {
+	idle := max(1, c.config.Flushers-int(c.busy.Load()))
+	target := (size + idle - 1) / idle
+	n := 0
+	for n < len(batch) && (n == 0 || headSize < target) {
+		headSize += batch[n].size
+		n++
+	}
+	return batch[:n:n], headSize
+}
+
+func (c *Committer[T, R]) flushLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case batch := <-c.batches:
+			c.waiting.Add(-int64(len(batch)))
+			c.flushBatch(batch)
+			c.busy.Add(-1)
+		}
+	}
+}
+
+// flushBatch flushes the requests of batch whose context has not ended
+// and answers every request.
+func (c *Committer[T, R]) flushBatch(batch []*pending[T, R]) {
+	live := make([]*pending[T, R], 0, len(batch))
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.done <- Result[R]{Err: err}
+			continue
+		}
+		live = append(live, p)
+	}
+	if len(live) == 0 {
+		return
+	}
+	requests := make([]Request[T], len(live))
+	for i, p := range live {
+		requests[i] = Request[T]{Ctx: p.ctx, Item: p.item}
+	}
+	ctx, cancel := c.batchContext(live)
+	results, err := c.flush(ctx, requests)
+	cancel()
+	if err == nil && len(results) != len(live) {
+		err = fmt.Errorf("groupcommit: flush returned %d results for %d requests", len(results), len(live))
+	}
+	for i, p := range live {
+		if err != nil {
+			p.done <- Result[R]{Err: err}
+		} else {
+			p.done <- results[i]
+		}
+	}
+}
+
+// batchContext returns the context of a batch of live: it has the earliest
+// of their deadlines and, with WaitForAnswer, is cancelled when any of
+// their contexts is.
+func (c *Committer[T, R]) batchContext(live []*pending[T, R]) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var deadline time.Time
+	var stops []func() bool
+	for _, p := range live {
+		if c.config.WaitForAnswer {
+			stops = append(stops, context.AfterFunc(p.ctx, cancel))
+		}
+		if d, ok := p.ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+	}
+	cancelDeadline := context.CancelFunc(func() {})
+	if !deadline.IsZero() {
+		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancelDeadline()
+		cancel()
+	}
+}
