@@ -26,9 +26,6 @@ type procConfig struct {
 	// DatabaseURL, when set, replaces the benchmark database (set in the
 	// process's environment, never written to the config).
 	DatabaseURL string
-	// Pooler and QueryMode are database.pooler and database.query_mode
-	// (see querymode.go).
-	Pooler, QueryMode string
 }
 
 // writeConfig writes c as a hookinbox YAML config into dir and returns its
@@ -73,12 +70,6 @@ func (c procConfig) databaseSection() string {
 	var keys []string
 	if c.MaxConns > 0 {
 		keys = append(keys, fmt.Sprintf("max_conns: %d", c.MaxConns))
-	}
-	if c.Pooler != "" {
-		keys = append(keys, "pooler: "+c.Pooler)
-	}
-	if c.QueryMode != "" {
-		keys = append(keys, "query_mode: "+c.QueryMode)
 	}
 	if len(keys) == 0 {
 		return ""
