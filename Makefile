@@ -38,7 +38,7 @@ demo: ## run the demo against PostgreSQL (private unless DATABASE_URL is set)
 readme: ## run README's "Running it" block as written, in a throwaway PostgreSQL cluster
 	env -u DATABASE_URL scripts/with-postgres.sh scripts/readme-run.sh
 
-bench: ## measure throughput and latency on this machine, print one table (BENCHFLAGS=--quick for a smoke run)
+bench: ## measure throughput and latency on this machine with hookbench (the bench/ module), print one table (BENCHFLAGS=--quick for a smoke run)
 	scripts/with-postgres.sh scripts/bench.sh $(BENCHFLAGS)
 
 faults: ## the fault suite at full size (internal/faults): one row per scenario, non-zero if a guarantee broke; then every fuzz target for FAULTS_FUZZTIME
@@ -55,11 +55,12 @@ fuzz: ## run every Fuzz* target for FUZZTIME (default 30s) each; no database nee
 	done; \
 	[ -n "$$found" ] || echo "no fuzz targets found"
 
-lint: ## the tree check (nothing built or over 1 MiB in git), gofmt, go vet, golangci-lint (.golangci.yaml)
+lint: ## the tree check (nothing built or over 1 MiB in git), gofmt, go vet, golangci-lint (.golangci.yaml); go vet and build of the bench/ module
 	scripts/check-tree.sh
 	@out=$$($(GOFMT) -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
+	cd bench && $(GO) vet ./... && $(GO) build -o /dev/null ./...
 
 migrate: ## apply the database migrations (inboxctl migrate, configured by the environment)
 	$(GO) run ./cmd/inboxctl migrate

@@ -13,7 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${DATABASE_URL:?set DATABASE_URL to a PostgreSQL server this script may create a database on}"
-go build -o bin/ ./cmd/receiver ./cmd/inboxctl ./cmd/hookattack
+: "${GO:=go}"
+"$GO" build -o bin/ ./cmd/receiver ./cmd/inboxctl
+(cd bench && "$GO" build -o ../bin/hookbench .)
 receiver=${1:-bin/receiver}
 attacks=${ATTACKS:-slow-body big-body big-header idle flood}
 legit_count=${LEGIT_COUNT:-150}
@@ -21,7 +23,7 @@ port=${PORT:-18080}
 ulimit -n "$(ulimit -Hn)" # the attacks open up to 10,000 connections
 
 work=$(mktemp -d)
-db=hookattack_$(date +%s)
+db=hookbench_attack_$(date +%s)
 base=${DATABASE_URL%%\?*}
 query=${DATABASE_URL#"$base"}
 [ "$query" = "$DATABASE_URL" ] && query=
@@ -49,7 +51,7 @@ attack() {
 		sleep 0.1
 	done
 	echo "== $name"
-	bin/hookattack --addr "127.0.0.1:$port" --pid "$pid" --attack "$name" --legit-count "$legit_count" "$@" || true
+	bin/hookbench attack --addr "127.0.0.1:$port" --pid "$pid" --attack "$name" --legit-count "$legit_count" "$@" || true
 	echo "receiver log $(($(stat -c %s "$work/$name.log") / 1024)) KiB, $(wc -l <"$work/$name.log") lines"
 	kill "$pid"
 	wait "$pid" || true

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/faults"
 	"github.com/hookinbox/hookinbox/internal/retention"
+	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -169,7 +170,7 @@ func TestOperatorSteps(t *testing.T) {
 
 	// Point 5: retention with the worker's clock two days ahead keeps the
 	// rows inside retention by the database's clock.
-	young, old := loadAged(t, store, "archive", 29*24*time.Hour, 20), loadAged(t, store, "archive", 31*24*time.Hour, 10)
+	young, old := loadAged(t, db.Pool, store, "archive", 29*24*time.Hour, 20), loadAged(t, db.Pool, store, "archive", 31*24*time.Hour, 10)
 	pruner := retention.NewPruner(store, &retention.Config{
 		Policies: []retention.Policy{{Source: "archive", Retention: 30 * 24 * time.Hour}},
 		Now:      func() time.Time { return time.Now().Add(48 * time.Hour) },
@@ -200,16 +201,16 @@ func withWorkerKeys(t *testing.T, config string, keys ...string) string {
 
 // loadAged loads n done rows of source received age ago by the database's
 // clock, and returns n.
-func loadAged(t *testing.T, store *inbox.Store, source string, age time.Duration, n int) int {
+func loadAged(t *testing.T, pool *pgxpool.Pool, store *inbox.Store, source string, age time.Duration, n int) int {
 	t.Helper()
 	ctx := context.Background()
 	now, err := store.Now(ctx)
 	require.NoError(t, err)
-	first, err := store.ReserveIDs(ctx, n)
+	first, err := bulkload.ReserveIDs(ctx, pool, n)
 	require.NoError(t, err)
 	at := now.Add(-age)
-	require.NoError(t, store.BulkLoad(ctx, n, func(i int) (*inbox.LoadRow, error) {
-		return &inbox.LoadRow{
+	require.NoError(t, bulkload.Load(ctx, pool, n, func(i int) (*bulkload.Row, error) {
+		return &bulkload.Row{
 			ID: first + int64(i), Status: inbox.StatusDone, ReceivedAt: at, ProcessedAt: at,
 			Delivery: &inbox.Delivery{
 				Source: source, Provider: "standardwebhooks", Body: []byte(`{}`),

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hookinbox/hookinbox/internal/replay"
+	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -78,11 +79,11 @@ func (b *testBundle) start(t *testing.T) {
 func (b *testBundle) load(t *testing.T, n int, status inbox.Status, eventType string) int64 {
 	t.Helper()
 	ctx := context.Background()
-	first, err := b.store.ReserveIDs(ctx, n)
+	first, err := bulkload.ReserveIDs(ctx, b.db.Pool, n)
 	require.NoError(t, err)
 	received := time.Now().Add(-time.Hour)
-	require.NoError(t, b.store.BulkLoad(ctx, n, func(i int) (*inbox.LoadRow, error) {
-		return &inbox.LoadRow{
+	require.NoError(t, bulkload.Load(ctx, b.db.Pool, n, func(i int) (*bulkload.Row, error) {
+		return &bulkload.Row{
 			ID: first + int64(i), Status: status, Attempts: 1, ReceivedAt: received, ProcessedAt: received,
 			Delivery: &inbox.Delivery{
 				Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),

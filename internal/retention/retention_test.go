@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hookinbox/hookinbox/internal/retention"
+	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -43,11 +44,11 @@ func (b *testBundle) load(t *testing.T, source, prefix string, n int, status inb
 func (b *testBundle) loadTB(t testing.TB, source, prefix string, n int, status inbox.Status, age time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	first, err := b.store.ReserveIDs(ctx, n)
+	first, err := bulkload.ReserveIDs(ctx, b.db.Pool, n)
 	require.NoError(t, err)
 	at := b.now.Add(-age)
-	require.NoError(t, b.store.BulkLoad(ctx, n, func(i int) (*inbox.LoadRow, error) {
-		return &inbox.LoadRow{
+	require.NoError(t, bulkload.Load(ctx, b.db.Pool, n, func(i int) (*bulkload.Row, error) {
+		return &bulkload.Row{
 			ID: first + int64(i), Status: status, ReceivedAt: at, ProcessedAt: at,
 			Delivery: &inbox.Delivery{
 				Source: source, Provider: "standardwebhooks", Body: []byte(`{"email":"a@example.com"}`),

@@ -38,10 +38,11 @@ type DBTX interface {
 const planned = pgx.QueryExecModeCacheDescribe
 
 // Store runs the statements on webhook_inbox: every read and write of the
-// table goes through it (this file holds the ones the receiver, the workers
-// and the CLI run; bulk.go those of benchmarks and demos). A method that may
-// join a caller's transaction takes a DBTX (or a pgx.Tx, where it must run
-// in one); the others run on the store's pool.
+// product goes through it (the benchmark, bench/, keeps its own measuring
+// statements, and internal/testkit/bulkload loads rows for tests and the
+// benchmark). A method that may join a caller's transaction takes a DBTX
+// (or a pgx.Tx, where it must run in one); the others run on the store's
+// pool.
 type Store struct {
 	pool *pgxpool.Pool
 }
@@ -618,18 +619,6 @@ WHERE ($1 = '' OR source = $1) AND ($2 = '' OR starts_with(event_id, $2))`,
 		return nil, fmt.Errorf("inbox: count: %w", err)
 	}
 	return &c, nil
-}
-
-// AnyPending reports whether any row is pending. It stops at the first
-// live entry of the pending rows' partial index, so it stays cheap to poll
-// while a large backlog drains; a count(*) would visit every pending row
-// (and, mid-drain, every dead index entry) on each poll.
-func (s *Store) AnyPending(ctx context.Context) (bool, error) {
-	var found bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE status = 'pending')`).Scan(&found); err != nil {
-		return false, fmt.Errorf("inbox: any pending: %w", err)
-	}
-	return found, nil
 }
 
 // Failure is a failed row as ListFailed returns it.

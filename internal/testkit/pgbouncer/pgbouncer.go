@@ -1,6 +1,6 @@
 // Package pgbouncer prepares Debian's PgBouncer, in transaction pooling
-// mode in front of one PostgreSQL server, for the tests (internal/testkit/dbtest) and
-// the benchmark (cmd/hookbench) that run hookinbox through it.
+// mode in front of one PostgreSQL server, for the tests
+// (internal/testkit/dbtest) that run hookinbox through it.
 //
 // The listening socket is opened here and handed to pgbouncer as systemd's
 // socket activation does (LISTEN_FDS), so no other process can take the

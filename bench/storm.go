@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The replay storm (issue 11): a provider resends a backlog at full speed,
@@ -91,20 +91,17 @@ func (b *bench) storm(ctx context.Context, workers int, rate float64) (*StormRes
 	// The storm resends deliveries of two kinds, alternating: one of the
 	// events preloaded as done (a duplicate), then one the inbox never got.
 	dupPrefix, newPrefix, normalPrefix := fmt.Sprintf("msg_s%dd", workers), fmt.Sprintf("msg_s%dn", workers), fmt.Sprintf("msg_s%dt", workers)
-	if err := copyDoneWithPrefix(ctx, b.store, dupPrefix, (n+1)/2); err != nil {
+	if err := copyDoneWithPrefix(ctx, b.pool, dupPrefix, (n+1)/2); err != nil {
 		return nil, err
 	}
-	if err := b.store.Vacuum(ctx); err != nil {
+	if err := settle(ctx, b.pool, "webhook_inbox"); err != nil {
 		return nil, err
 	}
-	if err := settle(ctx, b.pool); err != nil {
-		return nil, err
-	}
-	before, err := b.tally(ctx)
+	before, err := tally(ctx, b.pool)
 	if err != nil {
 		return nil, err
 	}
-	recv, url, err := b.startReceiver(ctx, fmt.Sprintf("receiver-storm%d", workers), procConfig{}, "")
+	recv, url, err := b.startReceiver(ctx, fmt.Sprintf("receiver-storm%d", workers), procConfig{})
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +109,7 @@ func (b *bench) storm(ctx context.Context, workers int, rate float64) (*StormRes
 	procs := []*Proc{recv}
 	var ws []*Proc
 	for i := range workers {
-		w, readyURL, err := b.startWorker(fmt.Sprintf("worker-storm%d-%d", workers, i+1), "worker", "noop", "")
+		w, readyURL, err := b.startWorker(fmt.Sprintf("worker-storm%d-%d", workers, i+1), "worker", "noop")
 		if err != nil {
 			return nil, err
 		}
@@ -161,7 +158,7 @@ func (b *bench) storm(ctx context.Context, workers int, rate float64) (*StormRes
 	if err != nil {
 		return r, err
 	}
-	stormAges, err := b.store.AgesWithPrefix(ctx, newPrefix)
+	stormAges, err := agesWithPrefix(ctx, b.pool, newPrefix)
 	if err != nil {
 		return r, err
 	}
@@ -178,14 +175,14 @@ func (b *bench) storm(ctx context.Context, workers int, rate float64) (*StormRes
 	if _, err := b.waitPrefixDrained(ctx, normalPrefix, ws, b.opts.DrainDeadline); err != nil {
 		return r, err
 	}
-	normalAges, err := b.store.AgesWithPrefix(ctx, normalPrefix)
+	normalAges, err := agesWithPrefix(ctx, b.pool, normalPrefix)
 	if err != nil {
 		return r, err
 	}
 	r.NormalDone = normalAges.Done
 	r.NormalAgeP50Ms, r.NormalAgeP99Ms, r.NormalAgeMaxMs = ms(normalAges.P50), ms(normalAges.P99), ms(normalAges.Max)
 
-	after, err := b.tally(ctx)
+	after, err := tally(ctx, b.pool)
 	if err != nil {
 		return r, err
 	}
@@ -200,15 +197,15 @@ func (b *bench) storm(ctx context.Context, workers int, rate float64) (*StormRes
 // waitPrefixDrained polls until no row of prefix is pending (true), or
 // until deadline passes (false). It fails when a worker exits.
 func (b *bench) waitPrefixDrained(ctx context.Context, prefix string, workers []*Proc, deadline time.Duration) (bool, error) {
-	pending := func(ctx context.Context) (bool, error) { return b.store.AnyPendingWithPrefix(ctx, prefix) }
+	pending := func(ctx context.Context) (bool, error) { return anyPending(ctx, b.pool, prefix) }
 	return waitNonePending(ctx, pending, workers, deadline, 100*time.Millisecond)
 }
 
 // copyDoneWithPrefix bulk-loads n processed events named prefix_<seq>, as
 // the storm's deliveries with Seq seq name them, received an hour ago.
-func copyDoneWithPrefix(ctx context.Context, store *inbox.Store, prefix string, n int) error {
+func copyDoneWithPrefix(ctx context.Context, pool *pgxpool.Pool, prefix string, n int) error {
 	received := time.Now().Add(-time.Hour)
-	return copyDone(ctx, store, n, "the storm's duplicates",
+	return copyDone(ctx, pool, n, "the storm's duplicates",
 		func(seq int64) string { return fmt.Sprintf("%s_%09d", prefix, seq) },
 		func(int64) time.Time { return received })
 }

@@ -33,13 +33,11 @@ type Report struct {
 	Storms        []*StormResult     `json:"storm,omitempty"`
 	PeakRSS       map[string]float64 `json:"g_peak_rss_mb"`
 	Scale         *ScaleResult       `json:"scale,omitempty"`
-	QueryModes    []*QueryModeResult `json:"q_query_modes,omitempty"`
 	HTTPTotals    HTTPTotals         `json:"http_totals"`
 
-	Ratios   map[string]float64 `json:"ratios"`
-	Targets  []Target           `json:"targets"`
-	Profiles []string           `json:"cpu_profiles,omitempty"`
-	Errors   []string           `json:"errors,omitempty"`
+	Ratios  map[string]float64 `json:"ratios"`
+	Targets []Target           `json:"targets"`
+	Errors  []string           `json:"errors,omitempty"`
 }
 
 func newReport(o *options) *Report {
@@ -57,7 +55,7 @@ func newReport(o *options) *Report {
 			"warmup": o.Warmup.String(), "window": o.Window.String(), "clients": o.Clients,
 			"ceiling_conc": o.CeilingConc, "per_request_conns": o.PerRequestConns, "drain_events": o.DrainEvents,
 			"river_jobs": o.RiverJobs, "steady_window": o.SteadyWindow.String(), "steady_fraction": o.SteadyFraction, "steady_inflight": o.SteadyInflight,
-			"scale_rows": o.ScaleRows, "worker_concurrency": o.WorkerConcurrency, "ack_timeout": ackTimeout.String(),
+			"scale_rows": o.ScaleRows, "ack_timeout": ackTimeout.String(),
 			"rounds": o.Rounds, "drain_deadline": o.DrainDeadline.String(), "max_requests": o.MaxRequests,
 			"storm_deliveries": o.StormDeliveries, "storm_fraction": o.StormFraction, "storm_deadline": o.StormDeadline.String(),
 		},
@@ -237,9 +235,6 @@ func (b *bench) finish() error {
 		return fmt.Errorf("write results: %w", err)
 	}
 	fmt.Printf("\nresults: %s\n", strings.Join(paths, ", "))
-	if len(r.Profiles) > 0 {
-		fmt.Printf("CPU profiles: %s (go tool pprof -top %s)\n", strings.Join(r.Profiles, ", "), r.Profiles[0])
-	}
 	if len(r.Errors) > 0 {
 		return fmt.Errorf("%d phase(s) failed", len(r.Errors))
 	}

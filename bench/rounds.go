@@ -82,9 +82,6 @@ func (b *bench) phaseABC(ctx context.Context) error {
 		if !b.opts.Phases[rv.phase] {
 			continue
 		}
-		if rv.phase == "c" && b.opts.CPUProfile != "" {
-			rv.profile = b.profilePath("receiver-c.pprof")
-		}
 		if err := b.startUnderTest(ctx, rv); err != nil {
 			return err
 		}
@@ -105,9 +102,6 @@ func (b *bench) phaseABC(ctx context.Context) error {
 			continue
 		}
 		b.collectRun(rv)
-		if rv.profile != "" {
-			b.report.Profiles = append(b.report.Profiles, rv.profile)
-		}
 	}
 	return nil
 }
@@ -115,18 +109,17 @@ func (b *bench) phaseABC(ctx context.Context) error {
 // receiverUnderTest is a receiver of phase (b) or (c) and its two
 // measurements.
 type receiverUnderTest struct {
-	phase   string
-	pc      procConfig
-	profile string
-	out     **ReceiverRun
-	proc    *Proc
-	ms      [2]*measurement
+	phase string
+	pc    procConfig
+	out   **ReceiverRun
+	proc  *Proc
+	ms    [2]*measurement
 }
 
 // startUnderTest starts rv's receiver and prepares its two measurements, at
 // one client and at many. The caller stops rv.proc.
 func (b *bench) startUnderTest(ctx context.Context, rv *receiverUnderTest) error {
-	p, url, err := b.startReceiver(ctx, "receiver-"+rv.phase, rv.pc, rv.profile)
+	p, url, err := b.startReceiver(ctx, "receiver-"+rv.phase, rv.pc)
 	if err != nil {
 		return err
 	}

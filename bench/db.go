@@ -86,10 +86,7 @@ func newIngester(pool *pgxpool.Pool) (*inbox.Ingester, error) {
 // out the last phase's pages does not land in the next measurement. No
 // process may be using the tables.
 func (b *bench) resetTables(ctx context.Context) error {
-	if err := b.store.Truncate(ctx); err != nil {
-		return fmt.Errorf("reset tables: %w", err)
-	}
-	if _, err := b.pool.Exec(ctx, `TRUNCATE river_job, ledger_entries, ledger_accounts`); err != nil {
+	if err := truncateTables(ctx, b.pool); err != nil {
 		return fmt.Errorf("reset tables: %w", err)
 	}
 	return settle(ctx, b.pool)
@@ -97,35 +94,13 @@ func (b *bench) resetTables(ctx context.Context) error {
 
 // settle runs VACUUM ANALYZE on the tables a preload filled and a
 // CHECKPOINT, so that neither autovacuum nor a checkpoint of the preload
-// lands in the next measurement. The inbox's table is vacuumed by its
-// store (inbox.Store.Vacuum), before settle.
+// lands in the next measurement.
 func settle(ctx context.Context, pool *pgxpool.Pool, tables ...string) error {
-	for _, t := range tables {
-		if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) "+t); err != nil {
-			return fmt.Errorf("vacuum %s: %w", t, err)
-		}
+	if err := vacuum(ctx, pool, tables...); err != nil {
+		return err
 	}
 	// CHECKPOINT needs superuser or pg_checkpoint; without it, a checkpoint
 	// may land in the next measurement, which is noise rather than an error.
 	_, _ = pool.Exec(ctx, "CHECKPOINT")
 	return nil
-}
-
-// Tally counts inbox rows and their River jobs (of inbox.JobKind: a
-// worker's periodic reaper jobs are not counted).
-type Tally struct {
-	Rows, Jobs int64
-}
-
-func (b *bench) tally(ctx context.Context) (Tally, error) {
-	var t Tally
-	c, err := b.store.Count(ctx, nil)
-	if err != nil {
-		return t, fmt.Errorf("count rows: %w", err)
-	}
-	t.Rows = c.Pending + c.Done + c.Failed
-	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, inbox.JobKind).Scan(&t.Jobs); err != nil {
-		return t, fmt.Errorf("count jobs: %w", err)
-	}
-	return t, nil
 }

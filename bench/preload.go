@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -21,8 +22,8 @@ import (
 // are real; only the path is faster than n deliveries. The deposits credit
 // as many accounts
 // as accounts says (benchAccounts when 0).
-func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store, prefix string, n, accounts int) error {
-	base, err := store.ReserveIDs(ctx, n)
+func preloadPending(ctx context.Context, pool *pgxpool.Pool, prefix string, n, accounts int) error {
+	base, err := bulkload.ReserveIDs(ctx, pool, n)
 	if err != nil {
 		return err
 	}
@@ -46,13 +47,13 @@ func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store,
 	}
 	now := time.Now()
 	return inParallel(n, n, func(lo, hi int) error {
-		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
+		err := bulkload.Load(ctx, pool, hi-lo, func(i int) (*bulkload.Row, error) {
 			seq := int64(lo + i)
 			d, err := newDelivery(eventID(seq), seq, accounts, now)
 			if err != nil {
 				return nil, err
 			}
-			return &inbox.LoadRow{ID: base + seq, Delivery: d, Status: inbox.StatusPending, ReceivedAt: now}, nil
+			return &bulkload.Row{ID: base + seq, Delivery: d, Status: inbox.StatusPending, ReceivedAt: now}, nil
 		})
 		if err != nil {
 			return fmt.Errorf("load pending rows: %w", err)
@@ -65,10 +66,10 @@ func preloadPending(ctx context.Context, pool *pgxpool.Pool, store *inbox.Store,
 // the receiver and a worker leave them (status done, payload, raw body,
 // audit headers, processed 40 ms after arrival), received evenly over the
 // last 30 days, as a retention window fills.
-func copyDoneRows(ctx context.Context, store *inbox.Store, n int) error {
+func copyDoneRows(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	const window = 30 * 24 * time.Hour
 	oldest := time.Now().Add(-window)
-	return copyDone(ctx, store, n, "processed rows",
+	return copyDone(ctx, pool, n, "processed rows",
 		func(seq int64) string { return fmt.Sprintf("msg_hist_%010d", seq) },
 		func(seq int64) time.Time { return oldest.Add(time.Duration(seq) * (window / time.Duration(n))) })
 }
@@ -76,22 +77,22 @@ func copyDoneRows(ctx context.Context, store *inbox.Store, n int) error {
 // copyDone bulk-loads n processed events, two streams at once: event seq
 // is named name(seq), received at received(seq) and processed 40 ms later.
 // what names the rows in an error.
-func copyDone(ctx context.Context, store *inbox.Store, n int, what string,
+func copyDone(ctx context.Context, pool *pgxpool.Pool, n int, what string,
 	name func(seq int64) string, received func(seq int64) time.Time,
 ) error {
-	base, err := store.ReserveIDs(ctx, n)
+	base, err := bulkload.ReserveIDs(ctx, pool, n)
 	if err != nil {
 		return err
 	}
 	return inParallel(n, n, func(lo, hi int) error {
-		err := store.BulkLoad(ctx, hi-lo, func(i int) (*inbox.LoadRow, error) {
+		err := bulkload.Load(ctx, pool, hi-lo, func(i int) (*bulkload.Row, error) {
 			seq := int64(lo + i)
 			at := received(seq)
 			d, err := newDelivery(name(seq), seq, 0, at)
 			if err != nil {
 				return nil, err
 			}
-			return &inbox.LoadRow{
+			return &bulkload.Row{
 				ID: base + seq, Delivery: d, Status: inbox.StatusDone, Attempts: 1,
 				ReceivedAt: at, ProcessedAt: at.Add(40 * time.Millisecond),
 			}, nil

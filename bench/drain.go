@@ -1,22 +1,21 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // waitDrained polls until no row is pending, and reports true, or until
 // the deadline passes, and reports false. It fails when a worker exits.
-func waitDrained(ctx context.Context, store *inbox.Store, workers []*Proc, deadline time.Duration) (bool, error) {
-	return waitNonePending(ctx, store.AnyPending, workers, deadline, 250*time.Millisecond)
+func waitDrained(ctx context.Context, pool *pgxpool.Pool, workers []*Proc, deadline time.Duration) (bool, error) {
+	pending := func(ctx context.Context) (bool, error) { return anyPending(ctx, pool, "") }
+	return waitNonePending(ctx, pending, workers, deadline, 250*time.Millisecond)
 }
 
 // waitNonePending calls pending every poll until it reports none (true),
@@ -81,44 +80,6 @@ func (d drainRun) name() string {
 	return n
 }
 
-// parseDrain reads a drain's name back: noop1, ledger2-c1000-m20,
-// ledger1-g1-a5 (handler and worker count, then -c concurrency, -m
-// max_conns, -g group_max_events, -a accounts).
-func parseDrain(name string) (drainRun, error) {
-	parts := strings.Split(name, "-")
-	head := strings.TrimRight(parts[0], "0123456789")
-	d := drainRun{handler: head, binary: "worker"}
-	if head == "ledger" {
-		d.binary = "ledger"
-	}
-	var err error
-	if d.workers, err = strconv.Atoi(parts[0][len(head):]); err != nil || (head != "noop" && head != "ledger") {
-		return d, fmt.Errorf("drain %q: want noop<N> or ledger<N> first", name)
-	}
-	for _, p := range parts[1:] {
-		if p == "" {
-			return d, fmt.Errorf("drain %q: empty part", name)
-		}
-		v, err := strconv.Atoi(p[1:])
-		if err != nil || v <= 0 {
-			return d, fmt.Errorf("drain %q: %q is not a letter and a positive number", name, p)
-		}
-		switch p[0] {
-		case 'c':
-			d.concurrency = v
-		case 'm':
-			d.maxConns = v
-		case 'g':
-			d.groupMax = v
-		case 'a':
-			d.accounts = v
-		default:
-			return d, fmt.Errorf("drain %q: unknown part %q (c, m, g, a)", name, p)
-		}
-	}
-	return d, nil
-}
-
 // phaseDrain measures (e): River's own no-op burn-down, as River performs
 // best here and with the worker's settings, then drains of preloaded events
 // by 1 and 2 noop workers, one noop worker with concurrency 1000 and 20
@@ -136,9 +97,6 @@ func (b *bench) phaseDrain(ctx context.Context) error {
 		{"best: 1,000 workers, 2 ms cooldown", riverSettings{1000, 2 * time.Millisecond, 20 * time.Millisecond}, &b.report.River},
 		{"worker's settings", riverSettings{worker.ConcurrencyDefault, worker.FetchCooldownDefault, worker.FetchPollIntervalDefault}, &b.report.RiverAsWorker},
 	} {
-		if b.opts.Drains != nil && !b.opts.River {
-			break
-		}
 		river, err := runRiverCeiling(ctx, b, b.opts.RiverJobs, rc.rs)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("River ceiling (%s): %w", rc.label, err))
@@ -166,9 +124,6 @@ func (b *bench) phaseDrain(ctx context.Context) error {
 		{binary: "ledger", handler: "ledger", workers: 1}, {binary: "ledger", handler: "ledger", workers: 2},
 		with(stormGroup, "ledger", 0),
 		{binary: "ledger", handler: "ledger", workers: 1, accounts: hotAccounts}, with(stormGroup, "ledger", hotAccounts),
-	}
-	if b.opts.Drains != nil {
-		drains = b.opts.Drains
 	}
 	for _, d := range drains {
 		r, err := b.drain(ctx, d)
@@ -199,14 +154,11 @@ func (b *bench) drain(ctx context.Context, d drainRun) (*DrainResult, error) {
 	}
 	r := &DrainResult{Handler: handler, Workers: workers, Events: n, Concurrency: d.concurrency, MaxConns: d.maxConns, GroupMaxEvents: d.groupMax, Accounts: d.accounts}
 	t0 := time.Now()
-	if err := preloadPending(ctx, b.pool, b.store, "msg_drain_"+d.name(), n, d.accounts); err != nil {
+	if err := preloadPending(ctx, b.pool, "msg_drain_"+d.name(), n, d.accounts); err != nil {
 		return nil, err
 	}
 	r.PreloadSecs = time.Since(t0).Seconds()
-	if err := b.store.Vacuum(ctx); err != nil {
-		return nil, err
-	}
-	if err := settle(ctx, b.pool, "river_job"); err != nil {
+	if err := settle(ctx, b.pool, "webhook_inbox", "river_job"); err != nil {
 		return nil, err
 	}
 	var start time.Time
@@ -221,19 +173,14 @@ func (b *bench) drain(ctx context.Context, d drainRun) (*DrainResult, error) {
 		}
 	}()
 	for i := range workers {
-		profile := ""
-		if b.opts.CPUProfile != "" && handler == "noop" && workers == 1 {
-			profile = b.profilePath("worker-" + d.name() + ".pprof")
-			b.report.Profiles = append(b.report.Profiles, profile)
-		}
-		pc := procConfig{Handler: handler, Concurrency: cmp.Or(d.concurrency, b.opts.WorkerConcurrency), MaxConns: d.maxConns, GroupMaxEvents: d.groupMax}
-		p, _, err := b.startWorkerWith(fmt.Sprintf("%s-%s-%d", binary, d.name(), i+1), binary, profile, pc)
+		pc := procConfig{Handler: handler, Concurrency: d.concurrency, MaxConns: d.maxConns, GroupMaxEvents: d.groupMax}
+		p, _, err := b.startWorkerWith(fmt.Sprintf("%s-%s-%d", binary, d.name(), i+1), binary, pc)
 		if err != nil {
 			return nil, err
 		}
 		procs = append(procs, p)
 	}
-	drained, err := waitDrained(ctx, b.store, procs, b.opts.DrainDeadline)
+	drained, err := waitDrained(ctx, b.pool, procs, b.opts.DrainDeadline)
 	cpu1 := takeCPU(b.postmaster, procs...)
 	c, qerr := b.store.Count(ctx, nil)
 	if qerr != nil {
@@ -241,7 +188,7 @@ func (b *bench) drain(ctx context.Context, d drainRun) (*DrainResult, error) {
 	}
 	r.Done, r.Failed = c.Done, c.Failed
 	// The drain ended with the last row processed (or now, if none was).
-	end, qerr := b.store.LastProcessedAt(ctx)
+	end, qerr := lastProcessedAt(ctx, b.pool)
 	if qerr == nil && end.IsZero() {
 		qerr = b.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&end)
 	}

@@ -21,7 +21,6 @@ func (b *bench) runPhases(ctx context.Context) {
 		{"f", "(f) steady open-loop load with a worker", b.phaseSteady},
 		{"storm", "storm: a replay storm with normal traffic, drained by 1 and 2 workers", b.phaseStorm},
 		{"scale", "scale: (c) again with processed rows in the inbox", b.phaseScale},
-		{"q", "(q) query modes, direct and through PgBouncer", b.phaseQueryModes},
 	}
 	for _, p := range phases {
 		selected := b.opts.Phases[p.name]
@@ -92,7 +91,7 @@ func rateText(rate float64) string {
 // storm of one event from every client, then a half-duplicate mix, and
 // checks that neither added a row or a job beyond the new events.
 func (b *bench) phaseDuplicates(ctx context.Context) error {
-	p, url, err := b.startReceiver(ctx, "receiver-d", procConfig{}, "")
+	p, url, err := b.startReceiver(ctx, "receiver-d", procConfig{})
 	if err != nil {
 		return err
 	}
@@ -108,7 +107,7 @@ func (b *bench) phaseDuplicates(ctx context.Context) error {
 	if seeded.New != seeds+1 {
 		return fmt.Errorf("seeding: %d of %d events were new (%v, first error %q)", seeded.New, seeds+1, seeded.Status, seeded.FirstError)
 	}
-	before, err := b.tally(ctx)
+	before, err := tally(ctx, b.pool)
 	if err != nil {
 		return err
 	}
@@ -128,7 +127,7 @@ func (b *bench) phaseDuplicates(ctx context.Context) error {
 		return Delivery{EventID: fmt.Sprintf("msg_dseed_%06d", i), Seq: i, Dup: true}
 	}
 	d.Mix, mixRes = b.load(ctx, b.closedLoop(url, b.opts.Clients, mix), p)
-	after, err := b.tally(ctx)
+	after, err := tally(ctx, b.pool)
 	if err != nil {
 		return err
 	}
@@ -174,12 +173,12 @@ func (b *bench) phaseSteady(ctx context.Context) error {
 	s.Rate = rate
 	progress("   maximum %.0f/s from %s; steady load %.0f/s", s.Max, s.Basis, rate)
 	b.report.Steady = s
-	recv, url, err := b.startReceiver(ctx, "receiver-f", procConfig{}, "")
+	recv, url, err := b.startReceiver(ctx, "receiver-f", procConfig{})
 	if err != nil {
 		return err
 	}
 	defer b.release(recv)
-	w, readyURL, err := b.startWorker("worker-f", "worker", "noop", "")
+	w, readyURL, err := b.startWorker("worker-f", "worker", "noop")
 	if err != nil {
 		return err
 	}
@@ -198,13 +197,13 @@ func (b *bench) phaseSteady(ctx context.Context) error {
 	s.Ack, res = b.load(ctx, spec, recv, w)
 	// The worker may trail the load: wait for it, bounded.
 	loadEnd := time.Now()
-	drained, err := waitDrained(ctx, b.store, []*Proc{w}, b.opts.DrainDeadline)
+	drained, err := waitDrained(ctx, b.pool, []*Proc{w}, b.opts.DrainDeadline)
 	if err != nil {
 		return err
 	}
 	s.DrainAfterLoadSecs = time.Since(loadEnd).Seconds()
 	s.Drained = drained
-	ages, err := b.store.DoneAges(ctx, measureFrom)
+	ages, err := doneAges(ctx, b.pool, measureFrom)
 	if err != nil {
 		return fmt.Errorf("event age: %w", err)
 	}
@@ -227,19 +226,16 @@ func (b *bench) phaseScale(ctx context.Context) error {
 	s := &ScaleResult{Rows: b.opts.ScaleRows}
 	b.report.Scale = s
 	t0 := time.Now()
-	if err := copyDoneRows(ctx, b.store, b.opts.ScaleRows); err != nil {
+	if err := copyDoneRows(ctx, b.pool, b.opts.ScaleRows); err != nil {
 		return err
 	}
 	s.CopySecs = time.Since(t0).Seconds()
 	t1 := time.Now()
-	if err := b.store.Vacuum(ctx); err != nil {
-		return err
-	}
-	if err := settle(ctx, b.pool); err != nil {
+	if err := settle(ctx, b.pool, "webhook_inbox"); err != nil {
 		return err
 	}
 	s.SettleSecs = time.Since(t1).Seconds()
-	size, err := b.store.TableBytes(ctx)
+	size, err := inboxBytes(ctx, b.pool)
 	if err != nil {
 		return err
 	}

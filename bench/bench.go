@@ -36,33 +36,28 @@ type bench struct {
 	// pool is hookbench's own small pool on the benchmark database, for
 	// counting, preloading and resetting between phases.
 	pool *pgxpool.Pool
-	// store runs every statement on the inbox's table, on pool.
+	// store counts the inbox's rows by status, on pool.
 	store *inbox.Store
 	// dir holds the processes' configs and logs.
 	dir string
 	// postmaster is the local server's pid, 0 when not local; its CPU time
 	// is reported per phase.
 	postmaster int
-	// self is hookbench's own executable, for the profiled twins.
-	self   string
-	live   map[*Proc]bool
-	report *Report
-	failed bool
+	live       map[*Proc]bool
+	report     *Report
+	failed     bool
 }
 
 // newBench creates and migrates the benchmark database.
 func newBench(ctx context.Context, opts *options, adminURL string) (*bench, error) {
 	b := &bench{opts: opts, adminURL: adminURL, live: map[*Proc]bool{}}
 	b.report = newReport(opts)
-	var err error
-	if b.self, err = os.Executable(); err != nil {
-		return nil, err
-	}
 	for _, name := range []string{"receiver", "worker", "ledger"} {
 		if _, err := os.Stat(filepath.Join(opts.Bin, name)); err != nil {
 			return nil, fmt.Errorf("%s/%s is missing (build it first, or run `make bench`): %w", opts.Bin, name, err)
 		}
 	}
+	var err error
 	if b.dir, err = os.MkdirTemp("", "hookbench-"); err != nil {
 		return nil, err
 	}
@@ -130,10 +125,9 @@ func (b *bench) close() {
 }
 
 // startReceiver starts a receiver with pc (addresses filled in) and waits
-// until it is ready. With profile set, it runs hookbench's profiled twin of
-// cmd/receiver, writing a CPU profile there.
-func (b *bench) startReceiver(ctx context.Context, name string, pc procConfig, profile string) (*Proc, string, error) {
-	p, pc, err := b.launch(name, "receiver", "receiver", pc, profile)
+// until it is ready.
+func (b *bench) startReceiver(ctx context.Context, name string, pc procConfig) (*Proc, string, error) {
+	p, pc, err := b.launch(name, "receiver", pc)
 	if err != nil {
 		return nil, "", err
 	}
@@ -146,23 +140,20 @@ func (b *bench) startReceiver(ctx context.Context, name string, pc procConfig, p
 
 // startWorker starts a worker binary ("worker" or "ledger") routing every
 // event to handler, without waiting for it: a drain's clock includes the
-// start-up. With profile set, it runs hookbench's profiled twin of
-// cmd/worker instead of binary.
-func (b *bench) startWorker(name, binary, handler, profile string) (p *Proc, readyURL string, err error) {
-	return b.startWorkerWith(name, binary, profile, procConfig{Handler: handler, Concurrency: b.opts.WorkerConcurrency})
+// start-up.
+func (b *bench) startWorker(name, binary, handler string) (p *Proc, readyURL string, err error) {
+	return b.startWorkerWith(name, binary, procConfig{Handler: handler})
 }
 
 // startWorkerWith is startWorker with the worker's settings in pc.
-func (b *bench) startWorkerWith(name, binary, profile string, pc procConfig) (p *Proc, readyURL string, err error) {
-	p, pc, err = b.launch(name, binary, "worker", pc, profile)
+func (b *bench) startWorkerWith(name, binary string, pc procConfig) (p *Proc, readyURL string, err error) {
+	p, pc, err = b.launch(name, binary, pc)
 	return p, "http://" + pc.WorkerAddr + "/readyz", err
 }
 
 // launch starts binary from --bin with pc, its listen addresses filled in
-// and returned, on pc's database (the benchmark's by default). With profile
-// set it runs hookbench's own twin subcommand (receiver or worker) instead,
-// writing a CPU profile there.
-func (b *bench) launch(name, binary, twin string, pc procConfig, profile string) (*Proc, procConfig, error) {
+// and returned, on pc's database (the benchmark's by default).
+func (b *bench) launch(name, binary string, pc procConfig) (*Proc, procConfig, error) {
 	var err error
 	if pc.ReceiverAddr, err = freeAddr(); err != nil {
 		return nil, pc, err
@@ -175,9 +166,6 @@ func (b *bench) launch(name, binary, twin string, pc procConfig, profile string)
 		return nil, pc, err
 	}
 	path, args := filepath.Join(b.opts.Bin, binary), []string{"--config", cfg}
-	if profile != "" {
-		path, args = b.self, []string{twin, "--cpuprofile", profile, "--config", cfg}
-	}
 	p, err := b.startOn(cmp.Or(pc.DatabaseURL, b.dbURL), name, path, args)
 	return p, pc, err
 }
@@ -205,9 +193,6 @@ func (b *bench) stop(p *Proc) error {
 // release stops p where a stop error has nowhere to go: on a path that
 // already returns an error, or after a phase whose figures are taken.
 func (b *bench) release(p *Proc) { _ = b.stop(p) }
-
-// profilePath names a CPU profile in the --cpuprofile folder.
-func (b *bench) profilePath(name string) string { return filepath.Join(b.opts.CPUProfile, name) }
 
 func mb(bytes int64) float64 { return float64(bytes) / (1 << 20) }
 

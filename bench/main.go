@@ -1,6 +1,8 @@
 // Command hookbench is what `make bench` runs: it measures hookinbox on this
 // machine, in one run, against ceilings measured in the same run, and
-// prints one table.
+// prints the table README.md quotes. It is a module of its own
+// (github.com/hookinbox/hookinbox/bench), so that neither it nor its SQL
+// helpers are part of the product.
 //
 // It creates a fresh database on the server DATABASE_URL names (dropped at
 // the end), migrates it, and measures: (a) the per-event durable ceiling,
@@ -10,17 +12,16 @@
 // duplicate storm and a 50 % duplicate mix; (e) worker drain of preloaded
 // events against River's own no-op burn-down; (f) ack latency and event age
 // under a steady open-loop load at half of (c); (g) the processes' peak RSS;
-// and (c) again with two million processed rows in the inbox; (q) the cost
-// of database.query_mode, and of PgBouncer in transaction pooling mode, on
-// the receiver's ingest and a worker's drain. The receiver and the workers
-// run as the real binaries, as subprocesses.
+// a replay storm; and (c) again with two million processed rows in the
+// inbox. The receiver and the workers run as the real binaries, as
+// subprocesses.
 //
-//	hookbench --bin bin [--quick] [--cpuprofile DIR]
+//	hookbench --bin bin [--quick]
+//	hookbench attack --addr 127.0.0.1:8080 --pid PID --attack slow-body --conns 1100
 //
 // The same table is written as JSON to bench/results/latest.json and a
-// timestamped copy. `hookbench receiver|worker [--cpuprofile F] --config C`
-// runs the receiver or the worker exactly as cmd/receiver and cmd/worker
-// do, with a CPU profile; --cpuprofile uses them for (c) and a noop drain.
+// timestamped copy. The attack verb runs one of internal/testkit/hostile's
+// attacks against a running receiver (see attack.go and scripts/attack.sh).
 package main
 
 import (
@@ -40,13 +41,9 @@ import (
 // options are hookbench's flags. Every loop they size is bounded in count
 // and in time.
 type options struct {
-	Bin, Results, CPUProfile string
-	Quick, KeepDB            bool
-	Phases                   map[string]bool
-	// Drains, when not nil, replaces the drains of (e) (see parseDrain);
-	// River's burn-downs run only with River.
-	Drains                 []drainRun
-	River                  bool
+	Bin, Results           string
+	Quick, KeepDB          bool
+	Phases                 map[string]bool
 	Warmup, Window         time.Duration
 	Rounds                 int
 	Clients                int
@@ -59,7 +56,6 @@ type options struct {
 	SteadyFraction         float64
 	SteadyInflight         int
 	ScaleRows              int
-	WorkerConcurrency      int
 	// The replay storm's sizes (storm.go).
 	StormDeliveries int
 	StormFraction   float64
@@ -67,14 +63,13 @@ type options struct {
 }
 
 // allPhases lists the phases in the order they run.
-var allPhases = []string{"a", "b", "c", "d", "e", "f", "storm", "scale", "q"}
+var allPhases = []string{"a", "b", "c", "d", "e", "f", "storm", "scale"}
 
 func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("hookbench", flag.ContinueOnError)
 	fs.StringVar(&o.Bin, "bin", "bin", "folder holding the receiver, worker and ledger binaries")
 	fs.StringVar(&o.Results, "results", "bench/results", "folder the JSON results are written to")
-	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "folder to write CPU profiles of the receiver during (c) and of a noop worker during (e) to")
 	fs.BoolVar(&o.Quick, "quick", false, "a smoke run of about a minute: short windows, small counts")
 	fs.BoolVar(&o.KeepDB, "keep-db", false, "keep the benchmark database instead of dropping it")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, from "+strings.Join(allPhases, ","))
@@ -92,8 +87,6 @@ func parseOptions(args []string) (*options, error) {
 	fs.Float64Var(&o.SteadyFraction, "steady-fraction", 0.5, "(f): the steady rate as a fraction of the pipeline's maximum, 1/(1/(c) + 1/(e) noop drain), or of (c) without (e)")
 	fs.IntVar(&o.SteadyInflight, "steady-inflight", 2048, "(f): most requests in flight at once; above the receiver's max_in_flight and batch_queue (1024 each), so that an overload meets its back-pressure (503) rather than waiting in hookbench")
 	fs.IntVar(&o.ScaleRows, "scale-rows", 2_000_000, "scale: processed rows preloaded before (c) is measured again")
-	drains := fs.String("drains", "", "(e): run these drains instead, comma-separated: noop<workers> or ledger<workers>, then -c<concurrency>, -m<max_conns>, -g<group_max_events>, -a<ledger accounts> (e.g. noop1,ledger2-a5); \"river\" adds River's burn-downs")
-	fs.IntVar(&o.WorkerConcurrency, "worker-concurrency", 0, "(e), (f): worker.concurrency (0: the product's default)")
 	stormFlags(fs, o)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -107,20 +100,6 @@ func parseOptions(args []string) (*options, error) {
 			return nil, fmt.Errorf("--phases: unknown phase %q (from %s)", p, strings.Join(allPhases, ","))
 		}
 		o.Phases[p] = true
-	}
-	if *drains != "" {
-		o.Drains = []drainRun{}
-		for name := range strings.SplitSeq(*drains, ",") {
-			if name = strings.TrimSpace(name); name == "river" {
-				o.River = true
-				continue
-			}
-			d, err := parseDrain(name)
-			if err != nil {
-				return nil, fmt.Errorf("--drains: %w", err)
-			}
-			o.Drains = append(o.Drains, d)
-		}
 	}
 	for c := range strings.SplitSeq(*ceiling, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
@@ -139,11 +118,6 @@ func parseOptions(args []string) (*options, error) {
 	}
 	if o.StormDeliveries < 2 || o.StormFraction <= 0 || o.StormDeadline <= 0 {
 		return nil, errors.New("--storm-deliveries must be at least 2, --storm-fraction and --storm-deadline positive")
-	}
-	if o.CPUProfile != "" {
-		if err := os.MkdirAll(o.CPUProfile, 0o755); err != nil {
-			return nil, fmt.Errorf("--cpuprofile: %w", err)
-		}
 	}
 	return o, nil
 }
@@ -171,8 +145,8 @@ func (o *options) quick(set map[string]bool) {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	var err error
-	if len(os.Args) > 1 && (os.Args[1] == "receiver" || os.Args[1] == "worker") {
-		err = runProfiled(ctx, os.Args[1], os.Args[2:])
+	if len(os.Args) > 1 && os.Args[1] == "attack" {
+		err = runAttack(ctx, os.Args[2:])
 	} else {
 		err = run(ctx, os.Args[1:])
 	}

@@ -91,7 +91,6 @@ func (r *Report) print(w io.Writer) {
 		r.printRun(t, "scale: (c), empty inbox (interleaved reference)", s.Empty)
 		r.printRun(t, fmt.Sprintf("scale: (c), %s rows in inbox", thousands(float64(s.Rows))), s.Full)
 	}
-	r.printQueryModes(t)
 	t.flush()
 
 	fmt.Fprintln(w)

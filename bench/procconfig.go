@@ -26,9 +26,6 @@ type procConfig struct {
 	// DatabaseURL, when set, replaces the benchmark database (set in the
 	// process's environment, never written to the config).
 	DatabaseURL string
-	// Pooler and QueryMode are database.pooler and database.query_mode
-	// (see querymode.go).
-	Pooler, QueryMode string
 }
 
 // writeConfig writes c as a hookinbox YAML config into dir and returns its
@@ -37,7 +34,9 @@ type procConfig struct {
 func writeConfig(dir, name string, c procConfig) (string, error) {
 	var b strings.Builder
 	b.WriteString("log: {level: info, format: json}\n")
-	b.WriteString(c.databaseSection())
+	if c.MaxConns > 0 {
+		fmt.Fprintf(&b, "database: {max_conns: %d}\n", c.MaxConns)
+	}
 	// No load balancer to wait for: the receiver stops at once on SIGTERM.
 	fmt.Fprintf(&b, "receiver:\n  listen: %q\n  shutdown_delay: 0s\n", c.ReceiverAddr)
 	if c.BatchMaxEvents > 0 {
@@ -65,23 +64,4 @@ func writeConfig(dir, name string, c procConfig) (string, error) {
 		return "", err
 	}
 	return path, nil
-}
-
-// databaseSection is the config's database section: the keys c sets, or
-// nothing.
-func (c procConfig) databaseSection() string {
-	var keys []string
-	if c.MaxConns > 0 {
-		keys = append(keys, fmt.Sprintf("max_conns: %d", c.MaxConns))
-	}
-	if c.Pooler != "" {
-		keys = append(keys, "pooler: "+c.Pooler)
-	}
-	if c.QueryMode != "" {
-		keys = append(keys, "query_mode: "+c.QueryMode)
-	}
-	if len(keys) == 0 {
-		return ""
-	}
-	return "database: {" + strings.Join(keys, ", ") + "}\n"
 }

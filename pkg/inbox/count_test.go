@@ -2,13 +2,13 @@ package inbox_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -21,18 +21,18 @@ func TestStoreBulkLoad(t *testing.T) {
 	received := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 	const n = 10
-	base, err := store.ReserveIDs(ctx, n)
+	base, err := bulkload.ReserveIDs(ctx, db.Pool, n)
 	require.NoError(t, err)
-	err = store.BulkLoad(ctx, n, func(i int) (*inbox.LoadRow, error) {
+	err = bulkload.Load(ctx, db.Pool, n, func(i int) (*bulkload.Row, error) {
 		d := delivery(event(fmt.Sprintf("run1_%02d", i)))
-		row := &inbox.LoadRow{ID: base + int64(i), Delivery: d, ReceivedAt: received}
+		row := &bulkload.Row{ID: base + int64(i), Delivery: d, ReceivedAt: received}
 		switch {
 		case i < 4: // done 10 ms to 40 ms after arrival
 			row.Status, row.Attempts = inbox.StatusDone, 1
 			row.ProcessedAt = received.Add(time.Duration(i+1) * 10 * time.Millisecond)
-		case i == 4: // the key policy fails it, whatever the status says
-			d.Events[0].ParseError = errors.New("not JSON")
-			row.Status = inbox.StatusDone
+		case i == 4: // failed on arrival, as the key policy leaves an unparseable delivery
+			d.Events[0].Payload = nil
+			row.Status, row.LastError = inbox.StatusFailed, "unparseable delivery: not JSON"
 		}
 		return row, nil
 	})
@@ -60,49 +60,17 @@ func TestStoreBulkLoad(t *testing.T) {
 	none, err := store.Count(ctx, &inbox.Filter{Source: "other"})
 	require.NoError(t, err)
 	require.Equal(t, inbox.Counts{}, *none)
-	pending, err := store.AnyPending(ctx)
-	require.NoError(t, err)
-	require.True(t, pending)
-	pending, err = store.AnyPendingWithPrefix(ctx, "run1_")
-	require.NoError(t, err)
-	require.True(t, pending)
-	pending, err = store.AnyPendingWithPrefix(ctx, "run2_")
-	require.NoError(t, err)
-	require.False(t, pending)
-
 	failed, err := store.ListFailed(ctx, &inbox.Filter{EventIDPrefix: "run1_"})
 	require.NoError(t, err)
 	require.Equal(t, []inbox.Failure{{EventID: "run1_04", LastError: "unparseable delivery: not JSON"}}, failed)
-
-	last, err := store.LastProcessedAt(ctx)
-	require.NoError(t, err)
-	require.True(t, received.Add(40*time.Millisecond).Equal(last))
-	ages, err := store.DoneAges(ctx, received)
-	require.NoError(t, err)
-	require.Equal(t, inbox.Ages{Done: 4, P50: 20 * time.Millisecond, P99: 40 * time.Millisecond, Max: 40 * time.Millisecond}, *ages)
-	later, err := store.DoneAges(ctx, received.Add(time.Second))
-	require.NoError(t, err)
-	require.Equal(t, inbox.Ages{Done: 4}, *later, "no done row was received since")
-
-	require.NoError(t, store.Vacuum(ctx))
-	size, err := store.TableBytes(ctx)
-	require.NoError(t, err)
-	require.Positive(t, size)
-	require.NoError(t, store.Truncate(ctx))
-	all, err = store.Count(ctx, nil)
-	require.NoError(t, err)
-	require.Equal(t, inbox.Counts{}, *all)
-	last, err = store.LastProcessedAt(ctx)
-	require.NoError(t, err)
-	require.True(t, last.IsZero())
 }
 
 func TestStoreBulkLoadRefusesABatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := inbox.NewStore(dbtest.New(t).Pool)
-	err := store.BulkLoad(ctx, 1, func(int) (*inbox.LoadRow, error) {
-		return &inbox.LoadRow{ID: 1, Delivery: delivery(event("a"), event("b")), ReceivedAt: time.Now()}, nil
+	db := dbtest.New(t)
+	err := bulkload.Load(ctx, db.Pool, 1, func(int) (*bulkload.Row, error) {
+		return &bulkload.Row{ID: 1, Delivery: delivery(event("a"), event("b")), ReceivedAt: time.Now()}, nil
 	})
 	require.ErrorContains(t, err, "row 0 has 2 events, not 1")
 }
