@@ -46,9 +46,9 @@ const (
 
 var adyenAuth = []BasicAuth{{Username: adyenUser, Password: adyenPassword}}
 
-func newTestAdyen(t testing.TB, keys ...string) *Adyen {
+func newTestAdyen(t testing.TB, keys ...string) *adyenVerifier {
 	t.Helper()
-	adyen, err := NewAdyen(&Config{Secrets: keys, BasicAuth: adyenAuth, Now: pinnedConfig(testNow).Now})
+	adyen, err := newAdyenVerifier(&Config{Secrets: keys, BasicAuth: adyenAuth, Now: pinnedConfig(testNow).Now})
 	require.NoError(t, err)
 	return adyen
 }
@@ -349,7 +349,7 @@ func TestAdyen(t *testing.T) {
 
 	t.Run("EitherBasicAuthPairVerifiesDuringRotation", func(t *testing.T) {
 		t.Parallel()
-		adyen, err := NewAdyen(&Config{Secrets: []string{adyenVectorKey}, BasicAuth: []BasicAuth{{"old_user", "old_password"}, {adyenUser, adyenPassword}}})
+		adyen, err := newAdyenVerifier(&Config{Secrets: []string{adyenVectorKey}, BasicAuth: []BasicAuth{{"old_user", "old_password"}, {adyenUser, adyenPassword}}})
 		require.NoError(t, err)
 		body := adyenBody(adyenVectorItem)
 		for _, pair := range [][2]string{{"old_user", "old_password"}, {adyenUser, adyenPassword}} {

@@ -67,7 +67,7 @@
 // init, register both:
 //
 //	func init() {
-//		register("github", adapt(NewGitHub), Preset{MaxBodyBytes: GitHubMaxBodyBytes})
+//		register("github", adapt(newGitHubVerifier), Preset{MaxBodyBytes: githubMaxBodyBytes})
 //		registerSigner("github", func(p *SignParams) (http.Header, error) { … })
 //	}
 //

@@ -71,9 +71,9 @@ func githubHeader(signature, delivery, event string) http.Header {
 	return header
 }
 
-func newTestGitHub(t testing.TB, secrets ...string) *GitHub {
+func newTestGitHub(t testing.TB, secrets ...string) *githubVerifier {
 	t.Helper()
-	github, err := NewGitHub(pinnedConfig(testNow, secrets...))
+	github, err := newGitHubVerifier(pinnedConfig(testNow, secrets...))
 	require.NoError(t, err)
 	return github
 }
@@ -164,7 +164,7 @@ func TestGitHub(t *testing.T) {
 
 	t.Run("ConfigWithoutSecretsIsAnError", func(t *testing.T) {
 		t.Parallel()
-		_, err := NewGitHub(&Config{})
+		_, err := newGitHubVerifier(&Config{})
 		require.ErrorContains(t, err, "github: ")
 		require.ErrorContains(t, err, "secret")
 	})

@@ -53,9 +53,9 @@ var (
 	marqetaGenuineSHA1   = marqetaSignSHA1(marqetaSecret, []byte(marqetaVectorBody))
 )
 
-func newTestMarqeta(t testing.TB, algorithm string, secrets ...string) *Marqeta {
+func newTestMarqeta(t testing.TB, algorithm string, secrets ...string) *marqetaVerifier {
 	t.Helper()
-	marqeta, err := NewMarqeta(&Config{Secrets: secrets, BasicAuth: marqetaAuth, Algorithm: algorithm, Now: pinnedConfig(testNow).Now})
+	marqeta, err := newMarqetaVerifier(&Config{Secrets: secrets, BasicAuth: marqetaAuth, Algorithm: algorithm, Now: pinnedConfig(testNow).Now})
 	require.NoError(t, err)
 	return marqeta
 }
@@ -219,7 +219,7 @@ func TestMarqeta(t *testing.T) {
 
 	t.Run("EitherBasicAuthPairVerifiesDuringRotation", func(t *testing.T) {
 		t.Parallel()
-		marqeta, err := NewMarqeta(&Config{
+		marqeta, err := newMarqetaVerifier(&Config{
 			Secrets:   []string{marqetaSecret},
 			BasicAuth: []BasicAuth{{marqetaUser, marqetaPassword}, {marqetaNewUser, marqetaNewPassword}},
 		})

@@ -77,9 +77,9 @@ func paddleHeader(signature string) http.Header {
 	return header
 }
 
-func newTestPaddle(t testing.TB, now time.Time, secrets ...string) *Paddle {
+func newTestPaddle(t testing.TB, now time.Time, secrets ...string) *paddleVerifier {
 	t.Helper()
-	paddle, err := NewPaddle(pinnedConfig(now, secrets...))
+	paddle, err := newPaddleVerifier(pinnedConfig(now, secrets...))
 	require.NoError(t, err)
 	return paddle
 }
@@ -121,7 +121,7 @@ func TestPaddle(t *testing.T) {
 
 	t.Run("OfficialVectorIsStaleOnTheWallClock", func(t *testing.T) {
 		t.Parallel()
-		paddle, err := NewPaddle(&Config{Secrets: []string{paddleVectorSecret}})
+		paddle, err := newPaddleVerifier(&Config{Secrets: []string{paddleVectorSecret}})
 		require.NoError(t, err)
 		_, err = paddle.Verify([]byte(paddleVectorBody), paddleHeader(paddleVectorSignature))
 		requireRejected(t, err, ErrTimestampOutsideTolerance, paddleVectorSecret)
@@ -171,7 +171,7 @@ func TestPaddle(t *testing.T) {
 
 	t.Run("ToleranceIsConfigurable", func(t *testing.T) {
 		t.Parallel()
-		paddle, err := NewPaddle(&Config{
+		paddle, err := newPaddleVerifier(&Config{
 			Secrets: []string{paddleVectorSecret}, Tolerance: 5 * time.Second,
 			Now: func() time.Time { return paddleVectorTime.Add(6 * time.Second) },
 		})

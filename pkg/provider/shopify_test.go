@@ -30,9 +30,9 @@ func shopifyVectorHeader(signature string) http.Header {
 	return header
 }
 
-func newTestShopify(t testing.TB, secrets ...string) *Shopify {
+func newTestShopify(t testing.TB, secrets ...string) *shopifyVerifier {
 	t.Helper()
-	shopify, err := NewShopify(pinnedConfig(testNow, secrets...))
+	shopify, err := newShopifyVerifier(pinnedConfig(testNow, secrets...))
 	require.NoError(t, err)
 	return shopify
 }

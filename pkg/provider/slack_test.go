@@ -72,9 +72,9 @@ func slackHeader(signature, timestamp string) http.Header {
 	return header
 }
 
-func newTestSlack(t testing.TB, now time.Time, secrets ...string) *Slack {
+func newTestSlack(t testing.TB, now time.Time, secrets ...string) *slackVerifier {
 	t.Helper()
-	slack, err := NewSlack(pinnedConfig(now, secrets...))
+	slack, err := newSlackVerifier(pinnedConfig(now, secrets...))
 	require.NoError(t, err)
 	return slack
 }
@@ -105,7 +105,7 @@ func TestSlack(t *testing.T) {
 
 	t.Run("OfficialVectorIsStaleOnTheWallClock", func(t *testing.T) {
 		t.Parallel()
-		slack, err := NewSlack(&Config{Secrets: []string{slackVectorSecret}})
+		slack, err := newSlackVerifier(&Config{Secrets: []string{slackVectorSecret}})
 		require.NoError(t, err)
 		_, err = slack.Verify([]byte(slackVectorBody), slackHeader(slackVectorSignature, slackVectorTimestamp))
 		requireRejected(t, err, ErrTimestampOutsideTolerance, slackVectorSecret)

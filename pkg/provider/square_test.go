@@ -126,9 +126,9 @@ func squareHeader(signature string) http.Header {
 	return header
 }
 
-func newTestSquare(t testing.TB, url string, keys ...string) *Square {
+func newTestSquare(t testing.TB, url string, keys ...string) *squareVerifier {
 	t.Helper()
-	square, err := NewSquare(&Config{Secrets: keys, URL: url})
+	square, err := newSquareVerifier(&Config{Secrets: keys, URL: url})
 	require.NoError(t, err)
 	return square
 }
@@ -220,7 +220,7 @@ func TestSquare(t *testing.T) {
 
 	t.Run("MissingURLIsAnErrorNamingTheKey", func(t *testing.T) {
 		t.Parallel()
-		_, err := NewSquare(&Config{Secrets: []string{"signature-key"}})
+		_, err := newSquareVerifier(&Config{Secrets: []string{"signature-key"}})
 		require.ErrorContains(t, err, "square: url is required")
 		_, err = New("square", &Config{Secrets: []string{"signature-key"}})
 		require.ErrorContains(t, err, "url")

@@ -100,9 +100,9 @@ func (v standardWebhooksVector) header(signature string) http.Header {
 	return standardWebhooksHeader(v.id, strconv.FormatInt(v.timestamp, 10), signature)
 }
 
-func newTestStandardWebhooks(t testing.TB, now time.Time, secrets ...string) *StandardWebhooks {
+func newTestStandardWebhooks(t testing.TB, now time.Time, secrets ...string) *standardWebhooksVerifier {
 	t.Helper()
-	verifier, err := NewStandardWebhooks(pinnedConfig(now, secrets...))
+	verifier, err := newStandardWebhooksVerifier(pinnedConfig(now, secrets...))
 	require.NoError(t, err)
 	return verifier
 }
@@ -202,14 +202,14 @@ func TestStandardWebhooks(t *testing.T) {
 	t.Run("MalformedSecretIsAnErrorThatDoesNotQuoteIt", func(t *testing.T) {
 		t.Parallel()
 		for _, secret := range []string{"whsec_", "whsec_not base64!", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS", "whsec_abc-_"} {
-			_, err := NewStandardWebhooks(pinnedConfig(testNow, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", secret))
+			_, err := newStandardWebhooksVerifier(pinnedConfig(testNow, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", secret))
 			require.ErrorContains(t, err, "secrets[1]")
 			require.NotContains(t, err.Error(), secret)
 			require.NotContains(t, err.Error(), "MfKQ9r8")
 			_, err = SignStandardWebhooks(secret, "msg_1", testNow, nil)
 			require.Error(t, err)
 		}
-		_, err := NewStandardWebhooks(pinnedConfig(testNow, ""))
+		_, err := newStandardWebhooksVerifier(pinnedConfig(testNow, ""))
 		require.Error(t, err)
 	})
 }
@@ -264,9 +264,9 @@ func (v standardWebhooksVector) svixHeader(signature string) http.Header {
 	return header
 }
 
-func newTestSvix(t testing.TB, now time.Time, secrets ...string) *StandardWebhooks {
+func newTestSvix(t testing.TB, now time.Time, secrets ...string) *standardWebhooksVerifier {
 	t.Helper()
-	verifier, err := NewSvix(pinnedConfig(now, secrets...))
+	verifier, err := newSvixVerifier(pinnedConfig(now, secrets...))
 	require.NoError(t, err)
 	return verifier
 }
@@ -323,7 +323,7 @@ func TestSvix(t *testing.T) {
 
 	t.Run("ErrorsNameSvix", func(t *testing.T) {
 		t.Parallel()
-		_, err := NewSvix(pinnedConfig(testNow, "whsec_%%%"))
+		_, err := newSvixVerifier(pinnedConfig(testNow, "whsec_%%%"))
 		require.ErrorContains(t, err, "svix: secrets[0]")
 		v := standardWebhooksVectors[0]
 		_, err = newTestSvix(t, testNow, v.secret).Verify([]byte(v.body), http.Header{})

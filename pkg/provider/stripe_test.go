@@ -27,9 +27,9 @@ func stripeHeader(value string) http.Header {
 	return http.Header{"Stripe-Signature": {value}}
 }
 
-func newTestStripe(t testing.TB, now time.Time, secrets ...string) *Stripe {
+func newTestStripe(t testing.TB, now time.Time, secrets ...string) *stripeVerifier {
 	t.Helper()
-	stripe, err := NewStripe(pinnedConfig(now, secrets...))
+	stripe, err := newStripeVerifier(pinnedConfig(now, secrets...))
 	require.NoError(t, err)
 	return stripe
 }

@@ -52,11 +52,11 @@ func twilioVectorParams() url.Values {
 // twilioVectorPayload is the JSON object a delivery of twilioVectorParams stores.
 const twilioVectorPayload = `{"CallSid":"CA1234567890ABCDE","Caller":"+14158675309","Digits":"1234","From":"+14158675309","To":"+18005551212"}`
 
-func newTestTwilio(t testing.TB, webhookURL string, tokens ...string) *Twilio {
+func newTestTwilio(t testing.TB, webhookURL string, tokens ...string) *twilioVerifier {
 	t.Helper()
 	config := pinnedConfig(testNow, tokens...)
 	config.URL = webhookURL
-	twilio, err := NewTwilio(config)
+	twilio, err := newTwilioVerifier(config)
 	require.NoError(t, err)
 	return twilio
 }
@@ -219,7 +219,7 @@ func TestTwilioConfig(t *testing.T) {
 
 	t.Run("URLIsRequired", func(t *testing.T) {
 		t.Parallel()
-		_, err := NewTwilio(pinnedConfig(testNow, twilioVectorToken))
+		_, err := newTwilioVerifier(pinnedConfig(testNow, twilioVectorToken))
 		require.ErrorContains(t, err, "url is required")
 		verifier, err := New("twilio", pinnedConfig(testNow, twilioVectorToken))
 		require.ErrorContains(t, err, "url")
@@ -233,7 +233,7 @@ func TestTwilioConfig(t *testing.T) {
 		} {
 			config := pinnedConfig(testNow, twilioVectorToken)
 			config.URL = bad
-			_, err := NewTwilio(config)
+			_, err := newTwilioVerifier(config)
 			require.ErrorContains(t, err, "url", bad)
 			require.NotContains(t, err.Error(), "s3cr3t")
 		}
@@ -241,7 +241,7 @@ func TestTwilioConfig(t *testing.T) {
 
 	t.Run("TokensAreRequired", func(t *testing.T) {
 		t.Parallel()
-		_, err := NewTwilio(&Config{URL: twilioVectorURL})
+		_, err := newTwilioVerifier(&Config{URL: twilioVectorURL})
 		require.ErrorContains(t, err, "secret")
 	})
 }
@@ -710,7 +710,7 @@ func FuzzTwilioParams(f *testing.F) {
 // exactly as entered in Twilio's console; a form callback is stored as the
 // JSON object of its parameters.
 func ExampleNewTwilio() {
-	verifier, err := NewTwilio(&Config{
+	verifier, err := newTwilioVerifier(&Config{
 		Secrets: []string{"12345"},
 		URL:     "https://mycompany.com/myapp.php?foo=1&bar=2",
 	})
