@@ -16,15 +16,15 @@ type templatePart struct {
 var templatePlaceholder = regexp.MustCompile(`\{[A-Za-z_]+\}`)
 
 // Template is what an hmac source signs (hmac.template): literals and the
-// placeholders {body}, {timestamp} and {id}. The zero Template signs the raw
+// placeholders {body}, {timestamp} and {id}. A nil Template signs the raw
 // body.
-type Template struct{ parts []templatePart }
+type Template []templatePart
 
 // ParseTemplate splits hmac.template into literals and placeholders; an
-// empty template is the zero Template. Its errors name the config key.
+// empty template is nil. Its errors name the config key.
 func ParseTemplate(template string) (Template, error) {
 	if template == "" {
-		return Template{}, nil
+		return nil, nil
 	}
 	var parts []templatePart
 	hasBody := false
@@ -34,7 +34,7 @@ func ParseTemplate(template string) (Template, error) {
 		switch name {
 		case "body", "timestamp", "id":
 		default:
-			return Template{}, fmt.Errorf("hmac.template has an unknown placeholder {%s} (known: {body}, {timestamp}, {id})", name)
+			return nil, fmt.Errorf("hmac.template has an unknown placeholder {%s} (known: {body}, {timestamp}, {id})", name)
 		}
 		hasBody = hasBody || name == "body"
 		if loc[0] > last {
@@ -44,17 +44,17 @@ func ParseTemplate(template string) (Template, error) {
 		last = loc[1]
 	}
 	if !hasBody {
-		return Template{}, errors.New("hmac.template must contain {body}, or the body would not be signed")
+		return nil, errors.New("hmac.template must contain {body}, or the body would not be signed")
 	}
 	if last < len(template) {
 		parts = append(parts, templatePart{literal: template[last:]})
 	}
-	return Template{parts: parts}, nil
+	return parts, nil
 }
 
 // Uses reports whether the template has the named placeholder.
 func (t Template) Uses(placeholder string) bool {
-	for _, part := range t.parts {
+	for _, part := range t {
 		if part.placeholder == placeholder {
 			return true
 		}
@@ -65,11 +65,11 @@ func (t Template) Uses(placeholder string) bool {
 // Signed returns the signed content in parts: the raw body, or the template
 // with its placeholders filled in.
 func (t Template) Signed(body []byte, timestamp, id string) [][]byte {
-	if t.parts == nil {
+	if t == nil {
 		return [][]byte{body}
 	}
-	parts := make([][]byte, len(t.parts))
-	for i, part := range t.parts {
+	parts := make([][]byte, len(t))
+	for i, part := range t {
 		switch part.placeholder {
 		case "body":
 			parts[i] = body

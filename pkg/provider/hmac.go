@@ -48,7 +48,7 @@ type hmacVerifier struct {
 	keys            keyring
 	header, prefix  string
 	base64          bool
-	template        sign.Template // the zero Template signs the raw body
+	template        sign.Template // nil: the raw body is signed
 	timestampHeader string
 	idHeader        string
 	idPath          []string

@@ -793,8 +793,8 @@ func FuzzHMACVerify(f *testing.F) {
 
 // The generic provider configured like GitHub, checked with GitHub's
 // documented test vector.
-func ExampleNewHMAC() {
-	verifier, err := newHMACVerifier(&Config{
+func ExampleNew_hmac() {
+	verifier, err := New("hmac", &Config{
 		Secrets: []string{"It's a Secret to Everybody"},
 		HMAC: &HMACConfig{
 			Header: "X-Hub-Signature-256", Prefix: "sha256=", IDHeader: "X-GitHub-Delivery", TypeHeader: "X-GitHub-Event",

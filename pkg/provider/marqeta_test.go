@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // Derived vectors: Marqeta publishes none (/work/shared/providers.md §5; the
@@ -160,13 +162,13 @@ func TestMarqeta(t *testing.T) {
 	t.Run("SignMarqetaReproducesTheDerivedVectors", func(t *testing.T) {
 		t.Parallel()
 		for algorithm, expected := range map[string]string{"": marqetaVectorSHA256, "sha256": marqetaVectorSHA256, "sha1": marqetaVectorSHA1} {
-			signature, err := SignMarqeta(algorithm, marqetaVectorSecret, []byte(marqetaVectorBody))
+			signature, err := sign.Marqeta(algorithm, marqetaVectorSecret, []byte(marqetaVectorBody))
 			require.NoError(t, err)
 			require.Equal(t, expected, signature)
 		}
 		require.Equal(t, marqetaVectorSHA256, marqetaSign(marqetaVectorSecret, []byte(marqetaVectorBody)))
 		require.Equal(t, marqetaVectorSHA1, marqetaSignSHA1(marqetaVectorSecret, []byte(marqetaVectorBody)))
-		_, err := SignMarqeta("sha512", marqetaVectorSecret, nil)
+		_, err := sign.Marqeta("sha512", marqetaVectorSecret, nil)
 		require.ErrorContains(t, err, "algorithm")
 	})
 
@@ -675,7 +677,7 @@ func FuzzMarqetaSplit(f *testing.F) {
 
 // A Marqeta batch becomes one event per notification; a body of pings
 // alone is a health check, answered and never stored.
-func ExampleMarqeta() {
+func ExampleNew_marqeta() {
 	config := &Config{
 		Secrets:   []string{"mq_hmac_secret"}, // optional at Marqeta; checked when set
 		BasicAuth: []BasicAuth{{Username: "marqeta", Password: "Marqeta-Passw0rd-2026!"}},

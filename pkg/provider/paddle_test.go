@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // Vector from /work/shared/providers.md §11: PaddleHQ/paddle-go-sdk
@@ -99,7 +101,7 @@ func TestPaddle(t *testing.T) {
 
 	t.Run("SignPaddleReproducesTheOfficialVector", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, paddleVectorSignature, SignPaddle(paddleVectorSecret, paddleVectorTime, []byte(paddleVectorBody)))
+		require.Equal(t, paddleVectorSignature, sign.Paddle(paddleVectorSecret, paddleVectorTime, []byte(paddleVectorBody)))
 		require.Equal(t, strings.TrimPrefix(paddleVectorSignature, "ts=1710929255;h1="),
 			hex.EncodeToString(referenceHMAC([]byte(paddleVectorSecret), []byte("1710929255:"+paddleVectorBody))))
 	})
@@ -189,8 +191,8 @@ func FuzzPaddleVerify(f *testing.F) {
 	f.Add([]byte(paddleVectorBody), "h1=x;"+paddleVectorSignature+";h1=y")
 	f.Add([]byte(paddleVectorBody), "ts=x;h1=y")
 	f.Add([]byte(`{}`), paddleVectorSignature)
-	f.Add([]byte{}, SignPaddle(paddleVectorSecret, paddleVectorTime, nil))
-	f.Add([]byte(`{"event_id":"\ud800"}`), SignPaddle(paddleVectorSecret, paddleVectorTime, []byte(`{"event_id":"\ud800"}`)))
+	f.Add([]byte{}, sign.Paddle(paddleVectorSecret, paddleVectorTime, nil))
+	f.Add([]byte(`{"event_id":"\ud800"}`), sign.Paddle(paddleVectorSecret, paddleVectorTime, []byte(`{"event_id":"\ud800"}`)))
 	paddle := newTestPaddle(f, paddleVectorTime, paddleVectorSecret)
 
 	f.Fuzz(func(t *testing.T, body []byte, signature string) {

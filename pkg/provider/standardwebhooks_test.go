@@ -10,6 +10,8 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // standardWebhooksVector is a signing vector from /work/shared/providers.md §6.
@@ -114,7 +116,7 @@ func TestStandardWebhooks(t *testing.T) {
 		t.Parallel()
 		for _, v := range standardWebhooksVectors {
 			signedAt := time.Unix(v.timestamp, 0)
-			signature, err := SignStandardWebhooks(v.secret, v.id, signedAt, []byte(v.body))
+			signature, err := sign.StandardWebhooks(v.secret, v.id, signedAt, []byte(v.body))
 			require.NoError(t, err, v.source)
 			require.Equal(t, v.signature, signature, v.source)
 
@@ -150,7 +152,7 @@ func TestStandardWebhooks(t *testing.T) {
 		for _, body := range []string{`{"type":"x"}`, "", "\xff\x00 not json"} {
 			signature, err := wh.Sign("msg_1", testNow, []byte(body))
 			require.NoError(t, err)
-			ours, err := SignStandardWebhooks(secret, "msg_1", testNow, []byte(body))
+			ours, err := sign.StandardWebhooks(secret, "msg_1", testNow, []byte(body))
 			require.NoError(t, err)
 			require.Equal(t, signature, ours)
 			header := standardWebhooksHeader("msg_1", strconv.FormatInt(testNow.Unix(), 10), signature)
@@ -206,7 +208,7 @@ func TestStandardWebhooks(t *testing.T) {
 			require.ErrorContains(t, err, "secrets[1]")
 			require.NotContains(t, err.Error(), secret)
 			require.NotContains(t, err.Error(), "MfKQ9r8")
-			_, err = SignStandardWebhooks(secret, "msg_1", testNow, nil)
+			_, err = sign.StandardWebhooks(secret, "msg_1", testNow, nil)
 			require.Error(t, err)
 		}
 		_, err := newStandardWebhooksVerifier(pinnedConfig(testNow, ""))
