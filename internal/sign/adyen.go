@@ -11,7 +11,7 @@ import (
 )
 
 // Adyen's signatures travel inside the body, so signing rewrites the body
-// rather than adding a header; send.Sign calls AdyenBody for the "adyen"
+// rather than adding a header; webhook.Sign calls AdyenBody for the "adyen"
 // provider and adds the Basic Auth Adyen also requires.
 
 // AdyenKey decodes a hex HMAC key. Its error never quotes the key.
@@ -110,8 +110,8 @@ func AdyenItem(hexKey string, item []byte) (string, error) {
 // with every item's additionalData.hmacSignature set as Adyen would set it
 // with hexKey. The JSON is re-encoded (members sorted, compacted), which
 // changes nothing Adyen signs. Adyen also requires Basic Auth, which
-// send.Headers adds from the source's config; sign the body here first, or
-// let send.Sign do both.
+// webhook.Headers adds from the source's config; sign the body here first, or
+// let webhook.Sign do both.
 func AdyenBody(hexKey string, body []byte) ([]byte, error) {
 	var envelope map[string]json.RawMessage
 	var wrappers []map[string]json.RawMessage

@@ -7,6 +7,6 @@
 // pkg/provider's verifiers share the pieces of a scheme that verifying
 // recomputes (Adyen's signed string, Twilio's parameter orders and URL, an
 // hmac source's template), so that a scheme is written down once. This
-// package therefore imports nothing of hookinbox; internal/send builds whole
+// package therefore imports nothing of hookinbox; internal/webhook builds whole
 // signed deliveries from a source's provider.Config on top of it.
 package sign

@@ -56,7 +56,7 @@ func Square(signatureKey, url string, body []byte) string {
 // Marqeta returns the X-Marqeta-Signature header value Marqeta would send
 // for body signed with secret: the lowercase hex HMAC under algorithm
 // ("sha256" or "" for HMAC-SHA256, "sha1" for HMAC-SHA1). Marqeta also
-// requires Basic Auth, which send.Headers adds from the source's config.
+// requires Basic Auth, which webhook.Headers adds from the source's config.
 func Marqeta(algorithm, secret string, body []byte) (string, error) {
 	newHash, err := HashNamed(algorithm, "sha1", "sha256")
 	if err != nil {

@@ -826,7 +826,7 @@ func adyenColonsInFields(members map[string]json.RawMessage) int {
 }
 
 // Adyen signs each item inside the body, so a demo or test signs the body
-// first with sign.AdyenBody, then lets send.Headers add the Basic Auth that
+// first with sign.AdyenBody, then lets webhook.Headers add the Basic Auth that
 // Adyen's endpoint settings configure.
 func ExampleNew_adyen() {
 	const hexKey = "DFB1EB5485895CFA84146406857104ABB4CBCABDC8AAF103A624C8F6A3EAAB00"

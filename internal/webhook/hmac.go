@@ -1,4 +1,4 @@
-package send
+package webhook
 
 import (
 	"encoding/base64"

@@ -1,9 +1,9 @@
-// Package send builds and sends deliveries signed as a provider signs them,
-// from a source's provider.Config: the headers (Headers), the body of a
-// provider that signs inside it (Sign), and the POST itself (Deliver). It
-// serves inboxctl send, the demo, load generators, the fault suite and
-// tests; the signatures themselves come from internal/sign.
-package send
+// Package webhook builds and sends webhook deliveries signed as a provider
+// signs them, from a source's provider.Config: the headers (Headers), the
+// body of a provider that signs inside it (Sign), and the POST itself
+// (Deliver). It serves inboxctl send, the demo, load generators, the fault
+// suite and tests; the signatures themselves come from internal/sign.
+package webhook
 
 import (
 	"errors"

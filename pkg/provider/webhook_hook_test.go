@@ -5,12 +5,12 @@ import (
 	"time"
 )
 
-// The signing side lives in internal/send, which imports this package, so
-// the tests of this package cannot import it. send_test.go (package
+// The signing side lives in internal/webhook, which imports this package, so
+// the tests of this package cannot import it. webhook_test.go (package
 // provider_test, linked into the same test binary) sets the functions below
-// from internal/send before any test runs; they mirror its API.
+// from internal/webhook before any test runs; they mirror its API.
 
-// SignParams mirrors send.Params, field for field.
+// SignParams mirrors webhook.Params, field for field.
 type SignParams struct {
 	Provider, Secret   string
 	EventID, EventType string
@@ -19,22 +19,22 @@ type SignParams struct {
 	Config             *Config
 }
 
-// Signed mirrors send.Signed.
+// Signed mirrors webhook.Signed.
 type Signed struct {
 	Header http.Header
 	Body   []byte
 }
 
-// Set from internal/send by send_test.go.
+// Set from internal/webhook by webhook_test.go.
 var (
-	// Sign is send.Sign.
+	// Sign is webhook.Sign.
 	Sign func(*SignParams) (*Signed, error)
-	// SignHeaders is send.Headers.
+	// SignHeaders is webhook.Headers.
 	SignHeaders func(*SignParams) (http.Header, error)
-	// SignHMAC is send.HMACHeaders.
+	// SignHMAC is webhook.HMACHeaders.
 	SignHMAC func(config *Config, secret string, t time.Time, id string, body []byte) (http.Header, error)
-	// ErrEventIDRequired is send.ErrEventIDRequired.
+	// ErrEventIDRequired is webhook.ErrEventIDRequired.
 	ErrEventIDRequired error
-	// ErrEventTypeRequired is send.ErrEventTypeRequired.
+	// ErrEventTypeRequired is webhook.ErrEventTypeRequired.
 	ErrEventTypeRequired error
 )
