@@ -16,9 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
-
 	"github.com/hookinbox/hookinbox/internal/sign"
+	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
 )
 
 // Official vectors from /work/shared/providers.md §9: Adyen/adyen-go-api-library

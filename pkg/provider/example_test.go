@@ -6,9 +6,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/provider"
-
 	"github.com/hookinbox/hookinbox/internal/sign"
+	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // A receiver builds one Verifier per source from its configuration, then

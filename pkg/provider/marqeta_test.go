@@ -14,9 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
-
 	"github.com/hookinbox/hookinbox/internal/sign"
+	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
 )
 
 // Derived vectors: Marqeta publishes none (/work/shared/providers.md §5; the

@@ -38,3 +38,8 @@ var (
 	// ErrEventTypeRequired is webhook.ErrEventTypeRequired.
 	ErrEventTypeRequired error
 )
+
+// SetSignErrors sets ErrEventIDRequired and ErrEventTypeRequired.
+func SetSignErrors(idRequired, typeRequired error) {
+	ErrEventIDRequired, ErrEventTypeRequired = idRequired, typeRequired
+}

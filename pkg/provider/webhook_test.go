@@ -21,6 +21,5 @@ func init() {
 		return webhook.Headers((*webhook.Params)(p))
 	}
 	provider.SignHMAC = webhook.HMACHeaders
-	provider.ErrEventIDRequired = webhook.ErrEventIDRequired
-	provider.ErrEventTypeRequired = webhook.ErrEventTypeRequired
+	provider.SetSignErrors(webhook.ErrEventIDRequired, webhook.ErrEventTypeRequired)
 }
