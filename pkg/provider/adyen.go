@@ -16,8 +16,8 @@ func init() {
 	register("adyen", adapt(newAdyenVerifier), Preset{})
 }
 
-// adyenVerifier verifies Adyen standard (payments) webhook deliveries. Two checks,
-// both of which must pass:
+// adyenVerifier verifies Adyen standard (payments) webhook deliveries. Two
+// checks, both of which must pass:
 //
 //   - HTTP Basic Auth against Config.BasicAuth, which is required;
 //   - the hmacSignature of every item: each NotificationRequestItem's
@@ -58,10 +58,10 @@ type adyenVerifier struct {
 	keys      keyring
 }
 
-// newAdyenVerifier returns an Adyen verifier. Config.BasicAuth is required, and so
-// is Config.Secrets: hex-encoded HMAC keys (64 hex digits in Adyen's
-// Customer Area), any one of which may match. Config.Tolerance and
-// Config.Now are not used.
+// newAdyenVerifier returns an Adyen verifier. Config.BasicAuth is required, and
+// so is Config.Secrets: hex-encoded HMAC keys (64 hex digits in Adyen's
+// Customer Area), any one of which may match. Config.Tolerance and Config.Now
+// are not used.
 func newAdyenVerifier(config *Config) (*adyenVerifier, error) {
 	if err := config.validate(); err != nil {
 		return nil, fmt.Errorf("adyen: %w", err)

@@ -97,12 +97,11 @@
 //
 //	func githubSigner() signer { return signer{provider: "github", …} }
 //
-// The signer type in signers_test.go documents each field; its signatures
-// come from the provider's SDK or the test's own HMAC, never from
-// internal/sign. A
-// provider that is registered without a signer fails TestConformance. Add
-// the name to TestNew, the official test vectors (with their source named),
-// a Fuzz target for Verify and for any body splitter, an end-to-end test in
-// internal/receiver, and the provider's config keys to config/hookinbox.yaml and
-// the README.
+// The signer type in signers_test.go documents each field; its signatures come
+// from the provider's SDK or the test's own HMAC, never from internal/sign. A
+// provider that is registered without a signer fails TestConformance. Add the
+// name to TestNew, the official test vectors (with their source named), a Fuzz
+// target for Verify and for any body splitter, an end-to-end test in
+// internal/receiver, and the provider's config keys to config/hookinbox.yaml
+// and the README.
 package provider

@@ -50,8 +50,8 @@ type githubVerifier struct {
 	keys keyring
 }
 
-// newGitHubVerifier returns a GitHub verifier for the webhook secrets in config.
-// Config.Tolerance and Config.Now are not used.
+// newGitHubVerifier returns a GitHub verifier for the webhook secrets in
+// config. Config.Tolerance and Config.Now are not used.
 func newGitHubVerifier(config *Config) (*githubVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("github: %w", err)

@@ -62,8 +62,8 @@ type hmacVerifier struct {
 	now             func() time.Time
 }
 
-// newHMACVerifier returns a generic HMAC verifier configured by config.HMAC; see
-// HMAC for the fields. Config.Secrets are required; Config.Tolerance and
+// newHMACVerifier returns a generic HMAC verifier configured by config.HMAC;
+// see HMAC for the fields. Config.Secrets are required; Config.Tolerance and
 // Config.Now apply to a templated {timestamp}.
 func newHMACVerifier(config *Config) (*hmacVerifier, error) {
 	v, err := newHMAC(config)

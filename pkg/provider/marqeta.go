@@ -28,8 +28,8 @@ func init() {
 	register("marqeta", adapt(newMarqetaVerifier), Preset{})
 }
 
-// marqetaVerifier verifies Marqeta webhook deliveries. Two checks, both of which
-// must pass:
+// marqetaVerifier verifies Marqeta webhook deliveries. Two checks, both of
+// which must pass:
 //
 //   - HTTP Basic Auth, always: Marqeta requires it of every webhook, so a
 //     source without Config.BasicAuth is a configuration error.

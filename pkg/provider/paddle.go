@@ -15,14 +15,14 @@ func init() {
 	register("paddle", adapt(newPaddleVerifier), Preset{})
 }
 
-// paddleVerifier verifies Paddle Billing webhook deliveries. Paddle-Signature is
-// "ts=<unix>;h1=<hex>", Stripe's layout under other names; h1 is the
+// paddleVerifier verifies Paddle Billing webhook deliveries. Paddle-Signature
+// is "ts=<unix>;h1=<hex>", Stripe's layout under other names; h1 is the
 // lowercase hex HMAC-SHA256 of "<ts>:<raw body>" keyed with the notification
 // destination's secret key ("pdl_ntfset_…") as raw bytes. The delivery is
-// authentic when any h1 matches any configured secret, so that a secret can
-// be rotated; fields other than ts and h1 are ignored. Paddle's SDKs refuse
-// a timestamp older than 5 seconds; here Config.Tolerance applies (5 minutes
-// by default), in both directions, checked after the signature.
+// authentic when any h1 matches any configured secret, so that a secret can be
+// rotated; fields other than ts and h1 are ignored. Paddle's SDKs refuse a
+// timestamp older than 5 seconds; here Config.Tolerance applies (5 minutes by
+// default), in both directions, checked after the signature.
 //
 // Paddle sends one event per delivery. Its ID is the body's "event_id",
 // which stays the same across retries (notification_id identifies the
@@ -33,8 +33,8 @@ type paddleVerifier struct {
 	now       func() time.Time
 }
 
-// newPaddleVerifier returns a Paddle verifier for the destination secret keys in
-// config. Config.Tolerance and Config.Now apply.
+// newPaddleVerifier returns a Paddle verifier for the destination secret keys
+// in config. Config.Tolerance and Config.Now apply.
 func newPaddleVerifier(config *Config) (*paddleVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("paddle: %w", err)

@@ -30,8 +30,8 @@ func init() {
 	register("shopify", adapt(newShopifyVerifier), Preset{})
 }
 
-// shopifyVerifier verifies Shopify webhook deliveries. X-Shopify-Hmac-Sha256 is the
-// standard base64 of HMAC-SHA256(app client secret, raw body). Nothing
+// shopifyVerifier verifies Shopify webhook deliveries. X-Shopify-Hmac-Sha256 is
+// the standard base64 of HMAC-SHA256(app client secret, raw body). Nothing
 // signed carries a time, so there is no timestamp tolerance and a captured
 // delivery can be replayed: the inbox's dedup key is what stops a replay.
 //

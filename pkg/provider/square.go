@@ -45,8 +45,8 @@ type squareVerifier struct {
 	url  []byte
 }
 
-// newSquareVerifier returns a Square verifier for the subscription signature keys
-// in config (Secrets) and the notification URL (URL, required).
+// newSquareVerifier returns a Square verifier for the subscription signature
+// keys in config (Secrets) and the notification URL (URL, required).
 // Config.Tolerance and Config.Now are not used.
 func newSquareVerifier(config *Config) (*squareVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {

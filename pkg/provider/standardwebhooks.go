@@ -43,13 +43,13 @@ func init() {
 }
 
 // standardWebhooksVerifier verifies deliveries signed per the Standard Webhooks
-// specification (v1.0.0), as sent by Svix and others. webhook-signature is
-// a space-separated list of "<version>,<base64>" entries; each v1 entry is
-// the standard base64 of HMAC-SHA256 over "<webhook-id>.<webhook-timestamp>.<raw
-// body>", keyed with the base64-decoded secret. The delivery is authentic
-// when any v1 entry matches any secret (a sender signs with the old and the
-// new key while rotating); v1a (ed25519) and unknown versions are skipped.
-// Like the official libraries, it refuses timestamps too old or too new.
+// specification (v1.0.0), as sent by Svix and others. webhook-signature is a
+// space-separated list of "<version>,<base64>" entries; each v1 entry is the
+// standard base64 of HMAC-SHA256 over "<webhook-id>.<webhook-timestamp>.<raw
+// body>", keyed with the base64-decoded secret. The delivery is authentic when
+// any v1 entry matches any secret (a sender signs with the old and the new key
+// while rotating); v1a (ed25519) and unknown versions are skipped. Like the
+// official libraries, it refuses timestamps too old or too new.
 //
 // Only the canonical base64 spelling of a signature is accepted (see
 // Shopify).
@@ -57,7 +57,8 @@ func init() {
 // There is one event per delivery. Its ID is webhook-id, which stays the
 // same across retries, and its Type is the body's "type".
 //
-// The svix provider (newSvixVerifier) is the same scheme under Svix's header names.
+// The svix provider (newSvixVerifier) is the same scheme under Svix's header
+// names.
 type standardWebhooksVerifier struct {
 	name      string // the provider name errors start with
 	svix      bool   // svix-* headers first, webhook-* as a fallback
@@ -66,8 +67,8 @@ type standardWebhooksVerifier struct {
 	now       func() time.Time
 }
 
-// newStandardWebhooksVerifier returns a Standard Webhooks verifier. Each secret in
-// config is "whsec_<base64 key>", or the base64 key alone; a secret that is
+// newStandardWebhooksVerifier returns a Standard Webhooks verifier. Each secret
+// in config is "whsec_<base64 key>", or the base64 key alone; a secret that is
 // not valid standard base64 or decodes to no bytes is an error.
 // Config.Tolerance and Config.Now apply.
 func newStandardWebhooksVerifier(config *Config) (*standardWebhooksVerifier, error) {

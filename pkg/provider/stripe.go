@@ -16,13 +16,13 @@ func init() {
 	register("stripe", adapt(newStripeVerifier), Preset{})
 }
 
-// stripeVerifier verifies Stripe webhook deliveries. The Stripe-Signature header is
-// "t=<unix>,v1=<hex>[,v1=<hex>…][,v0=<hex>]"; each v1 is the lowercase hex
-// HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint secret's bytes as
-// they are (the whsec_ prefix is part of the key, nothing is decoded). The
-// delivery is authentic when any v1 matches any configured secret: while a
-// secret is being rolled Stripe sends one v1 per active secret. v0 (a fake
-// signature on test events) and unknown schemes are ignored.
+// stripeVerifier verifies Stripe webhook deliveries. The Stripe-Signature
+// header is "t=<unix>,v1=<hex>[,v1=<hex>…][,v0=<hex>]"; each v1 is the
+// lowercase hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint
+// secret's bytes as they are (the whsec_ prefix is part of the key, nothing is
+// decoded). The delivery is authentic when any v1 matches any configured
+// secret: while a secret is being rolled Stripe sends one v1 per active secret.
+// v0 (a fake signature on test events) and unknown schemes are ignored.
 //
 // Stripe sends one event per delivery; its ID and Type are the body's "id"
 // and "type".
@@ -57,8 +57,8 @@ var DefaultStripeTwinTypes = []string{
 	"payout.paid",
 }
 
-// newStripeVerifier returns a Stripe verifier for the endpoint secrets in config
-// ("whsec_…"). Config.Tolerance and Config.Now apply.
+// newStripeVerifier returns a Stripe verifier for the endpoint secrets in
+// config ("whsec_…"). Config.Tolerance and Config.Now apply.
 func newStripeVerifier(config *Config) (*stripeVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("stripe: %w", err)

@@ -23,10 +23,10 @@ func init() {
 	register("twilio", adapt(newTwilioVerifier), Preset{})
 }
 
-// twilioVerifier verifies Twilio webhook requests (Programmable Messaging and Voice
-// callbacks, Event Streams webhook sinks). X-Twilio-Signature is the
-// standard base64 of HMAC-SHA1, keyed with the account's Auth Token, of one
-// of two strings:
+// twilioVerifier verifies Twilio webhook requests (Programmable Messaging and
+// Voice callbacks, Event Streams webhook sinks). X-Twilio-Signature is the
+// standard base64 of HMAC-SHA1, keyed with the account's Auth Token, of one of
+// two strings:
 //
 //   - a form POST (application/x-www-form-urlencoded, the usual case): the
 //     webhook URL followed by every POST parameter's name and value, sorted,
@@ -90,8 +90,8 @@ type twilioVerifier struct {
 	urls   []sign.TwilioURL
 }
 
-// newTwilioVerifier returns a Twilio verifier. Config.Secrets are Auth Tokens (the
-// primary and, while promoting, the secondary); Config.URL is required.
+// newTwilioVerifier returns a Twilio verifier. Config.Secrets are Auth Tokens
+// (the primary and, while promoting, the secondary); Config.URL is required.
 // Config.Tolerance and Config.Now are not used.
 func newTwilioVerifier(config *Config) (*twilioVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
