@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // The benchmark's source: a Standard Webhooks sender, as in the demo.
@@ -44,7 +45,7 @@ func depositBody(eventID string, seq int64, accounts int, at time.Time) []byte {
 // signedHeaders returns the headers a Standard Webhooks sender would send
 // with body for eventID, signed now.
 func signedHeaders(eventID string, body []byte, now time.Time) (http.Header, error) {
-	return provider.SignHeaders(&provider.SignParams{
+	return webhook.Headers(&webhook.Params{
 		Provider: benchProvider, Secret: benchSecret, EventID: eventID, EventType: benchType, Time: now, Body: body,
 	})
 }
@@ -54,7 +55,7 @@ func signedHeaders(eventID string, body []byte, now time.Time) (http.Header, err
 // headers, so that the inbox makes the same row of it.
 func newDelivery(eventID string, seq int64, accounts int, now time.Time) (*inbox.Delivery, error) {
 	body := depositBody(eventID, seq, accounts, now)
-	sig, err := provider.SignStandardWebhooks(benchSecret, eventID, now, body)
+	sig, err := sign.StandardWebhooks(benchSecret, eventID, now, body)
 	if err != nil {
 		return nil, err
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // sendArgs are send's flags.
@@ -57,14 +57,14 @@ func send(ctx context.Context, cfg *config.Config, args []string, stdout io.Writ
 	if base == "" {
 		base = "http://" + cfg.Receiver.Listen
 	}
-	params := &provider.SignParams{
+	params := &webhook.Params{
 		Provider: src.Provider, EventID: a.id, EventType: a.typ,
 		Time: time.Now(), Body: []byte(a.data), Config: src.ProviderConfig(),
 	}
 	if len(src.Secrets) > 0 { // marqeta's HMAC is optional
 		params.Secret = src.Secrets[0]
 	}
-	resp, err := provider.Deliver(ctx, nil, strings.TrimSuffix(base, "/")+"/webhooks/"+src.Name, params)
+	resp, err := webhook.Deliver(ctx, nil, strings.TrimSuffix(base, "/")+"/webhooks/"+src.Name, params)
 	if err != nil {
 		return sendError(src, err)
 	}
@@ -79,10 +79,10 @@ func send(ctx context.Context, cfg *config.Config, args []string, stdout io.Writ
 // a header needs, when signing refused for want of them.
 func sendError(src *config.SourceConfig, err error) error {
 	var flags []string
-	if errors.Is(err, provider.ErrEventIDRequired) {
+	if errors.Is(err, webhook.ErrEventIDRequired) {
 		flags = append(flags, "--id")
 	}
-	if errors.Is(err, provider.ErrEventTypeRequired) {
+	if errors.Is(err, webhook.ErrEventTypeRequired) {
 		flags = append(flags, "--type")
 	}
 	if flags == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/faults"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -83,7 +84,7 @@ func TestSecrets(t *testing.T) {
 
 	mqBody := []byte(`{"transactions":[{"token":"tx_1","type":"authorization","state":"PENDING"}]}`)
 	mqConfig := &provider.Config{Secrets: []string{marqetaSecret}, BasicAuth: []provider.BasicAuth{{Username: "hookinbox", Password: marqetaPassword}}}
-	signed, err := provider.Sign(&provider.SignParams{Provider: "marqeta", Secret: marqetaSecret, Body: mqBody, Config: mqConfig})
+	signed, err := webhook.Sign(&webhook.Params{Provider: "marqeta", Secret: marqetaSecret, Body: mqBody, Config: mqConfig})
 	require.NoError(t, err)
 	mq := newReq(http.MethodPost, receiverBase+"/webhooks/marqeta", signed.Body)
 	mq.Header = signed.Header.Clone()

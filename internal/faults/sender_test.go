@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 )
 
 // DepositType is the event type of the ledger example's deposits.
@@ -60,7 +60,7 @@ func Balances(ds []Deposit) map[string]string {
 // Sign returns the request that delivers d to url, signed with secret
 // ("whsec_…") at time now as a Standard Webhooks provider signs it.
 func Sign(ctx context.Context, url, secret string, d *Deposit, now time.Time) (*http.Request, error) {
-	return provider.NewSignedRequest(ctx, url, &provider.SignParams{Provider: "standardwebhooks", Secret: secret,
+	return webhook.NewRequest(ctx, url, &webhook.Params{Provider: "standardwebhooks", Secret: secret,
 		EventID: d.ID, EventType: DepositType, Time: now, Body: d.Body()})
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/faults"
+	"github.com/hookinbox/hookinbox/internal/sign"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -47,7 +49,7 @@ func TestSignatureAttacks(t *testing.T) {
 	for _, tc := range sigCases {
 		v, err := provider.New(tc.provider, &provider.Config{Secrets: []string{tc.secret}, Now: func() time.Time { return now }})
 		require.NoError(t, err)
-		signed, err := provider.Sign(&provider.SignParams{Provider: tc.provider, Secret: tc.secret, EventID: "evt_faults_1",
+		signed, err := webhook.Sign(&webhook.Params{Provider: tc.provider, Secret: tc.secret, EventID: "evt_faults_1",
 			EventType: "payment_intent.succeeded", Time: now, Body: body})
 		require.NoError(t, err)
 		_, err = v.Verify(signed.Body, signed.Header)
@@ -80,7 +82,7 @@ func TestSignatureAttacks(t *testing.T) {
 		v, err := provider.New(tc.provider, &provider.Config{Secrets: []string{tc.secret}, Now: func() time.Time { return now }})
 		require.NoError(t, err)
 		for _, skew := range []time.Duration{-5*time.Minute - time.Second, 5*time.Minute + time.Second, -24 * time.Hour} {
-			signed, err := provider.Sign(&provider.SignParams{Provider: tc.provider, Secret: tc.secret, EventID: "evt_faults_1",
+			signed, err := webhook.Sign(&webhook.Params{Provider: tc.provider, Secret: tc.secret, EventID: "evt_faults_1",
 				EventType: "payment_intent.succeeded", Time: now.Add(skew), Body: body})
 			require.NoError(t, err)
 			_, err = v.Verify(signed.Body, signed.Header)
@@ -92,7 +94,7 @@ func TestSignatureAttacks(t *testing.T) {
 	// accepted, and another version beside a valid v1 is ignored.
 	stripe, err := provider.New("stripe", &provider.Config{Secrets: []string{sigCases[0].secret}, Now: func() time.Time { return now }})
 	require.NoError(t, err)
-	v1 := provider.SignStripe(sigCases[0].secret, now, body) // t=…,v1=…
+	v1 := sign.Stripe(sigCases[0].secret, now, body) // t=…,v1=…
 	ts, mac, _ := strings.Cut(v1, ",v1=")
 	for _, header := range []string{ts + ",v0=" + mac, ts + ",V1=" + mac, ts + ",v2=" + mac, ts + ",v1=" + strings.ToUpper(mac), "v1=" + mac} {
 		_, err := stripe.Verify(body, http.Header{"Stripe-Signature": {header}})
@@ -102,7 +104,7 @@ func TestSignatureAttacks(t *testing.T) {
 	require.NoError(t, err, "a v0 entry beside a valid v1 is ignored")
 	sw, err := provider.New("standardwebhooks", &provider.Config{Secrets: []string{secret}, Now: func() time.Time { return now }})
 	require.NoError(t, err)
-	signed, err := provider.Sign(&provider.SignParams{Provider: "standardwebhooks", Secret: secret, EventID: "evt_faults_1",
+	signed, err := webhook.Sign(&webhook.Params{Provider: "standardwebhooks", Secret: secret, EventID: "evt_faults_1",
 		EventType: "payment_intent.succeeded", Time: now, Body: body})
 	require.NoError(t, err)
 	b64 := strings.TrimPrefix(signed.Header.Get("Webhook-Signature"), "v1,")

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
@@ -31,7 +33,7 @@ func setupAdyenE2E(t *testing.T) *e2eBundle {
 }
 
 // adyenE2EBody is a notification of AUTHORISATION items for pspReferences,
-// with every item signed with hexKey by provider.SignAdyenBody.
+// with every item signed with hexKey by sign.AdyenBody.
 func adyenE2EBody(t *testing.T, hexKey string, pspReferences ...string) []byte {
 	t.Helper()
 	items := make([]string, len(pspReferences))
@@ -41,7 +43,7 @@ func adyenE2EBody(t *testing.T, hexKey string, pspReferences ...string) []byte {
 			`"merchantAccountCode":"TestMerchant","merchantReference":"order-%s","paymentMethod":"visa",`+
 			`"pspReference":%q,"reason":"058705:1111:03/2030","success":"true"}}`, 1000+i, psp, psp)
 	}
-	body, err := provider.SignAdyenBody(hexKey, []byte(`{"live":"false","notificationItems":[`+strings.Join(items, ",")+`]}`))
+	body, err := sign.AdyenBody(hexKey, []byte(`{"live":"false","notificationItems":[`+strings.Join(items, ",")+`]}`))
 	require.NoError(t, err)
 	return body
 }
@@ -50,7 +52,7 @@ func adyenE2EBody(t *testing.T, hexKey string, pspReferences ...string) []byte {
 // signatures being in the body.
 func adyenE2EDelivery(t *testing.T, body []byte) http.Header {
 	t.Helper()
-	header, err := provider.SignHeaders(&provider.SignParams{
+	header, err := webhook.Headers(&webhook.Params{
 		Provider: "adyen", Body: body,
 		Config: &provider.Config{BasicAuth: []provider.BasicAuth{{Username: adyenE2EUser, Password: adyenE2EPassword}}},
 	})

@@ -9,16 +9,17 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
-	"github.com/stripe/stripe-go/v82/webhook"
+	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // stripeDelivery signs body with stripe-go's own test signer.
 func stripeDelivery(t *testing.T, secret string, body []byte) http.Header {
 	t.Helper()
-	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{
+	signed := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{
 		Payload: body, Secret: secret, Timestamp: time.Now(), Scheme: "v1",
 	})
 	return http.Header{"Stripe-Signature": {signed.Header}, "Content-Type": {"application/json"}}
@@ -79,7 +80,7 @@ func TestEndToEndShopify(t *testing.T) {
 	body := []byte(`{"id":820982911946154508,"email":"jon@example.com"}`)
 	delivery := func(webhookID, eventID, domain string) http.Header {
 		return http.Header{
-			"X-Shopify-Hmac-Sha256":  {provider.SignShopify(secret, body)},
+			"X-Shopify-Hmac-Sha256":  {sign.Shopify(secret, body)},
 			"X-Shopify-Topic":        {"orders/create"},
 			"X-Shopify-Shop-Domain":  {domain},
 			"X-Shopify-Webhook-Id":   {webhookID},
@@ -132,7 +133,7 @@ func TestEndToEndAllowIPs(t *testing.T) {
 	)
 	body := []byte(`{"type":"t"}`)
 	for source, status := range map[string]int{"open": http.StatusOK, "closed": http.StatusForbidden} {
-		header, err := provider.SignHeaders(&provider.SignParams{Provider: "standardwebhooks", Secret: secret, EventID: "msg_" + source, Time: time.Now(), Body: body})
+		header, err := webhook.Headers(&webhook.Params{Provider: "standardwebhooks", Secret: secret, EventID: "msg_" + source, Time: time.Now(), Body: body})
 		require.NoError(t, err)
 		require.Equal(t, status, b.post(t, source, header, body).Status, source)
 	}

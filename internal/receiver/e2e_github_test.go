@@ -8,14 +8,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // githubDelivery returns the headers GitHub sends with body.
 func githubDelivery(secret, deliveryID, event string, body []byte) http.Header {
 	return http.Header{
-		"X-Hub-Signature-256":                    {provider.SignGitHub(secret, body)},
+		"X-Hub-Signature-256":                    {sign.GitHub(secret, body)},
 		"X-Github-Delivery":                      {deliveryID},
 		"X-Github-Event":                         {event},
 		"X-Github-Hook-Id":                       {"292430182"},

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // TestEndToEndGroupCommit sends a 50 % duplicate mix from 64 concurrent
@@ -48,7 +48,7 @@ func TestEndToEndGroupCommit(t *testing.T) {
 				// Every id is sent by two different clients.
 				id := fmt.Sprintf("msg_%04d", (c*perClient+i)%distinctIDs)
 				body := []byte(fmt.Sprintf(`{"type":"account.deposit","id":%q}`, id))
-				header, err := provider.SignHeaders(&provider.SignParams{
+				header, err := webhook.Headers(&webhook.Params{
 					Provider: "standardwebhooks", Secret: secret, EventID: id, Time: time.Now(), Body: body,
 				})
 				if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
@@ -46,7 +47,7 @@ func TestEndToEndHMAC(t *testing.T) {
 	b := setupE2E(t, source)
 	sign := func(t *testing.T, secret, id string, at time.Time, body []byte) http.Header {
 		t.Helper()
-		header, err := provider.SignHMAC(hmacE2EConfig(source), secret, at, id, body)
+		header, err := webhook.HMACHeaders(hmacE2EConfig(source), secret, at, id, body)
 		require.NoError(t, err)
 		return header
 	}
@@ -131,7 +132,7 @@ func TestEndToEndHMACIDFromTheBody(t *testing.T) {
 	})
 	pc := &provider.Config{HMAC: &provider.HMACConfig{Header: "X-Signature", IDPath: "data.id", TypePath: "type"}}
 	for i, body := range []string{`{"type":"order.created","data":{"id":42}}`, `{"type":"order.created","data":{"id":42}}`, `{"type":"order.paid","data":{"id":"ord_43"}}`} {
-		header, err := provider.SignHeaders(&provider.SignParams{Provider: "hmac", Secret: "plain_secret", Body: []byte(body), Config: pc})
+		header, err := webhook.Headers(&webhook.Params{Provider: "hmac", Secret: "plain_secret", Body: []byte(body), Config: pc})
 		require.NoError(t, err)
 		r := b.post(t, "plain", header, []byte(body))
 		require.Equal(t, http.StatusOK, r.Status, "%d: %s", i, r.Body)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
@@ -31,7 +32,7 @@ func setupMarqetaE2E(t *testing.T) *e2eBundle {
 // marqetaE2EDelivery signs body as Marqeta would for the test source.
 func marqetaE2EDelivery(t *testing.T, body []byte) http.Header {
 	t.Helper()
-	header, err := provider.SignHeaders(&provider.SignParams{
+	header, err := webhook.Headers(&webhook.Params{
 		Provider: "marqeta", Secret: marqetaE2ESecret, Body: body,
 		Config: &provider.Config{BasicAuth: []provider.BasicAuth{{Username: marqetaE2EUser, Password: marqetaE2EPassword}}, Algorithm: "sha1"},
 	})

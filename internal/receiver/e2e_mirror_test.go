@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -42,7 +42,7 @@ func TestEndToEndMirrorStorm(t *testing.T) {
 	}
 	postShopify := func(eventID string, orderID int, updatedAt string, triggeredAt time.Time) {
 		body := []byte(fmt.Sprintf(`{"id":%d,"updated_at":%q,"note":%q}`, orderID, updatedAt, eventID))
-		header, err := provider.SignHeaders(&provider.SignParams{Provider: "shopify", Secret: shopifySecret,
+		header, err := webhook.Headers(&webhook.Params{Provider: "shopify", Secret: shopifySecret,
 			EventID: eventID, EventType: "orders/updated", Time: time.Now(), Body: body})
 		require.NoError(t, err)
 		header.Set("X-Shopify-Triggered-At", triggeredAt.Format(time.RFC3339Nano))

@@ -7,14 +7,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // paddleDelivery returns the headers Paddle sends with body, signed at at.
 func paddleDelivery(secret string, at time.Time, body []byte) http.Header {
 	return http.Header{
-		"Paddle-Signature": {provider.SignPaddle(secret, at, body)},
+		"Paddle-Signature": {sign.Paddle(secret, at, body)},
 		"Paddle-Version":   {"1"},
 		"Content-Type":     {"application/json"},
 	}

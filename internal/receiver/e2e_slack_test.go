@@ -8,15 +8,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // slackDelivery returns the headers Slack sends with body, signed now.
 func slackDelivery(secret string, body []byte, retry string) http.Header {
 	now := time.Now()
 	header := http.Header{
-		"X-Slack-Signature":         {provider.SignSlack(secret, now, body)},
+		"X-Slack-Signature":         {sign.Slack(secret, now, body)},
 		"X-Slack-Request-Timestamp": {strconv.FormatInt(now.Unix(), 10)},
 		"Content-Type":              {"application/json"},
 		"User-Agent":                {"Slackbot 1.0 (+https://api.slack.com/robots)"},

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // squareURL is the notification URL registered at Square: what the
@@ -17,7 +17,7 @@ const squareURL = "https://hooks.example.com/webhooks/sq"
 // squareDelivery returns the headers Square sends with body, signed for url.
 func squareDelivery(key, url string, body []byte, retry string) http.Header {
 	header := http.Header{
-		"X-Square-Hmacsha256-Signature":     {provider.SignSquare(key, url, body)},
+		"X-Square-Hmacsha256-Signature":     {sign.Square(key, url, body)},
 		"Square-Environment":                {"Production"},
 		"Square-Initial-Delivery-Timestamp": {"2026-11-29T10:00:00.000000000Z"},
 		"Content-Type":                      {"application/json"},

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // twilioStored returns the payload and raw body stored for an event.
@@ -34,7 +34,7 @@ func (b *e2eBundle) twilioForm(t *testing.T, source, token, webhookURL string, p
 	t.Helper()
 	header := http.Header{
 		"Content-Type":       {"application/x-www-form-urlencoded"},
-		"X-Twilio-Signature": {provider.SignTwilio(token, webhookURL, params)},
+		"X-Twilio-Signature": {sign.Twilio(token, webhookURL, params)},
 	}
 	if idem != "" {
 		header.Set("I-Twilio-Idempotency-Token", idem)
@@ -74,14 +74,14 @@ func TestEndToEndTwilio(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, r.Status)
 	r = b.twilioForm(t, "sms", token, "https://hooks.example.com/webhooks/sms", status("SM2", "sent"), "idem-forged")
 	require.Equal(t, http.StatusUnauthorized, r.Status)
-	header := http.Header{"X-Twilio-Signature": {provider.SignTwilio(token, hookURL, status("SM2", "sent"))}}
+	header := http.Header{"X-Twilio-Signature": {sign.Twilio(token, hookURL, status("SM2", "sent"))}}
 	r = b.post(t, "sms", header, []byte(status("SM2", "failed").Encode()))
 	require.Equal(t, http.StatusUnauthorized, r.Status)
 
 	// A JSON delivery (an Event Streams CloudEvent) signed with its bodySHA256.
 	body := []byte(`{"specversion":"1.0","id":"EZ1","type":"com.twilio.messaging.message.delivered","data":{"messageSid":"SM1"}}`)
 	r = b.post(t, "sms", http.Header{
-		"Content-Type": {"application/json"}, "X-Twilio-Signature": {provider.SignTwilioJSON(token, hookURL, body)},
+		"Content-Type": {"application/json"}, "X-Twilio-Signature": {sign.TwilioJSON(token, hookURL, body)},
 	}, body)
 	require.Equal(t, map[string]int{"new": 1, "duplicates": 0, "twins": 0}, r.counts(t))
 

@@ -21,7 +21,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
@@ -128,7 +130,7 @@ type answer struct {
 
 func signBank(t *testing.T, id, body string, at time.Time) http.Header {
 	t.Helper()
-	h, err := provider.SignHeaders(&provider.SignParams{
+	h, err := webhook.Headers(&webhook.Params{
 		Provider: "standardwebhooks", Secret: bankSecret, EventID: id, Time: at, Body: []byte(body),
 	})
 	require.NoError(t, err)
@@ -235,7 +237,7 @@ func TestReceiver(t *testing.T) {
 		t.Parallel()
 		b := setupDB(t)
 		body := "this is not json"
-		h := http.Header{"Stripe-Signature": {provider.SignStripe(stripeSecret, time.Now(), []byte(body))}}
+		h := http.Header{"Stripe-Signature": {sign.Stripe(stripeSecret, time.Now(), []byte(body))}}
 		r := post(t, b.url, "stripe", h, body)
 		require.Equal(t, http.StatusOK, r.status)
 		require.Equal(t, 1.0, r.body["new"])
@@ -251,7 +253,7 @@ func TestReceiver(t *testing.T) {
 		require.Zero(t, jobs)
 
 		// The provider resends it: still one row.
-		h = http.Header{"Stripe-Signature": {provider.SignStripe(stripeSecret, time.Now(), []byte(body))}}
+		h = http.Header{"Stripe-Signature": {sign.Stripe(stripeSecret, time.Now(), []byte(body))}}
 		r = post(t, b.url, "stripe", h, body)
 		require.Equal(t, map[string]any{"new": 0.0, "duplicates": 1.0, "twins": 0.0}, r.body)
 	})

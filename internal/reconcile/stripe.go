@@ -36,6 +36,28 @@ const (
 	stripeMaxBody = 32 << 20
 )
 
+// EventParser reads one event object (an element of a list call) as the
+// source's verifier reads a webhook body once its signature holds, so that a
+// listed event is keyed exactly like its delivery. The stripe verifier
+// provider.New returns is one; StripeParser returns it.
+type EventParser interface {
+	ParseEvent(body []byte) provider.Event
+}
+
+// StripeParser returns the stripe verifier configured by config, as the
+// EventParser of StripeConfig.Parser.
+func StripeParser(config *provider.Config) (EventParser, error) {
+	verifier, err := provider.New("stripe", config)
+	if err != nil {
+		return nil, err
+	}
+	parser, ok := verifier.(EventParser)
+	if !ok {
+		return nil, errors.New("reconcile: the stripe verifier parses no listed events")
+	}
+	return parser, nil
+}
+
 // StripeConfig configures a Stripe fetcher.
 type StripeConfig struct {
 	// APIKey is a restricted key (rk_…) with read access to events, sent as
@@ -45,8 +67,8 @@ type StripeConfig struct {
 	// point it at an httptest server.
 	BaseURL string
 	// Parser keys each listed event like the source's webhook deliveries
-	// (its twin types). Required.
-	Parser *provider.Stripe
+	// (its twin types): StripeParser of the source's config. Required.
+	Parser EventParser
 	// PageSize is the limit of each list call, 1 to 100. Defaults to 100.
 	PageSize int
 	// MaxRetries is how many times one page is asked again after a 429 or

@@ -103,7 +103,7 @@ func (f *fakeStripe) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 type bundle struct {
 	db       *dbtest.DB
 	ingester *inbox.Ingester
-	parser   *provider.Stripe
+	parser   reconcile.EventParser
 	fake     *fakeStripe
 	server   *httptest.Server
 	waits    []time.Duration
@@ -114,7 +114,7 @@ func setup(t *testing.T, fake *fakeStripe) *bundle {
 	db := dbtest.New(t)
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
-	parser, err := provider.NewStripe(&provider.Config{Secrets: []string{"whsec_x"}})
+	parser, err := reconcile.StripeParser(&provider.Config{Secrets: []string{"whsec_x"}})
 	require.NoError(t, err)
 	server := httptest.NewServer(fake)
 	t.Cleanup(server.Close)

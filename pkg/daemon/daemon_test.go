@@ -16,10 +16,10 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -64,7 +64,7 @@ func TestReceiverAndWorkerFromConfig(t *testing.T) {
 	start := make(chan struct{})
 	codes := make(chan int, 50)
 	for i := range 50 {
-		header, err := provider.SignHeaders(&provider.SignParams{
+		header, err := webhook.Headers(&webhook.Params{
 			Provider: "standardwebhooks", Secret: secret, EventID: "msg_once",
 			Time: time.Now().Add(-time.Duration(i) * time.Second), Body: []byte(body),
 		})

@@ -19,9 +19,9 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/natstest"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // consumer is the user's billing service. It verifies each delivery with
@@ -108,7 +108,7 @@ func TestForwardEndToEnd(t *testing.T) {
 	for i := range events {
 		body := fmt.Sprintf(`{"type":"account.deposit","data":{"account_id":"acc_%d","amount":"1.00"}}`, i)
 		for range copies {
-			header, err := provider.SignHeaders(&provider.SignParams{
+			header, err := webhook.Headers(&webhook.Params{
 				Provider: "standardwebhooks", Secret: secret, EventID: fmt.Sprintf("msg_%d", i), Time: time.Now(), Body: []byte(body),
 			})
 			require.NoError(t, err)

@@ -23,10 +23,10 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -105,7 +105,7 @@ func (b *observeBundle) startWorker(t *testing.T) string {
 func (b *observeBundle) deliver(t *testing.T, source, signWith, eventID, eventType, requestID string) int {
 	t.Helper()
 	body := fmt.Sprintf(`{"type":%q,"data":{"account_id":"acc_1","amount":"1.00"}}`, eventType)
-	header, err := provider.SignHeaders(&provider.SignParams{
+	header, err := webhook.Headers(&webhook.Params{
 		Provider: "standardwebhooks", Secret: signWith, EventID: eventID, Time: time.Now(), Body: []byte(body),
 	})
 	require.NoError(t, err)

@@ -12,7 +12,6 @@ import (
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // This file wires issue 14's operations features: rejection samples in
@@ -44,7 +43,7 @@ func reconcileSources(cfg *config.Config) ([]*reconcile.Source, error) {
 			continue
 		}
 		// Validate allows reconciliation for stripe sources only.
-		parser, err := provider.NewStripe(s.ProviderConfig())
+		parser, err := reconcile.StripeParser(s.ProviderConfig())
 		if err != nil {
 			return nil, fmt.Errorf("sources[%s].reconcile: %w", s.Name, err)
 		}

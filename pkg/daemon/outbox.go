@@ -61,7 +61,7 @@ func newDestination(d *config.DestinationConfig, lease time.Duration) (outbox.De
 		// plus the time to dial.
 		ctx, cancel := context.WithTimeout(context.Background(), d.Timeout+natsDialTimeout)
 		defer cancel()
-		return outbox.NewJetStream(ctx, &outbox.JetStreamConfig{
+		return jetstream.NewDestination(ctx, &jetstream.DestinationConfig{
 			Publisher: jetstream.Config{
 				URL: d.URL, Stream: d.Stream, Subjects: d.Subjects, CreateStream: d.CreateStream, AckTimeout: d.Timeout,
 				Duplicates: max(jetstream.DuplicatesDefault, 2*lease),

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // TestThroughPgBouncer runs inboxctl, the receiver and the worker binaries
@@ -118,7 +118,7 @@ func deliverAll(t *testing.T, addr string, ids []string) []int {
 	body := `{"type":"account.deposit","data":{"account_id":"acc_1","amount":"1.00"}}`
 	reqs := make([]*http.Request, len(ids))
 	for i, id := range ids {
-		header, err := provider.SignHeaders(&provider.SignParams{
+		header, err := webhook.Headers(&webhook.Params{
 			Provider: "standardwebhooks", Secret: secretValue, EventID: id, Time: time.Now(), Body: []byte(body),
 		})
 		require.NoError(t, err)

@@ -11,9 +11,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 func TestNewSource(t *testing.T) {
@@ -89,7 +89,7 @@ func TestReceiverTrustedProxies(t *testing.T) {
 	post := func(t *testing.T, url, eventID, forwardedFor string) int {
 		t.Helper()
 		body := `{"type":"account.deposit","data":{"account_id":"acc_1"}}`
-		header, err := provider.SignHeaders(&provider.SignParams{
+		header, err := webhook.Headers(&webhook.Params{
 			Provider: "standardwebhooks", Secret: secret, EventID: eventID, Time: time.Now(), Body: []byte(body),
 		})
 		require.NoError(t, err)

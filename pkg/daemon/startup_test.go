@@ -12,7 +12,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
-	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 )
 
 const secretValue = "whsec_c2VjcmV0LXRoYXQtbXVzdC1uZXZlci1sZWFr"
@@ -35,7 +35,7 @@ sources:
 func postWebhook(t *testing.T, addr, eventID string) int {
 	t.Helper()
 	body := `{"type":"account.deposit","data":{"account_id":"acc_1","amount":"1.00"}}`
-	header, err := provider.SignHeaders(&provider.SignParams{
+	header, err := webhook.Headers(&webhook.Params{
 		Provider: "standardwebhooks", Secret: secretValue, EventID: eventID, Time: time.Now(), Body: []byte(body),
 	})
 	require.NoError(t, err)

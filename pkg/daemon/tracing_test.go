@@ -23,10 +23,10 @@ import (
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/tracingtest"
 	"github.com/hookinbox/hookinbox/internal/tracing"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -98,7 +98,7 @@ func (b *traceBundle) deliverTogether(t *testing.T, eventIDs ...string) {
 	for _, id := range eventIDs {
 		wg.Go(func() {
 			body := fmt.Sprintf(`{"type":"account.deposit","data":{"account_id":"acc_1","amount":"1.00","id":%q}}`, id)
-			header, err := provider.SignHeaders(&provider.SignParams{
+			header, err := webhook.Headers(&webhook.Params{
 				Provider: "standardwebhooks", Secret: secret, EventID: id, Time: time.Now(), Body: []byte(body),
 			})
 			if err != nil {

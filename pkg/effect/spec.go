@@ -102,7 +102,7 @@ func (s *Spec) Snapshot(ev *inbox.Event) (*Snapshot, error) {
 	snap := &Snapshot{Source: ev.Source, Kind: kind, ObjectID: id, Version: version, ReceivedAt: ev.ReceivedAt,
 		InboxID: ev.ID, EventID: ev.EventID, Payload: ev.Payload}
 	if s.EventTime != "" {
-		if snap.EventTime, err = LocateTime(s.EventTime, ev); err != nil && !errors.Is(err, ErrNotLocated) {
+		if snap.EventTime, err = locateTime(s.EventTime, doc, ev); err != nil && !errors.Is(err, ErrNotLocated) {
 			return nil, fmt.Errorf("event time (%s): %w", s.EventTime, err)
 		}
 	}
@@ -118,23 +118,9 @@ func Locate(locator string, ev *inbox.Event) (string, error) {
 	return locateString(locator, doc, ev)
 }
 
-// LocateVersion returns what locator finds in ev, as a version: an integer
-// as is, an RFC 3339 time in Unix microseconds.
-func LocateVersion(locator string, ev *inbox.Event) (int64, error) {
-	doc, err := decode(ev.Payload)
-	if err != nil {
-		return 0, err
-	}
-	return locateVersion(locator, doc, ev)
-}
-
-// LocateTime returns what locator finds in ev, as a time: a number is Unix
-// seconds, a string an RFC 3339 time.
-func LocateTime(locator string, ev *inbox.Event) (time.Time, error) {
-	doc, err := decode(ev.Payload)
-	if err != nil {
-		return time.Time{}, err
-	}
+// locateTime returns what locator finds in ev, whose decoded payload is doc,
+// as a time: a number is Unix seconds, a string an RFC 3339 time.
+func locateTime(locator string, doc any, ev *inbox.Event) (time.Time, error) {
 	v, err := locate(locator, doc, ev)
 	if err != nil {
 		return time.Time{}, err

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // HTTPTimeoutDefault is HTTPConfig.Timeout's default.
@@ -58,7 +58,7 @@ func NewHTTP(config *HTTPConfig) (*HTTP, error) {
 		return nil, fmt.Errorf("outbox: http destination URL %q is not an absolute http(s) URL", c.URL)
 	}
 	if c.Secret != "" {
-		if _, err := provider.SignStandardWebhooks(c.Secret, "", time.Unix(0, 0), nil); err != nil {
+		if _, err := sign.StandardWebhooks(c.Secret, "", time.Unix(0, 0), nil); err != nil {
 			return nil, fmt.Errorf("outbox: http destination secret: %w", err)
 		}
 	}
@@ -90,7 +90,7 @@ func (h *HTTP) Deliver(ctx context.Context, r *Record) error {
 	now := h.config.Now()
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
 	if h.config.Secret != "" {
-		sig, err := provider.SignStandardWebhooks(h.config.Secret, r.Key, now, r.Payload)
+		sig, err := sign.StandardWebhooks(h.config.Secret, r.Key, now, r.Payload)
 		if err != nil {
 			return &PermanentError{Err: err}
 		}

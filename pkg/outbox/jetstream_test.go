@@ -25,7 +25,7 @@ func TestJetStreamDestination(t *testing.T) {
 	stream, prefix := natstest.Stream(t, url)
 	db := dbtest.New(t)
 	ctx := context.Background()
-	dest, err := outbox.NewJetStream(ctx, &outbox.JetStreamConfig{
+	dest, err := jetstream.NewDestination(ctx, &jetstream.DestinationConfig{
 		Publisher: jetstream.Config{URL: url, Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true},
 		Subject:   prefix + ".{source}.{type}",
 	})

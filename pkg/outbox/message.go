@@ -42,10 +42,10 @@ type Message struct {
 // Key.
 var ErrNoKey = errors.New("outbox: a message needs an event or a Key")
 
-// MessageKey returns the key of m when ev caused it: m.Key when set, else
+// messageKey returns the key of m when ev caused it: m.Key when set, else
 // "<source>:<event_id>:<destination>", followed by ":<suffix>" when
 // m.KeySuffix is set.
-func MessageKey(ev *inbox.Event, m *Message) (string, error) {
+func messageKey(ev *inbox.Event, m *Message) (string, error) {
 	if m.Key != "" {
 		return m.Key, nil
 	}
@@ -73,7 +73,7 @@ func Enqueue(ctx context.Context, tx DBTX, ev *inbox.Event, m Message) (bool, er
 	if m.Destination == "" {
 		return false, errors.New("outbox: Message.Destination is required")
 	}
-	key, err := MessageKey(ev, &m)
+	key, err := messageKey(ev, &m)
 	if err != nil {
 		return false, err
 	}

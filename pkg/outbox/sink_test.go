@@ -27,7 +27,7 @@ const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 // status says (200 when nil).
 type sink struct {
 	server   *httptest.Server
-	verifier *provider.StandardWebhooks
+	verifier provider.Verifier
 
 	mu       sync.Mutex
 	received map[string]int // by webhook-id
@@ -42,7 +42,7 @@ type sink struct {
 
 func newSink(t *testing.T) *sink {
 	t.Helper()
-	v, err := provider.NewStandardWebhooks(&provider.Config{Secrets: []string{testSecret}})
+	v, err := provider.New("standardwebhooks", &provider.Config{Secrets: []string{testSecret}})
 	require.NoError(t, err)
 	s := &sink{verifier: v, received: map[string]int{}, arrived: map[string]time.Time{}}
 	s.server = httptest.NewServer(http.HandlerFunc(s.serve))

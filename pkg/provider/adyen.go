@@ -3,31 +3,21 @@ package provider
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
 )
 
 func init() {
-	register("adyen", adapt(NewAdyen), Preset{})
-	// The signatures live in the body: Sign rewrites it with SignAdyenBody,
-	// then the header signer adds Basic Auth.
-	registerBodySigner("adyen", func(p *SignParams) ([]byte, error) {
-		return SignAdyenBody(p.Secret, p.Body)
-	})
-	registerSigner("adyen", func(p *SignParams) (http.Header, error) {
-		return basicAuthHeader("adyen", p.Config)
-	})
+	register("adyen", adapt(newAdyenVerifier), Preset{})
 }
 
-// Adyen verifies Adyen standard (payments) webhook deliveries. Two checks,
-// both of which must pass:
+// adyenVerifier verifies Adyen standard (payments) webhook deliveries. Two
+// checks, both of which must pass:
 //
 //   - HTTP Basic Auth against Config.BasicAuth, which is required;
 //   - the hmacSignature of every item: each NotificationRequestItem's
@@ -62,17 +52,17 @@ func init() {
 // "<eventCode>:<pspReference>" is storable text of at most 1024 bytes (and
 // was not read through invalid UTF-8).
 //
-// Adyen implements Acknowledger: Adyen expects the body "[accepted]".
-type Adyen struct {
+// adyenVerifier implements Acknowledger: Adyen expects the body "[accepted]".
+type adyenVerifier struct {
 	basicAuth []BasicAuth
 	keys      keyring
 }
 
-// NewAdyen returns an Adyen verifier. Config.BasicAuth is required, and so
-// is Config.Secrets: hex-encoded HMAC keys (64 hex digits in Adyen's
-// Customer Area), any one of which may match. Config.Tolerance and
-// Config.Now are not used.
-func NewAdyen(config *Config) (*Adyen, error) {
+// newAdyenVerifier returns an Adyen verifier. Config.BasicAuth is required, and
+// so is Config.Secrets: hex-encoded HMAC keys (64 hex digits in Adyen's
+// Customer Area), any one of which may match. Config.Tolerance and Config.Now
+// are not used.
+func newAdyenVerifier(config *Config) (*adyenVerifier, error) {
 	if err := config.validate(); err != nil {
 		return nil, fmt.Errorf("adyen: %w", err)
 	}
@@ -82,24 +72,15 @@ func NewAdyen(config *Config) (*Adyen, error) {
 	if len(config.BasicAuth) == 0 {
 		return nil, errors.New("adyen: basic_auth: Adyen webhooks need Basic Auth; configure at least one username and password")
 	}
-	keys, err := newDecodedKeyring(sha256.New, config.Secrets, decodeAdyenKey)
+	keys, err := newDecodedKeyring(sha256.New, config.Secrets, sign.AdyenKey)
 	if err != nil {
 		return nil, fmt.Errorf("adyen: %w", err)
 	}
-	return &Adyen{basicAuth: config.BasicAuth, keys: keys}, nil
-}
-
-// decodeAdyenKey decodes a hex HMAC key. Its error never quotes the key.
-func decodeAdyenKey(hexKey string) ([]byte, error) {
-	key, err := hex.DecodeString(hexKey)
-	if err != nil || len(key) == 0 {
-		return nil, errors.New("not a hex-encoded HMAC key")
-	}
-	return key, nil
+	return &adyenVerifier{basicAuth: config.BasicAuth, keys: keys}, nil
 }
 
 // Verify implements Verifier.
-func (a *Adyen) Verify(body []byte, header http.Header) (*Delivery, error) {
+func (a *adyenVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
 	if err := checkBasicAuth(header, a.basicAuth); err != nil {
 		return nil, fmt.Errorf("adyen: %w", err)
 	}
@@ -120,7 +101,7 @@ func (a *Adyen) Verify(body []byte, header http.Header) (*Delivery, error) {
 }
 
 // checkItem checks an item's hmacSignature against every key.
-func (a *Adyen) checkItem(item adyenItem) error {
+func (a *adyenVerifier) checkItem(item adyenItem) error {
 	if item.signature == "" {
 		return fmt.Errorf("no additionalData.hmacSignature: %w", ErrSignatureMissing)
 	}
@@ -132,7 +113,7 @@ func (a *Adyen) checkItem(item adyenItem) error {
 }
 
 // Ack implements Acknowledger with the reply Adyen requires.
-func (a *Adyen) Ack(claim.Counts) Reply {
+func (a *adyenVerifier) Ack(claim.Counts) Reply {
 	return Reply{Status: http.StatusOK, ContentType: "text/plain", Body: []byte("[accepted]")}
 }
 
@@ -182,9 +163,9 @@ func readAdyenItem(raw []byte) (adyenItem, error) {
 	if err := json.Unmarshal(raw, &item.members); err != nil || item.members == nil {
 		return item, fmt.Errorf("NotificationRequestItem is not an object: %w", ErrSignatureInvalid)
 	}
-	signed, err := adyenSigningString(item.members)
+	signed, err := sign.AdyenSigned(item.members)
 	if err != nil {
-		return item, err
+		return item, fmt.Errorf("%w: %w", err, ErrSignatureInvalid)
 	}
 	item.signed = signed
 	var additional map[string]json.RawMessage
@@ -195,39 +176,6 @@ func readAdyenItem(raw []byte) (adyenItem, error) {
 		return item, err
 	}
 	return item, nil
-}
-
-// adyenSigningString returns what an item's hmacSignature covers.
-func adyenSigningString(members map[string]json.RawMessage) (string, error) {
-	var amount map[string]json.RawMessage
-	if raw := members["amount"]; !isNull(raw) && json.Unmarshal(raw, &amount) != nil {
-		return "", fmt.Errorf("amount is not an object: %w", ErrSignatureInvalid)
-	}
-	value := ""
-	if raw := amount["value"]; !isNull(raw) {
-		n, err := strconv.ParseInt(string(raw), 10, 64)
-		if err != nil {
-			return "", fmt.Errorf("amount.value is not an integer of minor units: %w", ErrSignatureInvalid)
-		}
-		value = strconv.FormatInt(n, 10)
-	}
-	var err error
-	field := func(object map[string]json.RawMessage, name string) string {
-		s, fieldErr := optionalString(object, name)
-		if err == nil {
-			err = fieldErr
-		}
-		return s
-	}
-	fields := []string{
-		field(members, "pspReference"), field(members, "originalReference"),
-		field(members, "merchantAccountCode"), field(members, "merchantReference"),
-		value, field(amount, "currency"), field(members, "eventCode"), field(members, "success"),
-	}
-	if err != nil {
-		return "", err
-	}
-	return strings.Join(fields, ":"), nil
 }
 
 // optionalString returns the string member name of object, "" when it is

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
 )
 
@@ -46,9 +48,9 @@ const (
 
 var adyenAuth = []BasicAuth{{Username: adyenUser, Password: adyenPassword}}
 
-func newTestAdyen(t testing.TB, keys ...string) *Adyen {
+func newTestAdyen(t testing.TB, keys ...string) *adyenVerifier {
 	t.Helper()
-	adyen, err := NewAdyen(&Config{Secrets: keys, BasicAuth: adyenAuth, Now: pinnedConfig(testNow).Now})
+	adyen, err := newAdyenVerifier(&Config{Secrets: keys, BasicAuth: adyenAuth, Now: pinnedConfig(testNow).Now})
 	require.NoError(t, err)
 	return adyen
 }
@@ -272,12 +274,12 @@ func TestAdyen(t *testing.T) {
 		require.Equal(t, adyenVectorSigningString, item.signed)
 		require.Equal(t, adyenVectorSignature, item.signature)
 		for _, key := range []string{adyenVectorKey, strings.ToLower(adyenVectorKey)} {
-			signature, err := SignAdyenItem(key, []byte(adyenVectorItem))
+			signature, err := sign.AdyenItem(key, []byte(adyenVectorItem))
 			require.NoError(t, err)
 			require.Equal(t, adyenVectorSignature, signature)
 		}
 		unsigned := strings.Replace(adyenVectorItem, adyenVectorSignature, "stale", 1)
-		signature, err := SignAdyenItem(adyenVectorKey, []byte(unsigned))
+		signature, err := sign.AdyenItem(adyenVectorKey, []byte(unsigned))
 		require.NoError(t, err)
 		require.Equal(t, adyenVectorSignature, signature, "an existing hmacSignature is not signed")
 		require.Equal(t, adyenVectorSignature, adyenReferenceSignature(adyenVectorKey, adyenVectorSigningString))
@@ -285,9 +287,9 @@ func TestAdyen(t *testing.T) {
 
 	t.Run("OfficialRawStringVectorSignsWithTheDecodedKey", func(t *testing.T) {
 		t.Parallel()
-		key, err := decodeAdyenKey(adyenVectorKey)
+		key, err := sign.AdyenKey(adyenVectorKey)
 		require.NoError(t, err)
-		require.Equal(t, adyenVectorRawSignature, base64.StdEncoding.EncodeToString(hmacSHA256(key, []byte(adyenVectorRawString))))
+		require.Equal(t, adyenVectorRawSignature, base64.StdEncoding.EncodeToString(sign.MAC(sha256.New, key, []byte(adyenVectorRawString))))
 	})
 
 	t.Run("AbsentFieldsAreSignedAsEmptyStrings", func(t *testing.T) {
@@ -349,7 +351,7 @@ func TestAdyen(t *testing.T) {
 
 	t.Run("EitherBasicAuthPairVerifiesDuringRotation", func(t *testing.T) {
 		t.Parallel()
-		adyen, err := NewAdyen(&Config{Secrets: []string{adyenVectorKey}, BasicAuth: []BasicAuth{{"old_user", "old_password"}, {adyenUser, adyenPassword}}})
+		adyen, err := newAdyenVerifier(&Config{Secrets: []string{adyenVectorKey}, BasicAuth: []BasicAuth{{"old_user", "old_password"}, {adyenUser, adyenPassword}}})
 		require.NoError(t, err)
 		body := adyenBody(adyenVectorItem)
 		for _, pair := range [][2]string{{"old_user", "old_password"}, {adyenUser, adyenPassword}} {
@@ -650,7 +652,7 @@ func TestAdyen(t *testing.T) {
 		_, err := newTestAdyen(t, adyenOldKey).Verify(body, adyenHeader())
 		requireRejected(t, err, ErrSignatureMissing, adyenOldKey)
 
-		signed, err := SignAdyenBody(adyenOldKey, body)
+		signed, err := sign.AdyenBody(adyenOldKey, body)
 		require.NoError(t, err)
 		delivery, err := newTestAdyen(t, adyenOldKey).Verify(signed, adyenHeader())
 		require.NoError(t, err)
@@ -664,17 +666,17 @@ func TestAdyen(t *testing.T) {
 		requireRejected(t, err, ErrSignatureInvalid, adyenOldKey, adyenNewKey)
 
 		for _, bad := range []string{"", "[]", `{"notificationItems":[{"NotificationRequestItem":{"additionalData":1}}]}`} {
-			_, err := SignAdyenBody(adyenOldKey, []byte(bad))
+			_, err := sign.AdyenBody(adyenOldKey, []byte(bad))
 			require.Error(t, err, bad)
 		}
-		_, err = SignAdyenBody("xyz", body)
+		_, err = sign.AdyenBody("xyz", body)
 		require.ErrorContains(t, err, "not a hex-encoded HMAC key")
 	})
 
 	t.Run("SignHeadersAddsBasicAuthToASignedBody", func(t *testing.T) {
 		t.Parallel()
 		config := &Config{Secrets: []string{adyenOldKey}, BasicAuth: adyenAuth}
-		body, err := SignAdyenBody(adyenOldKey, adyenBody(authorisation("P1").json("")))
+		body, err := sign.AdyenBody(adyenOldKey, adyenBody(authorisation("P1").json("")))
 		require.NoError(t, err)
 		header, err := SignHeaders(&SignParams{Provider: "adyen", Secret: adyenOldKey, Body: body, Config: config})
 		require.NoError(t, err)
@@ -823,12 +825,12 @@ func adyenColonsInFields(members map[string]json.RawMessage) int {
 }
 
 // Adyen signs each item inside the body, so a demo or test signs the body
-// first with SignAdyenBody, then lets SignHeaders add the Basic Auth that
+// first with sign.AdyenBody, then lets webhook.Headers add the Basic Auth that
 // Adyen's endpoint settings configure.
-func ExampleSignAdyenBody() {
+func ExampleNew_adyen() {
 	const hexKey = "DFB1EB5485895CFA84146406857104ABB4CBCABDC8AAF103A624C8F6A3EAAB00"
 	config := &Config{Secrets: []string{hexKey}, BasicAuth: []BasicAuth{{Username: "ws@Company.Test", Password: "s3cret"}}}
-	body, err := SignAdyenBody(hexKey, []byte(`{"live":"false","notificationItems":[{"NotificationRequestItem":`+
+	body, err := sign.AdyenBody(hexKey, []byte(`{"live":"false","notificationItems":[{"NotificationRequestItem":`+
 		`{"eventCode":"AUTHORISATION","pspReference":"QFQTPCQ8HXSKGK82","amount":{"currency":"EUR","value":1000},`+
 		`"merchantAccountCode":"TestMerchant","merchantReference":"order-1","success":"true"}}]}`))
 	if err != nil {

@@ -49,23 +49,6 @@ func anyDigestEqual(got [sha256.Size]byte, accepted [][sha256.Size]byte) bool {
 	return matched
 }
 
-// setBasicAuth sets header's Authorization to cred.
-func setBasicAuth(header http.Header, cred BasicAuth) {
-	req := http.Request{Header: header}
-	req.SetBasicAuth(cred.Username, cred.Password)
-}
-
-// basicAuthHeader returns a header carrying the first Basic Auth pair of
-// config, for the signers of providers that require Basic Auth.
-func basicAuthHeader(provider string, config *Config) (http.Header, error) {
-	if config == nil || len(config.BasicAuth) == 0 {
-		return nil, fmt.Errorf("%s: signing needs SignParams.Config.BasicAuth", provider)
-	}
-	header := http.Header{}
-	setBasicAuth(header, config.BasicAuth[0])
-	return header, nil
-}
-
 // CheckBasicAuth returns nil when header carries HTTP Basic credentials
 // equal to one of accepted, compared in constant time (digests of the
 // values, each accepted pair looked at), and an error wrapping

@@ -58,23 +58,26 @@
 //
 // # Adding a provider
 //
-// Write one file named after the provider (github.go) holding a type with a
-// constructor NewX(*Config) (*X, error) whose errors name the config key at
-// fault ("square: url is required", "secrets: at least one is required"),
-// and an exported SignX helper that produces what the provider sends; a
-// provider that outgrows about 300 lines splits one concern into a second
-// file (hmac_config.go, twilio_params.go, adyen_sign.go). From the file's
-// init, register both:
+// Write one file named after the provider (github.go) holding an unexported
+// verifier type with a constructor newXVerifier(*Config) (*xVerifier, error)
+// whose errors name the config key at fault ("square: url is required",
+// "secrets: at least one is required"); a provider that outgrows about 300
+// lines splits one concern into a second file (hmac_config.go,
+// twilio_params.go). Users reach it through New only. From the file's init,
+// register it:
 //
 //	func init() {
-//		register("github", adapt(NewGitHub), Preset{MaxBodyBytes: GitHubMaxBodyBytes})
-//		registerSigner("github", func(p *SignParams) (http.Header, error) { … })
+//		register("github", adapt(newGitHubVerifier), Preset{MaxBodyBytes: githubMaxBodyBytes})
 //	}
 //
-// A signer that sends the event id or type in a header refuses to sign
-// without it (p.requireHeaderKeys), and a provider that signs inside the
-// body also registers the body's signer (registerBodySigner, Adyen), which
-// Sign runs first; the conformance suite checks both.
+// What the provider sends is produced outside this package, for inboxctl
+// send, the demo and tests: a function in internal/sign computes its
+// signature (sign.GitHub), and internal/webhook adds its header signer,
+// which refuses to sign without the event id or type a provider sends in a
+// header (requireHeaderKeys), and, for a provider that signs inside the
+// body (Adyen), its body signer; the conformance suite checks both. A piece
+// of a scheme that verifying recomputes (Adyen's signed string, Twilio's
+// parameter orders) lives in internal/sign once, and the verifier uses it.
 //
 // Build Verify from the shared pieces rather than anew: a keyring of the
 // secrets (newKeyring, keyring.matches), decodeHexMAC or decodeBase64MAC for
@@ -94,11 +97,11 @@
 //
 //	func githubSigner() signer { return signer{provider: "github", …} }
 //
-// The signer type in signers_test.go documents each field; its signatures
-// come from the provider's SDK or the test's own HMAC, never from SignX. A
-// provider that is registered without a signer fails TestConformance. Add
-// the name to TestNew, the official test vectors (with their source named),
-// a Fuzz target for Verify and for any body splitter, an end-to-end test in
-// internal/receiver, and the provider's config keys to config/hookinbox.yaml and
-// the README.
+// The signer type in signers_test.go documents each field; its signatures come
+// from the provider's SDK or the test's own HMAC, never from internal/sign. A
+// provider that is registered without a signer fails TestConformance. Add the
+// name to TestNew, the official test vectors (with their source named), a Fuzz
+// target for Verify and for any body splitter, an end-to-end test in
+// internal/receiver, and the provider's config keys to config/hookinbox.yaml
+// and the README.
 package provider

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -23,7 +24,7 @@ func ExampleNew() {
 
 	body := []byte(`{"id":"evt_test_webhook","object":"event","type":"charge.succeeded"}`)
 	header := http.Header{}
-	header.Set("Stripe-Signature", provider.SignStripe("whsec_test_secret", now, body))
+	header.Set("Stripe-Signature", sign.Stripe("whsec_test_secret", now, body))
 
 	delivery, err := verifier.Verify(body, header)
 	if err != nil {
@@ -49,7 +50,7 @@ func ExampleVerifier_parseError() {
 	}
 	body := []byte(`{"note":"\u0000"}`)
 	header := http.Header{}
-	header.Set("X-Shopify-Hmac-Sha256", provider.SignShopify("test_secret_key", body))
+	header.Set("X-Shopify-Hmac-Sha256", sign.Shopify("test_secret_key", body))
 	header.Set("X-Shopify-Webhook-Id", "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043")
 
 	delivery, err := verifier.Verify(body, header)

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -17,10 +16,10 @@ const (
 	githubSignaturePrefix = "sha256="
 )
 
-// GitHubMaxBodyBytes is the github preset's body limit. GitHub sends
+// githubMaxBodyBytes is the github preset's body limit. GitHub sends
 // payloads of up to 25 MB and never retries on its own, so a 413 would lose
 // the event.
-const GitHubMaxBodyBytes = 25 << 20
+const githubMaxBodyBytes = 25 << 20
 
 // githubAuditHeaders are the headers a GitHub delivery keeps: the
 // signature, the event and delivery ids, and the hook that sent it.
@@ -34,20 +33,10 @@ var githubAuditHeaders = []string{
 }
 
 func init() {
-	register("github", adapt(NewGitHub), Preset{MaxBodyBytes: GitHubMaxBodyBytes})
-	registerSigner("github", func(p *SignParams) (http.Header, error) {
-		if err := p.requireHeaderKeys("github", true, true); err != nil {
-			return nil, err
-		}
-		header := http.Header{}
-		header.Set(githubSignatureHeader, SignGitHub(p.Secret, p.Body))
-		header.Set(githubDeliveryHeader, p.EventID)
-		header.Set(githubEventHeader, p.EventType)
-		return header, nil
-	})
+	register("github", adapt(newGitHubVerifier), Preset{MaxBodyBytes: githubMaxBodyBytes})
 }
 
-// GitHub verifies GitHub webhook deliveries. X-Hub-Signature-256 is
+// githubVerifier verifies GitHub webhook deliveries. X-Hub-Signature-256 is
 // "sha256=" followed by the lowercase hex HMAC-SHA256 of the raw body, keyed
 // with the webhook secret's bytes. The legacy SHA-1 X-Hub-Signature is not
 // accepted. Nothing signed carries a time, so there is no timestamp
@@ -57,21 +46,21 @@ func init() {
 // GitHub sends one event per delivery. Its ID is X-GitHub-Delivery, which a
 // manual redelivery keeps, and its Type is X-GitHub-Event ("push", "ping":
 // the ping sent when a hook is created is an event like any other).
-type GitHub struct {
+type githubVerifier struct {
 	keys keyring
 }
 
-// NewGitHub returns a GitHub verifier for the webhook secrets in config.
-// Config.Tolerance and Config.Now are not used.
-func NewGitHub(config *Config) (*GitHub, error) {
+// newGitHubVerifier returns a GitHub verifier for the webhook secrets in
+// config. Config.Tolerance and Config.Now are not used.
+func newGitHubVerifier(config *Config) (*githubVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("github: %w", err)
 	}
-	return &GitHub{keys: newKeyring(sha256.New, config.Secrets)}, nil
+	return &githubVerifier{keys: newKeyring(sha256.New, config.Secrets)}, nil
 }
 
 // Verify implements Verifier.
-func (g *GitHub) Verify(body []byte, header http.Header) (*Delivery, error) {
+func (g *githubVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
 	value, err := requiredHeader(header, githubSignatureHeader)
 	if err != nil {
 		return nil, fmt.Errorf("github: %w", err)
@@ -90,11 +79,4 @@ func (g *GitHub) Verify(body []byte, header http.Header) (*Delivery, error) {
 	p := parsePayload(body)
 	event := p.event(body, header.Get(githubDeliveryHeader), header.Get(githubEventHeader), "header "+githubDeliveryHeader)
 	return newDelivery(event, header, githubAuditHeaders...), nil
-}
-
-// SignGitHub returns the X-Hub-Signature-256 header value "sha256=<hex>"
-// GitHub would send for body signed with secret. It is for demos, load
-// generators and tests.
-func SignGitHub(secret string, body []byte) string {
-	return githubSignaturePrefix + hex.EncodeToString(hmacSHA256([]byte(secret), body))
 }

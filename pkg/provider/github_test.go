@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // Vector from /work/shared/providers.md §3: github/docs
@@ -71,9 +73,9 @@ func githubHeader(signature, delivery, event string) http.Header {
 	return header
 }
 
-func newTestGitHub(t testing.TB, secrets ...string) *GitHub {
+func newTestGitHub(t testing.TB, secrets ...string) *githubVerifier {
 	t.Helper()
-	github, err := NewGitHub(pinnedConfig(testNow, secrets...))
+	github, err := newGitHubVerifier(pinnedConfig(testNow, secrets...))
 	require.NoError(t, err)
 	return github
 }
@@ -101,7 +103,7 @@ func TestGitHub(t *testing.T) {
 
 	t.Run("SignGitHubReproducesTheOfficialVector", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, githubVectorSignature, SignGitHub(githubVectorSecret, []byte(githubVectorBody)))
+		require.Equal(t, githubVectorSignature, sign.GitHub(githubVectorSecret, []byte(githubVectorBody)))
 		require.Equal(t, strings.TrimPrefix(githubVectorSignature, "sha256="),
 			hex.EncodeToString(referenceHMAC([]byte(githubVectorSecret), []byte(githubVectorBody))))
 	})
@@ -110,7 +112,7 @@ func TestGitHub(t *testing.T) {
 		t.Parallel()
 		body := []byte(`{"zen":"Design for failure.","hook_id":292430182,"hook":{"type":"Repository","events":["push"]}}`)
 		delivery, err := newTestGitHub(t, githubVectorSecret).Verify(body,
-			githubHeader(SignGitHub(githubVectorSecret, body), "d1c5d6d0-0001", "ping"))
+			githubHeader(sign.GitHub(githubVectorSecret, body), "d1c5d6d0-0001", "ping"))
 		require.NoError(t, err)
 		require.Nil(t, delivery.Reply)
 		require.Equal(t, Event{ID: "d1c5d6d0-0001", Type: "ping", Payload: body}, requireOneEvent(t, delivery))
@@ -148,7 +150,7 @@ func TestGitHub(t *testing.T) {
 		t.Parallel()
 		body := []byte(`{"action":"opened"}`)
 		delivery, err := newTestGitHub(t, githubVectorSecret).Verify(body,
-			githubHeader(SignGitHub(githubVectorSecret, body), "", "issues"))
+			githubHeader(sign.GitHub(githubVectorSecret, body), "", "issues"))
 		require.NoError(t, err)
 		event := requireOneEvent(t, delivery)
 		require.ErrorContains(t, event.ParseError, "header X-GitHub-Delivery is missing or empty")
@@ -164,7 +166,7 @@ func TestGitHub(t *testing.T) {
 
 	t.Run("ConfigWithoutSecretsIsAnError", func(t *testing.T) {
 		t.Parallel()
-		_, err := NewGitHub(&Config{})
+		_, err := newGitHubVerifier(&Config{})
 		require.ErrorContains(t, err, "github: ")
 		require.ErrorContains(t, err, "secret")
 	})
@@ -175,10 +177,10 @@ func TestGitHub(t *testing.T) {
 // carries exactly the genuine signature.
 func FuzzGitHubVerify(f *testing.F) {
 	f.Add([]byte(githubVectorBody), githubVectorSignature, "72d3162e")
-	f.Add([]byte(`{"zen":"x"}`), SignGitHub(githubVectorSecret, []byte(`{"zen":"x"}`)), "1")
+	f.Add([]byte(`{"zen":"x"}`), sign.GitHub(githubVectorSecret, []byte(`{"zen":"x"}`)), "1")
 	f.Add([]byte(githubVectorBody), strings.ToUpper(githubVectorSignature), "1")
 	f.Add([]byte(githubVectorBody), githubVectorSHA1, "")
-	f.Add([]byte{}, SignGitHub(githubVectorSecret, nil), "")
+	f.Add([]byte{}, sign.GitHub(githubVectorSecret, nil), "")
 	f.Add([]byte(`{"a":"\u0000"}`), "sha256=", "1")
 	github := newTestGitHub(f, githubVectorSecret)
 

@@ -2,37 +2,19 @@ package provider
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 func init() {
-	register("hmac", adapt(NewHMAC), Preset{})
-	registerSigner("hmac", func(p *SignParams) (http.Header, error) {
-		if p.Config != nil && p.Config.HMAC != nil {
-			hc := p.Config.HMAC
-			if err := p.requireHeaderKeys("hmac", hc.IDHeader != "", hc.TypeHeader != ""); err != nil {
-				return nil, err
-			}
-		}
-		header, err := SignHMAC(p.Config, p.Secret, p.Time, p.EventID, p.Body)
-		if err != nil {
-			return nil, err
-		}
-		if typeHeader := p.Config.HMAC.TypeHeader; typeHeader != "" && p.EventType != "" {
-			header.Set(typeHeader, p.EventType)
-		}
-		return header, nil
-	})
+	register("hmac", adapt(newHMACVerifier), Preset{})
 }
 
-// HMAC verifies deliveries of any sender that signs with an HMAC, as
+// hmacVerifier verifies deliveries of any sender that signs with an HMAC, as
 // configured by Config.HMAC (HMACConfig's fields, with their defaults):
 //
 //   - Header (required) carries the signature, after Prefix ("sha256=";
@@ -62,11 +44,11 @@ func init() {
 //     text/plain with 200 and nothing is stored.
 //
 // Any secret of Config.Secrets may match. There is one event per delivery.
-type HMAC struct {
+type hmacVerifier struct {
 	keys            keyring
 	header, prefix  string
 	base64          bool
-	template        []hmacPart // nil: the raw body is signed
+	template        sign.Template // nil: the raw body is signed
 	timestampHeader string
 	idHeader        string
 	idPath          []string
@@ -80,10 +62,10 @@ type HMAC struct {
 	now             func() time.Time
 }
 
-// NewHMAC returns a generic HMAC verifier configured by config.HMAC; see
-// HMAC for the fields. Config.Secrets are required; Config.Tolerance and
+// newHMACVerifier returns a generic HMAC verifier configured by config.HMAC;
+// see HMAC for the fields. Config.Secrets are required; Config.Tolerance and
 // Config.Now apply to a templated {timestamp}.
-func NewHMAC(config *Config) (*HMAC, error) {
+func newHMACVerifier(config *Config) (*hmacVerifier, error) {
 	v, err := newHMAC(config)
 	if err != nil {
 		return nil, fmt.Errorf("hmac: %w", err)
@@ -92,7 +74,7 @@ func NewHMAC(config *Config) (*HMAC, error) {
 }
 
 // Verify implements Verifier.
-func (v *HMAC) Verify(body []byte, header http.Header) (*Delivery, error) {
+func (v *hmacVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
 	if err := v.checkCredentials(header); err != nil {
 		return nil, fmt.Errorf("hmac: %w", err)
 	}
@@ -102,20 +84,20 @@ func (v *HMAC) Verify(body []byte, header http.Header) (*Delivery, error) {
 	}
 	var timestamp, signedID string
 	var signedAt time.Time
-	if v.uses("timestamp") {
+	if v.template.Uses("timestamp") {
 		if timestamp, signedAt, err = signedTimestamp(header, v.timestampHeader); err != nil {
 			return nil, fmt.Errorf("hmac: %w", err)
 		}
 	}
-	if v.uses("id") {
+	if v.template.Uses("id") {
 		if signedID = header.Get(v.idHeader); signedID == "" {
 			return nil, fmt.Errorf("hmac: no %s header, which is signed: %w", v.idHeader, ErrSignatureMissing)
 		}
 	}
-	if !v.keys.matches([][]byte{mac}, v.signed(body, timestamp, signedID)...) {
+	if !v.keys.matches([][]byte{mac}, v.template.Signed(body, timestamp, signedID)...) {
 		return nil, fmt.Errorf("hmac: %s matches no configured secret: %w", v.header, ErrSignatureInvalid)
 	}
-	if v.uses("timestamp") {
+	if v.template.Uses("timestamp") {
 		if err := checkTimestamp(v.now(), signedAt, v.tolerance); err != nil {
 			return nil, fmt.Errorf("hmac: %w", err)
 		}
@@ -125,7 +107,7 @@ func (v *HMAC) Verify(body []byte, header http.Header) (*Delivery, error) {
 
 // delivery builds the answer to an authentic delivery: a handshake reply,
 // or its event.
-func (v *HMAC) delivery(body []byte, header http.Header) *Delivery {
+func (v *hmacVerifier) delivery(body []byte, header http.Header) *Delivery {
 	p := parsePayload(body)
 	if v.challengePath != nil && p.err == nil {
 		if challenge := p.path(v.challengePath...); challenge != "" {
@@ -145,7 +127,7 @@ func (v *HMAC) delivery(body []byte, header http.Header) *Delivery {
 }
 
 // checkCredentials checks the API key and Basic Auth, when configured.
-func (v *HMAC) checkCredentials(header http.Header) error {
+func (v *hmacVerifier) checkCredentials(header http.Header) error {
 	if v.apiKeyHeader != "" {
 		key := header.Get(v.apiKeyHeader)
 		if key == "" {
@@ -163,7 +145,7 @@ func (v *HMAC) checkCredentials(header http.Header) error {
 }
 
 // signature returns the decoded MAC of the signature header.
-func (v *HMAC) signature(header http.Header) ([]byte, error) {
+func (v *hmacVerifier) signature(header http.Header) ([]byte, error) {
 	value, err := requiredHeader(header, v.header)
 	if err != nil {
 		return nil, err
@@ -187,68 +169,4 @@ func (v *HMAC) signature(header http.Header) ([]byte, error) {
 		}
 	}
 	return mac, nil
-}
-
-// signed returns the signed content in parts: the raw body, or the template
-// with its placeholders filled in.
-func (v *HMAC) signed(body []byte, timestamp, id string) [][]byte {
-	if v.template == nil {
-		return [][]byte{body}
-	}
-	parts := make([][]byte, len(v.template))
-	for i, part := range v.template {
-		switch part.placeholder {
-		case "body":
-			parts[i] = body
-		case "timestamp":
-			parts[i] = []byte(timestamp)
-		case "id":
-			parts[i] = []byte(id)
-		default:
-			parts[i] = []byte(part.literal)
-		}
-	}
-	return parts
-}
-
-// SignHMAC returns the headers a sender configured like config's hmac
-// provider sends with body, signed with secret at t: the signature (with its
-// prefix), the timestamp and id headers when configured, and the first
-// configured Basic Auth credentials and API key. id is required
-// (ErrEventIDRequired) when the template signs {id}. It is for demos, load
-// generators and tests.
-func SignHMAC(config *Config, secret string, t time.Time, id string, body []byte) (http.Header, error) {
-	if config == nil {
-		return nil, errors.New("hmac: signing needs the source's config")
-	}
-	c := *config
-	c.Secrets = []string{secret}
-	v, err := NewHMAC(&c)
-	if err != nil {
-		return nil, err
-	}
-	if v.uses("id") && id == "" {
-		return nil, fmt.Errorf("hmac: the template signs {id}: %w", ErrEventIDRequired)
-	}
-	timestamp := strconv.FormatInt(t.Unix(), 10)
-	mac := hmacSum(v.keys.newHash, []byte(secret), v.signed(body, timestamp, id)...)
-	encoded := hex.EncodeToString(mac)
-	if v.base64 {
-		encoded = base64.StdEncoding.EncodeToString(mac)
-	}
-	header := http.Header{}
-	header.Set(v.header, v.prefix+encoded)
-	if v.timestampHeader != "" {
-		header.Set(v.timestampHeader, timestamp)
-	}
-	if v.idHeader != "" && id != "" {
-		header.Set(v.idHeader, id)
-	}
-	if len(v.basicAuth) > 0 {
-		setBasicAuth(header, v.basicAuth[0])
-	}
-	if v.apiKeyHeader != "" {
-		header.Set(v.apiKeyHeader, c.HMAC.APIKeys[0])
-	}
-	return header, nil
 }

@@ -4,24 +4,16 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // This file builds an HMAC verifier from its HMACConfig, checking that the
 // settings make sense together.
 
-// hmacPart is one piece of a template: a literal or a placeholder.
-type hmacPart struct {
-	placeholder string // "body", "timestamp", "id", or "" for a literal
-	literal     string
-}
-
-// hmacPlaceholder matches a template placeholder.
-var hmacPlaceholder = regexp.MustCompile(`\{[A-Za-z_]+\}`)
-
 // newHMAC builds the verifier; its errors name the config key at fault.
-func newHMAC(config *Config) (*HMAC, error) {
+func newHMAC(config *Config) (*hmacVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, err
 	}
@@ -30,11 +22,11 @@ func newHMAC(config *Config) (*HMAC, error) {
 		return nil, errors.New("hmac.header is required: the header that carries the signature")
 	}
 	config = config.withDefaults()
-	newHash, err := hashNamed(config.Algorithm, "sha1", "sha256", "sha512")
+	newHash, err := sign.HashNamed(config.Algorithm, "sha1", "sha256", "sha512")
 	if err != nil {
 		return nil, err
 	}
-	v := &HMAC{
+	v := &hmacVerifier{
 		keys:   newKeyring(newHash, config.Secrets),
 		header: hc.Header, prefix: hc.Prefix, timestampHeader: hc.TimestampHeader,
 		idHeader: hc.IDHeader, typeHeader: hc.TypeHeader, apiKeyHeader: hc.APIKeyHeader,
@@ -47,7 +39,7 @@ func newHMAC(config *Config) (*HMAC, error) {
 	default:
 		return nil, fmt.Errorf("hmac.encoding %q is not hex or base64", hc.Encoding)
 	}
-	if v.template, err = parseHMACTemplate(hc.Template); err != nil {
+	if v.template, err = sign.ParseTemplate(hc.Template); err != nil {
 		return nil, err
 	}
 	if err := errors.Join(v.checkTemplateFields(hc), v.parsePaths(hc), v.parseCredentials(hc)); err != nil {
@@ -56,64 +48,22 @@ func newHMAC(config *Config) (*HMAC, error) {
 	return v, nil
 }
 
-// parseHMACTemplate splits a template into literals and placeholders; an
-// empty template is nil (the raw body is signed).
-func parseHMACTemplate(template string) ([]hmacPart, error) {
-	if template == "" {
-		return nil, nil
-	}
-	var parts []hmacPart
-	hasBody := false
-	last := 0
-	for _, loc := range hmacPlaceholder.FindAllStringIndex(template, -1) {
-		name := template[loc[0]+1 : loc[1]-1]
-		switch name {
-		case "body", "timestamp", "id":
-		default:
-			return nil, fmt.Errorf("hmac.template has an unknown placeholder {%s} (known: {body}, {timestamp}, {id})", name)
-		}
-		hasBody = hasBody || name == "body"
-		if loc[0] > last {
-			parts = append(parts, hmacPart{literal: template[last:loc[0]]})
-		}
-		parts = append(parts, hmacPart{placeholder: name})
-		last = loc[1]
-	}
-	if !hasBody {
-		return nil, errors.New("hmac.template must contain {body}, or the body would not be signed")
-	}
-	if last < len(template) {
-		parts = append(parts, hmacPart{literal: template[last:]})
-	}
-	return parts, nil
-}
-
-// uses reports whether the template has the named placeholder.
-func (v *HMAC) uses(placeholder string) bool {
-	for _, part := range v.template {
-		if part.placeholder == placeholder {
-			return true
-		}
-	}
-	return false
-}
-
 // checkTemplateFields checks that the headers a template signs are
 // configured, and that a timestamp header is signed.
-func (v *HMAC) checkTemplateFields(hc *HMACConfig) error {
+func (v *hmacVerifier) checkTemplateFields(hc *HMACConfig) error {
 	switch {
-	case v.uses("timestamp") && hc.TimestampHeader == "":
+	case v.template.Uses("timestamp") && hc.TimestampHeader == "":
 		return errors.New("hmac.timestamp_header is required when hmac.template has {timestamp}")
-	case !v.uses("timestamp") && hc.TimestampHeader != "":
+	case !v.template.Uses("timestamp") && hc.TimestampHeader != "":
 		return errors.New("hmac.timestamp_header is set but hmac.template has no {timestamp}: an unsigned timestamp proves nothing")
-	case v.uses("id") && hc.IDHeader == "":
+	case v.template.Uses("id") && hc.IDHeader == "":
 		return errors.New("hmac.id_header is required when hmac.template has {id} (an id in the body is signed by {body})")
 	}
 	return nil
 }
 
 // parsePaths checks where the id and type come from and splits the paths.
-func (v *HMAC) parsePaths(hc *HMACConfig) error {
+func (v *hmacVerifier) parsePaths(hc *HMACConfig) error {
 	switch {
 	case hc.IDHeader == "" && hc.IDPath == "":
 		return errors.New("hmac.id_header or hmac.id_path is required: the inbox deduplicates on the event id")
@@ -143,7 +93,7 @@ func (v *HMAC) parsePaths(hc *HMACConfig) error {
 }
 
 // parseCredentials checks the API keys and Basic Auth credentials.
-func (v *HMAC) parseCredentials(hc *HMACConfig) error {
+func (v *hmacVerifier) parseCredentials(hc *HMACConfig) error {
 	switch {
 	case hc.APIKeyHeader != "" && len(hc.APIKeys) == 0:
 		return errors.New("hmac.api_keys is required when hmac.api_key_header is set")

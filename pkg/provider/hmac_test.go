@@ -52,9 +52,9 @@ func hmacTestConfig(now time.Time, hc *HMACConfig, secrets ...string) *Config {
 	return config
 }
 
-func newTestHMAC(t testing.TB, config *Config) *HMAC {
+func newTestHMAC(t testing.TB, config *Config) *hmacVerifier {
 	t.Helper()
-	v, err := NewHMAC(config)
+	v, err := newHMACVerifier(config)
 	require.NoError(t, err)
 	return v
 }
@@ -250,7 +250,7 @@ func TestHMACConfig(t *testing.T) {
 			"secrets[1]: must not be empty":        with(func(c *Config) { c.Secrets = []string{hmacTestSecret, ""} }),
 			"hmac.template has an unknown placeho": with(func(c *Config) { c.HMAC.Template = "{Body}" }),
 		} {
-			v, err := NewHMAC(config)
+			v, err := newHMACVerifier(config)
 			require.ErrorContains(t, err, contains)
 			require.Nil(t, v)
 			verifier, err := New("hmac", config)
@@ -282,7 +282,7 @@ func TestHMACConfig(t *testing.T) {
 func TestHMAC(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"id":"evt_1","type":"order.created","data":{"id":"ord_1","n":42}}`)
-	github := func(t *testing.T, secrets ...string) *HMAC {
+	github := func(t *testing.T, secrets ...string) *hmacVerifier {
 		return newTestHMAC(t, hmacTestConfig(testNow, githubHMACConfig(), secrets...))
 	}
 	githubHeader := func(secret string, body []byte) http.Header {
@@ -627,7 +627,7 @@ func TestHMACCredentials(t *testing.T) {
 
 func TestHMACPayload(t *testing.T) {
 	t.Parallel()
-	pathConfig := func(challengePath string) *HMAC {
+	pathConfig := func(challengePath string) *hmacVerifier {
 		return newTestHMAC(t, hmacTestConfig(testNow, &HMACConfig{
 			Header: "X-Sig", IDPath: "data.id", TypePath: "type", ChallengePath: challengePath,
 		}, hmacTestSecret))
@@ -793,8 +793,8 @@ func FuzzHMACVerify(f *testing.F) {
 
 // The generic provider configured like GitHub, checked with GitHub's
 // documented test vector.
-func ExampleNewHMAC() {
-	verifier, err := NewHMAC(&Config{
+func ExampleNew_hmac() {
+	verifier, err := New("hmac", &Config{
 		Secrets: []string{"It's a Secret to Everybody"},
 		HMAC: &HMACConfig{
 			Header: "X-Hub-Signature-256", Prefix: "sha256=", IDHeader: "X-GitHub-Delivery", TypeHeader: "X-GitHub-Event",

@@ -1,20 +1,17 @@
 package provider
 
 import (
-	"cmp"
 	"crypto/hmac"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/sha512"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"hash"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // This file holds what the HMAC schemes share: the keys of a source, the
@@ -56,7 +53,7 @@ func newDecodedKeyring(newHash func() hash.Hash, secrets []string, decode func(s
 // under any key. Each comparison runs in constant time.
 func (k keyring) matches(macs [][]byte, parts ...[]byte) bool {
 	for _, key := range k.keys {
-		expected := hmacSum(k.newHash, key, parts...)
+		expected := sign.MAC(k.newHash, key, parts...)
 		for _, mac := range macs {
 			if hmac.Equal(mac, expected) {
 				return true
@@ -64,20 +61,6 @@ func (k keyring) matches(macs [][]byte, parts ...[]byte) bool {
 		}
 	}
 	return false
-}
-
-// hmacSum returns the HMAC of the concatenated parts under key.
-func hmacSum(newHash func() hash.Hash, key []byte, parts ...[]byte) []byte {
-	mac := hmac.New(newHash, key)
-	for _, part := range parts {
-		mac.Write(part)
-	}
-	return mac.Sum(nil)
-}
-
-// hmacSHA256 returns the HMAC-SHA256 of the concatenated parts under key.
-func hmacSHA256(key []byte, parts ...[]byte) []byte {
-	return hmacSum(sha256.New, key, parts...)
 }
 
 // decodeHexMAC decodes a MAC of size bytes written as 2*size lowercase hex
@@ -167,18 +150,4 @@ func checkTimestamp(now, signedAt time.Time, tolerance time.Duration) error {
 			signedAt.Unix(), age.Abs(), tolerance, ErrTimestampOutsideTolerance)
 	}
 	return nil
-}
-
-// hashes are the hashes a source may choose by name (Config.Algorithm).
-var hashes = map[string]func() hash.Hash{"sha1": sha1.New, "sha256": sha256.New, "sha512": sha512.New}
-
-// hashNamed returns the hash a Config.Algorithm value names among those a
-// provider offers; "" means sha256.
-func hashNamed(algorithm string, offered ...string) (func() hash.Hash, error) {
-	name := cmp.Or(algorithm, "sha256")
-	if !slices.Contains(offered, name) {
-		last := len(offered) - 1
-		return nil, fmt.Errorf("algorithm: %q is not %s or %s", algorithm, strings.Join(offered[:last], ", "), offered[last])
-	}
-	return hashes[name], nil
 }

@@ -2,13 +2,13 @@ package provider
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"unicode/utf8"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
 )
 
@@ -25,23 +25,11 @@ const marqetaPings = "pings"
 const marqetaMaxCategoryBytes = 128
 
 func init() {
-	register("marqeta", adapt(NewMarqeta), Preset{})
-	registerSigner("marqeta", func(p *SignParams) (http.Header, error) {
-		header, err := basicAuthHeader("marqeta", p.Config)
-		if err != nil || p.Secret == "" {
-			return header, err
-		}
-		signature, err := SignMarqeta(p.Config.Algorithm, p.Secret, p.Body)
-		if err != nil {
-			return nil, err
-		}
-		header.Set(marqetaSignatureHeader, signature)
-		return header, nil
-	})
+	register("marqeta", adapt(newMarqetaVerifier), Preset{})
 }
 
-// Marqeta verifies Marqeta webhook deliveries. Two checks, both of which
-// must pass:
+// marqetaVerifier verifies Marqeta webhook deliveries. Two checks, both of
+// which must pass:
 //
 //   - HTTP Basic Auth, always: Marqeta requires it of every webhook, so a
 //     source without Config.BasicAuth is a configuration error.
@@ -79,30 +67,30 @@ func init() {
 //
 // Marqeta treats any status other than exactly 200 as a failure, so Marqeta
 // implements Acknowledger with 200.
-type Marqeta struct {
+type marqetaVerifier struct {
 	basicAuth []BasicAuth
 	keys      keyring // no keys: the HMAC is not checked
 }
 
-// NewMarqeta returns a Marqeta verifier. Config.BasicAuth is required;
+// newMarqetaVerifier returns a Marqeta verifier. Config.BasicAuth is required;
 // Config.Secrets and Config.Algorithm ("sha256", the default, or "sha1")
 // configure the optional HMAC. Config.Tolerance and Config.Now are not used.
-func NewMarqeta(config *Config) (*Marqeta, error) {
+func newMarqetaVerifier(config *Config) (*marqetaVerifier, error) {
 	if err := config.validate(); err != nil {
 		return nil, fmt.Errorf("marqeta: %w", err)
 	}
 	if len(config.BasicAuth) == 0 {
 		return nil, errors.New("marqeta: basic_auth: Marqeta requires Basic Auth; configure at least one username and password")
 	}
-	newHash, err := hashNamed(config.Algorithm, "sha1", "sha256")
+	newHash, err := sign.HashNamed(config.Algorithm, "sha1", "sha256")
 	if err != nil {
 		return nil, fmt.Errorf("marqeta: %w", err)
 	}
-	return &Marqeta{basicAuth: config.BasicAuth, keys: newKeyring(newHash, config.Secrets)}, nil
+	return &marqetaVerifier{basicAuth: config.BasicAuth, keys: newKeyring(newHash, config.Secrets)}, nil
 }
 
 // Verify implements Verifier.
-func (m *Marqeta) Verify(body []byte, header http.Header) (*Delivery, error) {
+func (m *marqetaVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
 	if err := checkBasicAuth(header, m.basicAuth); err != nil {
 		return nil, fmt.Errorf("marqeta: %w", err)
 	}
@@ -118,7 +106,7 @@ func (m *Marqeta) Verify(body []byte, header http.Header) (*Delivery, error) {
 }
 
 // checkSignature checks X-Marqeta-Signature when secrets are configured.
-func (m *Marqeta) checkSignature(body []byte, header http.Header) error {
+func (m *marqetaVerifier) checkSignature(body []byte, header http.Header) error {
 	if len(m.keys.keys) == 0 {
 		return nil
 	}
@@ -135,22 +123,9 @@ func (m *Marqeta) checkSignature(body []byte, header http.Header) error {
 
 // Ack implements Acknowledger: Marqeta counts anything but exactly 200 as a
 // failed delivery and sends it again.
-func (m *Marqeta) Ack(counts claim.Counts) Reply {
+func (m *marqetaVerifier) Ack(counts claim.Counts) Reply {
 	body, _ := json.Marshal(counts) // a struct of ints always encodes
 	return Reply{Status: http.StatusOK, ContentType: "application/json", Body: body}
-}
-
-// SignMarqeta returns the X-Marqeta-Signature header value Marqeta would
-// send for body signed with secret: the lowercase hex HMAC under algorithm
-// ("sha256" or "" for HMAC-SHA256, "sha1" for HMAC-SHA1). Marqeta also
-// requires Basic Auth, which SignHeaders adds from SignParams.Config. It is
-// for demos, load generators and tests.
-func SignMarqeta(algorithm, secret string, body []byte) (string, error) {
-	newHash, err := hashNamed(algorithm, "sha1", "sha256")
-	if err != nil {
-		return "", fmt.Errorf("marqeta: %w", err)
-	}
-	return hex.EncodeToString(hmacSum(newHash, []byte(secret), body)), nil
 }
 
 // marqetaNotification is one notification of a batch, as sent.

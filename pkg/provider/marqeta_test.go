@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
 )
 
@@ -53,9 +54,9 @@ var (
 	marqetaGenuineSHA1   = marqetaSignSHA1(marqetaSecret, []byte(marqetaVectorBody))
 )
 
-func newTestMarqeta(t testing.TB, algorithm string, secrets ...string) *Marqeta {
+func newTestMarqeta(t testing.TB, algorithm string, secrets ...string) *marqetaVerifier {
 	t.Helper()
-	marqeta, err := NewMarqeta(&Config{Secrets: secrets, BasicAuth: marqetaAuth, Algorithm: algorithm, Now: pinnedConfig(testNow).Now})
+	marqeta, err := newMarqetaVerifier(&Config{Secrets: secrets, BasicAuth: marqetaAuth, Algorithm: algorithm, Now: pinnedConfig(testNow).Now})
 	require.NoError(t, err)
 	return marqeta
 }
@@ -160,13 +161,13 @@ func TestMarqeta(t *testing.T) {
 	t.Run("SignMarqetaReproducesTheDerivedVectors", func(t *testing.T) {
 		t.Parallel()
 		for algorithm, expected := range map[string]string{"": marqetaVectorSHA256, "sha256": marqetaVectorSHA256, "sha1": marqetaVectorSHA1} {
-			signature, err := SignMarqeta(algorithm, marqetaVectorSecret, []byte(marqetaVectorBody))
+			signature, err := sign.Marqeta(algorithm, marqetaVectorSecret, []byte(marqetaVectorBody))
 			require.NoError(t, err)
 			require.Equal(t, expected, signature)
 		}
 		require.Equal(t, marqetaVectorSHA256, marqetaSign(marqetaVectorSecret, []byte(marqetaVectorBody)))
 		require.Equal(t, marqetaVectorSHA1, marqetaSignSHA1(marqetaVectorSecret, []byte(marqetaVectorBody)))
-		_, err := SignMarqeta("sha512", marqetaVectorSecret, nil)
+		_, err := sign.Marqeta("sha512", marqetaVectorSecret, nil)
 		require.ErrorContains(t, err, "algorithm")
 	})
 
@@ -219,7 +220,7 @@ func TestMarqeta(t *testing.T) {
 
 	t.Run("EitherBasicAuthPairVerifiesDuringRotation", func(t *testing.T) {
 		t.Parallel()
-		marqeta, err := NewMarqeta(&Config{
+		marqeta, err := newMarqetaVerifier(&Config{
 			Secrets:   []string{marqetaSecret},
 			BasicAuth: []BasicAuth{{marqetaUser, marqetaPassword}, {marqetaNewUser, marqetaNewPassword}},
 		})
@@ -675,7 +676,7 @@ func FuzzMarqetaSplit(f *testing.F) {
 
 // A Marqeta batch becomes one event per notification; a body of pings
 // alone is a health check, answered and never stored.
-func ExampleMarqeta() {
+func ExampleNew_marqeta() {
 	config := &Config{
 		Secrets:   []string{"mq_hmac_secret"}, // optional at Marqeta; checked when set
 		BasicAuth: []BasicAuth{{Username: "marqeta", Password: "Marqeta-Passw0rd-2026!"}},

@@ -2,11 +2,9 @@ package provider
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 )
 
@@ -14,42 +12,39 @@ import (
 const paddleSignatureHeader = "Paddle-Signature"
 
 func init() {
-	register("paddle", adapt(NewPaddle), Preset{})
-	registerSigner("paddle", func(p *SignParams) (http.Header, error) {
-		return http.Header{paddleSignatureHeader: {SignPaddle(p.Secret, p.Time, p.Body)}}, nil
-	})
+	register("paddle", adapt(newPaddleVerifier), Preset{})
 }
 
-// Paddle verifies Paddle Billing webhook deliveries. Paddle-Signature is
-// "ts=<unix>;h1=<hex>", Stripe's layout under other names; h1 is the
+// paddleVerifier verifies Paddle Billing webhook deliveries. Paddle-Signature
+// is "ts=<unix>;h1=<hex>", Stripe's layout under other names; h1 is the
 // lowercase hex HMAC-SHA256 of "<ts>:<raw body>" keyed with the notification
 // destination's secret key ("pdl_ntfset_…") as raw bytes. The delivery is
-// authentic when any h1 matches any configured secret, so that a secret can
-// be rotated; fields other than ts and h1 are ignored. Paddle's SDKs refuse
-// a timestamp older than 5 seconds; here Config.Tolerance applies (5 minutes
-// by default), in both directions, checked after the signature.
+// authentic when any h1 matches any configured secret, so that a secret can be
+// rotated; fields other than ts and h1 are ignored. Paddle's SDKs refuse a
+// timestamp older than 5 seconds; here Config.Tolerance applies (5 minutes by
+// default), in both directions, checked after the signature.
 //
 // Paddle sends one event per delivery. Its ID is the body's "event_id",
 // which stays the same across retries (notification_id identifies the
 // delivery to one destination), and its Type is the body's "event_type".
-type Paddle struct {
+type paddleVerifier struct {
 	keys      keyring
 	tolerance time.Duration
 	now       func() time.Time
 }
 
-// NewPaddle returns a Paddle verifier for the destination secret keys in
-// config. Config.Tolerance and Config.Now apply.
-func NewPaddle(config *Config) (*Paddle, error) {
+// newPaddleVerifier returns a Paddle verifier for the destination secret keys
+// in config. Config.Tolerance and Config.Now apply.
+func newPaddleVerifier(config *Config) (*paddleVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("paddle: %w", err)
 	}
 	config = config.withDefaults()
-	return &Paddle{keys: newKeyring(sha256.New, config.Secrets), tolerance: config.Tolerance, now: config.Now}, nil
+	return &paddleVerifier{keys: newKeyring(sha256.New, config.Secrets), tolerance: config.Tolerance, now: config.Now}, nil
 }
 
 // Verify implements Verifier.
-func (p *Paddle) Verify(body []byte, header http.Header) (*Delivery, error) {
+func (p *paddleVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
 	value, err := requiredHeader(header, paddleSignatureHeader)
 	if err != nil {
 		return nil, fmt.Errorf("paddle: %w", err)
@@ -67,13 +62,4 @@ func (p *Paddle) Verify(body []byte, header http.Header) (*Delivery, error) {
 	payload := parsePayload(body)
 	event := payload.event(body, payload.str("event_id"), payload.str("event_type"), `the body's "event_id"`)
 	return newDelivery(event, header, paddleSignatureHeader), nil
-}
-
-// SignPaddle returns the Paddle-Signature header value "ts=<unix>;h1=<hex>"
-// Paddle would send for body signed with secret at t. It is for demos, load
-// generators and tests.
-func SignPaddle(secret string, t time.Time, body []byte) string {
-	timestamp := strconv.FormatInt(t.Unix(), 10)
-	mac := hmacSHA256([]byte(secret), []byte(timestamp), []byte(":"), body)
-	return "ts=" + timestamp + ";h1=" + hex.EncodeToString(mac)
 }

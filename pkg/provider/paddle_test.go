@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // Vector from /work/shared/providers.md §11: PaddleHQ/paddle-go-sdk
@@ -77,9 +79,9 @@ func paddleHeader(signature string) http.Header {
 	return header
 }
 
-func newTestPaddle(t testing.TB, now time.Time, secrets ...string) *Paddle {
+func newTestPaddle(t testing.TB, now time.Time, secrets ...string) *paddleVerifier {
 	t.Helper()
-	paddle, err := NewPaddle(pinnedConfig(now, secrets...))
+	paddle, err := newPaddleVerifier(pinnedConfig(now, secrets...))
 	require.NoError(t, err)
 	return paddle
 }
@@ -99,7 +101,7 @@ func TestPaddle(t *testing.T) {
 
 	t.Run("SignPaddleReproducesTheOfficialVector", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, paddleVectorSignature, SignPaddle(paddleVectorSecret, paddleVectorTime, []byte(paddleVectorBody)))
+		require.Equal(t, paddleVectorSignature, sign.Paddle(paddleVectorSecret, paddleVectorTime, []byte(paddleVectorBody)))
 		require.Equal(t, strings.TrimPrefix(paddleVectorSignature, "ts=1710929255;h1="),
 			hex.EncodeToString(referenceHMAC([]byte(paddleVectorSecret), []byte("1710929255:"+paddleVectorBody))))
 	})
@@ -121,7 +123,7 @@ func TestPaddle(t *testing.T) {
 
 	t.Run("OfficialVectorIsStaleOnTheWallClock", func(t *testing.T) {
 		t.Parallel()
-		paddle, err := NewPaddle(&Config{Secrets: []string{paddleVectorSecret}})
+		paddle, err := newPaddleVerifier(&Config{Secrets: []string{paddleVectorSecret}})
 		require.NoError(t, err)
 		_, err = paddle.Verify([]byte(paddleVectorBody), paddleHeader(paddleVectorSignature))
 		requireRejected(t, err, ErrTimestampOutsideTolerance, paddleVectorSecret)
@@ -171,7 +173,7 @@ func TestPaddle(t *testing.T) {
 
 	t.Run("ToleranceIsConfigurable", func(t *testing.T) {
 		t.Parallel()
-		paddle, err := NewPaddle(&Config{
+		paddle, err := newPaddleVerifier(&Config{
 			Secrets: []string{paddleVectorSecret}, Tolerance: 5 * time.Second,
 			Now: func() time.Time { return paddleVectorTime.Add(6 * time.Second) },
 		})
@@ -189,8 +191,8 @@ func FuzzPaddleVerify(f *testing.F) {
 	f.Add([]byte(paddleVectorBody), "h1=x;"+paddleVectorSignature+";h1=y")
 	f.Add([]byte(paddleVectorBody), "ts=x;h1=y")
 	f.Add([]byte(`{}`), paddleVectorSignature)
-	f.Add([]byte{}, SignPaddle(paddleVectorSecret, paddleVectorTime, nil))
-	f.Add([]byte(`{"event_id":"\ud800"}`), SignPaddle(paddleVectorSecret, paddleVectorTime, []byte(`{"event_id":"\ud800"}`)))
+	f.Add([]byte{}, sign.Paddle(paddleVectorSecret, paddleVectorTime, nil))
+	f.Add([]byte(`{"event_id":"\ud800"}`), sign.Paddle(paddleVectorSecret, paddleVectorTime, []byte(`{"event_id":"\ud800"}`)))
 	paddle := newTestPaddle(f, paddleVectorTime, paddleVectorSecret)
 
 	f.Fuzz(func(t *testing.T, body []byte, signature string) {

@@ -94,9 +94,11 @@ type Verifier interface {
 	Verify(body []byte, header http.Header) (*Delivery, error)
 }
 
-// Config configures a Verifier. Which fields a provider needs is said on its
-// constructor; every list holds alternatives, any one of which may match, so
-// that credentials rotate without losing deliveries.
+// Config configures a Verifier. Which fields a provider needs is said in the
+// README's providers table and on its verifier type in the provider's file
+// (stripe.go), and New names a missing one. Every list holds alternatives,
+// any one of which may match, so that credentials rotate without losing
+// deliveries.
 type Config struct {
 	// Secrets are the signing secrets (Adyen: hex-encoded HMAC keys).
 	// Required by every provider except marqeta, where HMAC is optional.

@@ -127,12 +127,12 @@ func TestNew(t *testing.T) {
 		t.Parallel()
 		verifier, err := New("standardwebhooks", pinnedConfig(testNow, "whsec_%%%"))
 		require.Error(t, err)
-		require.Nil(t, verifier) // an untyped nil, not a nil *StandardWebhooks
+		require.Nil(t, verifier) // an untyped nil, not a nil *standardWebhooksVerifier
 	})
 
 	t.Run("DefaultsToFiveMinutesAndTheWallClock", func(t *testing.T) {
 		t.Parallel()
-		stripe, err := NewStripe(&Config{Secrets: []string{"whsec_test_secret"}})
+		stripe, err := newStripeVerifier(&Config{Secrets: []string{"whsec_test_secret"}})
 		require.NoError(t, err)
 		require.Equal(t, DefaultTolerance, stripe.tolerance)
 		require.WithinDuration(t, time.Now(), stripe.now(), time.Minute)

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -28,21 +27,11 @@ var shopifyAuditHeaders = []string{
 }
 
 func init() {
-	register("shopify", adapt(NewShopify), Preset{})
-	registerSigner("shopify", func(p *SignParams) (http.Header, error) {
-		if err := p.requireHeaderKeys("shopify", true, true); err != nil {
-			return nil, err
-		}
-		return http.Header{
-			"X-Shopify-Hmac-Sha256": {SignShopify(p.Secret, p.Body)},
-			"X-Shopify-Webhook-Id":  {p.EventID},
-			"X-Shopify-Topic":       {p.EventType},
-		}, nil
-	})
+	register("shopify", adapt(newShopifyVerifier), Preset{})
 }
 
-// Shopify verifies Shopify webhook deliveries. X-Shopify-Hmac-Sha256 is the
-// standard base64 of HMAC-SHA256(app client secret, raw body). Nothing
+// shopifyVerifier verifies Shopify webhook deliveries. X-Shopify-Hmac-Sha256 is
+// the standard base64 of HMAC-SHA256(app client secret, raw body). Nothing
 // signed carries a time, so there is no timestamp tolerance and a captured
 // delivery can be replayed: the inbox's dedup key is what stops a replay.
 //
@@ -54,21 +43,21 @@ func init() {
 // Shopify sends one event per delivery. Its ID is X-Shopify-Webhook-Id (the
 // delivery; the same event sent to two subscriptions has two) and its Type
 // is X-Shopify-Topic ("orders/create").
-type Shopify struct {
+type shopifyVerifier struct {
 	keys keyring
 }
 
-// NewShopify returns a Shopify verifier for the app client secrets in
+// newShopifyVerifier returns a Shopify verifier for the app client secrets in
 // config. Config.Tolerance and Config.Now are not used.
-func NewShopify(config *Config) (*Shopify, error) {
+func newShopifyVerifier(config *Config) (*shopifyVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("shopify: %w", err)
 	}
-	return &Shopify{keys: newKeyring(sha256.New, config.Secrets)}, nil
+	return &shopifyVerifier{keys: newKeyring(sha256.New, config.Secrets)}, nil
 }
 
 // Verify implements Verifier.
-func (s *Shopify) Verify(body []byte, header http.Header) (*Delivery, error) {
+func (s *shopifyVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
 	signature, err := requiredHeader(header, shopifyHmacHeader)
 	if err != nil {
 		return nil, fmt.Errorf("shopify: %w", err)
@@ -94,11 +83,4 @@ func shopifyTwinKey(header http.Header) string {
 		return ""
 	}
 	return storableKey(domain + "|" + eventID + "|" + topic)
-}
-
-// SignShopify returns the X-Shopify-Hmac-Sha256 header value Shopify would
-// send for body signed with secret. It is for demos, load generators and
-// tests.
-func SignShopify(secret string, body []byte) string {
-	return base64.StdEncoding.EncodeToString(hmacSHA256([]byte(secret), body))
 }

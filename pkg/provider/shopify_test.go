@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // Vector from /work/shared/providers.md §2: Shopify/shopify-app-js
@@ -30,9 +32,9 @@ func shopifyVectorHeader(signature string) http.Header {
 	return header
 }
 
-func newTestShopify(t testing.TB, secrets ...string) *Shopify {
+func newTestShopify(t testing.TB, secrets ...string) *shopifyVerifier {
 	t.Helper()
-	shopify, err := NewShopify(pinnedConfig(testNow, secrets...))
+	shopify, err := newShopifyVerifier(pinnedConfig(testNow, secrets...))
 	require.NoError(t, err)
 	return shopify
 }
@@ -58,7 +60,7 @@ func TestShopify(t *testing.T) {
 
 	t.Run("SignShopifyReproducesTheOfficialVector", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, shopifyVectorSignature, SignShopify(shopifyVectorSecret, []byte(shopifyVectorBody)))
+		require.Equal(t, shopifyVectorSignature, sign.Shopify(shopifyVectorSecret, []byte(shopifyVectorBody)))
 		require.Equal(t, shopifyVectorSignature,
 			base64.StdEncoding.EncodeToString(referenceHMAC([]byte(shopifyVectorSecret), []byte(shopifyVectorBody))))
 	})
@@ -101,7 +103,7 @@ func TestShopify(t *testing.T) {
 		t.Parallel()
 		body := []byte("foo=bar")
 		delivery, err := newTestShopify(t, shopifyVectorSecret).Verify(body,
-			shopifyVectorHeader(SignShopify(shopifyVectorSecret, body)))
+			shopifyVectorHeader(sign.Shopify(shopifyVectorSecret, body)))
 		require.NoError(t, err)
 		event := requireOneEvent(t, delivery)
 		require.ErrorContains(t, event.ParseError, "body is not JSON")
@@ -126,8 +128,8 @@ func TestShopify(t *testing.T) {
 func FuzzShopifyVerify(f *testing.F) {
 	f.Add([]byte(shopifyVectorBody), shopifyVectorSignature, "123456789")
 	f.Add([]byte(shopifyVectorBody), shopifyVectorSignature[:42]+"h=", "123456789")
-	f.Add([]byte("not json"), SignShopify(shopifyVectorSecret, []byte("not json")), "")
-	f.Add([]byte{}, SignShopify(shopifyVectorSecret, nil), "1")
+	f.Add([]byte("not json"), sign.Shopify(shopifyVectorSecret, []byte("not json")), "")
+	f.Add([]byte{}, sign.Shopify(shopifyVectorSecret, nil), "1")
 	f.Add([]byte(`{"a":"\u0000"}`), "", "")
 	shopify := newTestShopify(f, shopifyVectorSecret)
 

@@ -337,3 +337,9 @@ func requireSignerWellFormed(t *testing.T, s signer) {
 		require.NotNil(t, s.dropSignature, "signer %s signs in the body and needs dropSignature", s.provider)
 	}
 }
+
+// setBasicAuth sets header's Authorization to cred.
+func setBasicAuth(header http.Header, cred BasicAuth) {
+	req := http.Request{Header: header}
+	req.SetBasicAuth(cred.Username, cred.Password)
+}

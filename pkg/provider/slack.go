@@ -2,11 +2,9 @@ package provider
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -18,9 +16,9 @@ const (
 	slackVersion         = "v0"
 )
 
-// SlackAckTimeout is the slack preset's ack timeout: Slack gives up after
+// slackAckTimeout is the slack preset's ack timeout: Slack gives up after
 // 3 seconds and retries, so the commit must be answered well before that.
-const SlackAckTimeout = 2500 * time.Millisecond
+const slackAckTimeout = 2500 * time.Millisecond
 
 // slackAuditHeaders are the headers a Slack delivery keeps: the signature,
 // its timestamp, and what tells a retry from a first attempt.
@@ -32,16 +30,10 @@ var slackAuditHeaders = []string{
 }
 
 func init() {
-	register("slack", adapt(NewSlack), Preset{AckTimeout: SlackAckTimeout})
-	registerSigner("slack", func(p *SignParams) (http.Header, error) {
-		return http.Header{
-			slackSignatureHeader: {SignSlack(p.Secret, p.Time, p.Body)},
-			slackTimestampHeader: {strconv.FormatInt(p.Time.Unix(), 10)},
-		}, nil
-	})
+	register("slack", adapt(newSlackVerifier), Preset{AckTimeout: slackAckTimeout})
 }
 
-// Slack verifies requests from Slack (Events API, slash commands,
+// slackVerifier verifies requests from Slack (Events API, slash commands,
 // interactivity). X-Slack-Signature is "v0=" followed by the lowercase hex
 // HMAC-SHA256 of "v0:<X-Slack-Request-Timestamp>:<raw body>", keyed with the
 // app's signing secret. The raw bytes are signed whatever the Content-Type
@@ -58,24 +50,24 @@ func init() {
 // body's "event"."type" ("app_mention"), or the body's "type" when there is
 // no inner event. A form-encoded request (a slash command) is authentic but
 // not JSON: its event carries a ParseError.
-type Slack struct {
+type slackVerifier struct {
 	keys      keyring
 	tolerance time.Duration
 	now       func() time.Time
 }
 
-// NewSlack returns a Slack verifier for the signing secrets in config.
+// newSlackVerifier returns a Slack verifier for the signing secrets in config.
 // Config.Tolerance and Config.Now apply.
-func NewSlack(config *Config) (*Slack, error) {
+func newSlackVerifier(config *Config) (*slackVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("slack: %w", err)
 	}
 	config = config.withDefaults()
-	return &Slack{keys: newKeyring(sha256.New, config.Secrets), tolerance: config.Tolerance, now: config.Now}, nil
+	return &slackVerifier{keys: newKeyring(sha256.New, config.Secrets), tolerance: config.Tolerance, now: config.Now}, nil
 }
 
 // Verify implements Verifier.
-func (s *Slack) Verify(body []byte, header http.Header) (*Delivery, error) {
+func (s *slackVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
 	value, err := requiredHeader(header, slackSignatureHeader)
 	if err != nil {
 		return nil, fmt.Errorf("slack: %w", err)
@@ -111,13 +103,4 @@ func (s *Slack) Verify(body []byte, header http.Header) (*Delivery, error) {
 	}
 	event := p.event(body, p.str("event_id"), eventType, `the body's "event_id"`)
 	return newDelivery(event, header, slackAuditHeaders...), nil
-}
-
-// SignSlack returns the X-Slack-Signature header value "v0=<hex>" Slack
-// would send for body signed with secret at t; X-Slack-Request-Timestamp is
-// t in unix seconds. It is for demos, load generators and tests.
-func SignSlack(secret string, t time.Time, body []byte) string {
-	timestamp := strconv.FormatInt(t.Unix(), 10)
-	mac := hmacSHA256([]byte(secret), []byte(slackVersion+":"), []byte(timestamp), []byte(":"), body)
-	return slackVersion + "=" + hex.EncodeToString(mac)
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // Vector from /work/shared/providers.md §7: Slack's worked example in
@@ -72,9 +74,9 @@ func slackHeader(signature, timestamp string) http.Header {
 	return header
 }
 
-func newTestSlack(t testing.TB, now time.Time, secrets ...string) *Slack {
+func newTestSlack(t testing.TB, now time.Time, secrets ...string) *slackVerifier {
 	t.Helper()
-	slack, err := NewSlack(pinnedConfig(now, secrets...))
+	slack, err := newSlackVerifier(pinnedConfig(now, secrets...))
 	require.NoError(t, err)
 	return slack
 }
@@ -98,14 +100,14 @@ func TestSlack(t *testing.T) {
 
 	t.Run("SignSlackReproducesTheOfficialVector", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, slackVectorSignature, SignSlack(slackVectorSecret, slackVectorTime, []byte(slackVectorBody)))
+		require.Equal(t, slackVectorSignature, sign.Slack(slackVectorSecret, slackVectorTime, []byte(slackVectorBody)))
 		require.Equal(t, strings.TrimPrefix(slackVectorSignature, "v0="), hex.EncodeToString(
 			referenceHMAC([]byte(slackVectorSecret), []byte("v0:"+slackVectorTimestamp+":"+slackVectorBody))))
 	})
 
 	t.Run("OfficialVectorIsStaleOnTheWallClock", func(t *testing.T) {
 		t.Parallel()
-		slack, err := NewSlack(&Config{Secrets: []string{slackVectorSecret}})
+		slack, err := newSlackVerifier(&Config{Secrets: []string{slackVectorSecret}})
 		require.NoError(t, err)
 		_, err = slack.Verify([]byte(slackVectorBody), slackHeader(slackVectorSignature, slackVectorTimestamp))
 		requireRejected(t, err, ErrTimestampOutsideTolerance, slackVectorSecret)
@@ -115,7 +117,7 @@ func TestSlack(t *testing.T) {
 		t.Parallel()
 		body := slackEventBody("Ev0PV52K21")
 		delivery, err := newTestSlack(t, testNow, slackVectorSecret).Verify(body,
-			slackHeader(SignSlack(slackVectorSecret, testNow, body), strconv.FormatInt(testNow.Unix(), 10)))
+			slackHeader(sign.Slack(slackVectorSecret, testNow, body), strconv.FormatInt(testNow.Unix(), 10)))
 		require.NoError(t, err)
 		require.Equal(t, Event{ID: "Ev0PV52K21", Type: "app_mention", Payload: body}, requireOneEvent(t, delivery))
 	})
@@ -124,7 +126,7 @@ func TestSlack(t *testing.T) {
 		t.Parallel()
 		body := []byte(`{"type":"app_rate_limited","token":"x","team_id":"T1","minute_rate_limited":1518467820,"api_app_id":"A1","event_id":"Ev1"}`)
 		delivery, err := newTestSlack(t, testNow, slackVectorSecret).Verify(body,
-			slackHeader(SignSlack(slackVectorSecret, testNow, body), strconv.FormatInt(testNow.Unix(), 10)))
+			slackHeader(sign.Slack(slackVectorSecret, testNow, body), strconv.FormatInt(testNow.Unix(), 10)))
 		require.NoError(t, err)
 		require.Equal(t, Event{ID: "Ev1", Type: "app_rate_limited", Payload: body}, requireOneEvent(t, delivery))
 	})
@@ -133,7 +135,7 @@ func TestSlack(t *testing.T) {
 		t.Parallel()
 		body := []byte(`{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
 		delivery, err := newTestSlack(t, testNow, slackVectorSecret).Verify(body,
-			slackHeader(SignSlack(slackVectorSecret, testNow, body), strconv.FormatInt(testNow.Unix(), 10)))
+			slackHeader(sign.Slack(slackVectorSecret, testNow, body), strconv.FormatInt(testNow.Unix(), 10)))
 		require.NoError(t, err)
 		require.Empty(t, delivery.Events)
 		require.Equal(t, &Reply{
@@ -146,7 +148,7 @@ func TestSlack(t *testing.T) {
 		t.Parallel()
 		body := []byte(`{"challenge":"c","type":"url_verification"}`)
 		_, err := newTestSlack(t, testNow, slackVectorSecret).Verify(body,
-			slackHeader(SignSlack("another secret", testNow, body), strconv.FormatInt(testNow.Unix(), 10)))
+			slackHeader(sign.Slack("another secret", testNow, body), strconv.FormatInt(testNow.Unix(), 10)))
 		requireRejected(t, err, ErrSignatureInvalid, slackVectorSecret)
 	})
 
@@ -154,7 +156,7 @@ func TestSlack(t *testing.T) {
 		t.Parallel()
 		body := []byte(`{"challenge":42,"type":"url_verification"}`)
 		delivery, err := newTestSlack(t, testNow, slackVectorSecret).Verify(body,
-			slackHeader(SignSlack(slackVectorSecret, testNow, body), strconv.FormatInt(testNow.Unix(), 10)))
+			slackHeader(sign.Slack(slackVectorSecret, testNow, body), strconv.FormatInt(testNow.Unix(), 10)))
 		require.NoError(t, err)
 		require.Nil(t, delivery.Reply)
 		require.ErrorContains(t, requireOneEvent(t, delivery).ParseError, "no event id")
@@ -182,9 +184,9 @@ func TestSlack(t *testing.T) {
 // exactly the genuine signature.
 func FuzzSlackVerify(f *testing.F) {
 	f.Add([]byte(slackVectorBody), slackVectorSignature, slackVectorTimestamp)
-	f.Add(slackEventBody("Ev1"), SignSlack(slackVectorSecret, slackVectorTime, slackEventBody("Ev1")), slackVectorTimestamp)
+	f.Add(slackEventBody("Ev1"), sign.Slack(slackVectorSecret, slackVectorTime, slackEventBody("Ev1")), slackVectorTimestamp)
 	challenge := []byte(`{"challenge":"x","type":"url_verification"}`)
-	f.Add(challenge, SignSlack(slackVectorSecret, slackVectorTime, challenge), slackVectorTimestamp)
+	f.Add(challenge, sign.Slack(slackVectorSecret, slackVectorTime, challenge), slackVectorTimestamp)
 	f.Add([]byte(slackVectorBody), strings.ToUpper(slackVectorSignature), slackVectorTimestamp)
 	f.Add([]byte{}, "v0=", "")
 	slack := newTestSlack(f, slackVectorTime, slackVectorSecret)

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,17 +21,10 @@ var squareAuditHeaders = []string{
 }
 
 func init() {
-	register("square", adapt(NewSquare), Preset{})
-	registerSigner("square", func(p *SignParams) (http.Header, error) {
-		notificationURL, err := signingURL("square", p)
-		if err != nil {
-			return nil, err
-		}
-		return http.Header{squareSignatureHeader: {SignSquare(p.Secret, notificationURL, p.Body)}}, nil
-	})
+	register("square", adapt(newSquareVerifier), Preset{})
 }
 
-// Square verifies Square webhook deliveries.
+// squareVerifier verifies Square webhook deliveries.
 // x-square-hmacsha256-signature is the standard base64 of HMAC-SHA256 over
 // the subscription's notification URL followed by the raw body, keyed with
 // the subscription's signature key as raw bytes. The URL is Config.URL,
@@ -48,26 +40,26 @@ func init() {
 //
 // Square sends one event per delivery. Its ID is the body's "event_id",
 // which Square keeps across retries, and its Type is the body's "type".
-type Square struct {
+type squareVerifier struct {
 	keys keyring
 	url  []byte
 }
 
-// NewSquare returns a Square verifier for the subscription signature keys
-// in config (Secrets) and the notification URL (URL, required).
+// newSquareVerifier returns a Square verifier for the subscription signature
+// keys in config (Secrets) and the notification URL (URL, required).
 // Config.Tolerance and Config.Now are not used.
-func NewSquare(config *Config) (*Square, error) {
+func newSquareVerifier(config *Config) (*squareVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("square: %w", err)
 	}
 	if config.URL == "" {
 		return nil, errors.New("square: url is required: the notification URL exactly as registered at Square")
 	}
-	return &Square{keys: newKeyring(sha256.New, config.Secrets), url: []byte(config.URL)}, nil
+	return &squareVerifier{keys: newKeyring(sha256.New, config.Secrets), url: []byte(config.URL)}, nil
 }
 
 // Verify implements Verifier.
-func (s *Square) Verify(body []byte, header http.Header) (*Delivery, error) {
+func (s *squareVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
 	signature, err := requiredHeader(header, squareSignatureHeader)
 	if err != nil {
 		return nil, fmt.Errorf("square: %w", err)
@@ -82,11 +74,4 @@ func (s *Square) Verify(body []byte, header http.Header) (*Delivery, error) {
 	p := parsePayload(body)
 	event := p.event(body, p.str("event_id"), p.str("type"), `the body's "event_id"`)
 	return newDelivery(event, header, squareAuditHeaders...), nil
-}
-
-// SignSquare returns the x-square-hmacsha256-signature header value Square
-// would send for body delivered to url, signed with signatureKey. It is for
-// demos, load generators and tests.
-func SignSquare(signatureKey, url string, body []byte) string {
-	return base64.StdEncoding.EncodeToString(hmacSHA256([]byte(signatureKey), []byte(url), body))
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // squareVector is a signing vector from /work/shared/providers.md §4:
@@ -126,9 +128,9 @@ func squareHeader(signature string) http.Header {
 	return header
 }
 
-func newTestSquare(t testing.TB, url string, keys ...string) *Square {
+func newTestSquare(t testing.TB, url string, keys ...string) *squareVerifier {
 	t.Helper()
-	square, err := NewSquare(&Config{Secrets: keys, URL: url})
+	square, err := newSquareVerifier(&Config{Secrets: keys, URL: url})
 	require.NoError(t, err)
 	return square
 }
@@ -139,7 +141,7 @@ func TestSquare(t *testing.T) {
 	t.Run("OfficialVectorsVerifyAndSign", func(t *testing.T) {
 		t.Parallel()
 		for _, v := range squareVectors {
-			require.Equal(t, v.signature, SignSquare(v.key, v.url, []byte(v.body)), v.source)
+			require.Equal(t, v.signature, sign.Square(v.key, v.url, []byte(v.body)), v.source)
 			require.Equal(t, v.signature,
 				base64.StdEncoding.EncodeToString(referenceHMAC([]byte(v.key), []byte(v.url+v.body))), v.source)
 			_, err := newTestSquare(t, v.url, "another-key", v.key).Verify([]byte(v.body), squareHeader(v.signature))
@@ -190,7 +192,7 @@ func TestSquare(t *testing.T) {
 		// square-go-sdk's VerifySignature returns nil for an empty body
 		// without checking anything.
 		v := squareVectors[1]
-		_, err := newTestSquare(t, v.url, v.key).Verify(nil, squareHeader(SignSquare(v.key, v.url, nil)))
+		_, err := newTestSquare(t, v.url, v.key).Verify(nil, squareHeader(sign.Square(v.key, v.url, nil)))
 		requireRejected(t, err, ErrSignatureInvalid, v.key)
 	})
 
@@ -220,7 +222,7 @@ func TestSquare(t *testing.T) {
 
 	t.Run("MissingURLIsAnErrorNamingTheKey", func(t *testing.T) {
 		t.Parallel()
-		_, err := NewSquare(&Config{Secrets: []string{"signature-key"}})
+		_, err := newSquareVerifier(&Config{Secrets: []string{"signature-key"}})
 		require.ErrorContains(t, err, "square: url is required")
 		_, err = New("square", &Config{Secrets: []string{"signature-key"}})
 		require.ErrorContains(t, err, "url")
@@ -246,8 +248,8 @@ func FuzzSquareVerify(f *testing.F) {
 	v := squareVectors[0]
 	f.Add([]byte(v.body), v.signature)
 	f.Add([]byte(squareVectors[2].body), squareVectors[2].signature)
-	f.Add([]byte{}, SignSquare(v.key, v.url, nil))
-	f.Add([]byte(`{"event_id":"\u0000"}`), SignSquare(v.key, v.url, []byte(`{"event_id":"\u0000"}`)))
+	f.Add([]byte{}, sign.Square(v.key, v.url, nil))
+	f.Add([]byte(`{"event_id":"\u0000"}`), sign.Square(v.key, v.url, []byte(`{"event_id":"\u0000"}`)))
 	f.Add([]byte(v.body), v.signature[:42]+"O=")
 	square := newTestSquare(f, v.url, v.key)
 

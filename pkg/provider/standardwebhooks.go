@@ -2,21 +2,20 @@ package provider
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
-// Headers of a Standard Webhooks delivery, and the prefix of its secrets.
+// Headers of a Standard Webhooks delivery.
 const (
 	standardWebhooksIDHeader        = "webhook-id"
 	standardWebhooksTimestampHeader = "webhook-timestamp"
 	standardWebhooksSignatureHeader = "webhook-signature"
-	standardWebhooksSecretPrefix    = "whsec_"
 )
 
 // Svix's branded names for the Standard Webhooks headers.
@@ -39,40 +38,18 @@ var (
 )
 
 func init() {
-	register("standardwebhooks", adapt(NewStandardWebhooks), Preset{})
-	registerSigner("standardwebhooks", func(p *SignParams) (http.Header, error) {
-		return signStandardWebhooksHeaders(p, standardWebhooksHeaderSet)
-	})
-	register("svix", adapt(NewSvix), Preset{})
-	registerSigner("svix", func(p *SignParams) (http.Header, error) {
-		return signStandardWebhooksHeaders(p, svixHeaderSet)
-	})
+	register("standardwebhooks", adapt(newStandardWebhooksVerifier), Preset{})
+	register("svix", adapt(newSvixVerifier), Preset{})
 }
 
-// signStandardWebhooksHeaders returns the headers of params under names.
-func signStandardWebhooksHeaders(params *SignParams, names standardWebhooksHeaders) (http.Header, error) {
-	if err := params.requireHeaderKeys(params.Provider, true, false); err != nil {
-		return nil, err
-	}
-	sig, err := SignStandardWebhooks(params.Secret, params.EventID, params.Time, params.Body)
-	if err != nil {
-		return nil, err
-	}
-	header := http.Header{}
-	header.Set(names.id, params.EventID)
-	header.Set(names.timestamp, strconv.FormatInt(params.Time.Unix(), 10))
-	header.Set(names.signature, sig)
-	return header, nil
-}
-
-// StandardWebhooks verifies deliveries signed per the Standard Webhooks
-// specification (v1.0.0), as sent by Svix and others. webhook-signature is
-// a space-separated list of "<version>,<base64>" entries; each v1 entry is
-// the standard base64 of HMAC-SHA256 over "<webhook-id>.<webhook-timestamp>.<raw
-// body>", keyed with the base64-decoded secret. The delivery is authentic
-// when any v1 entry matches any secret (a sender signs with the old and the
-// new key while rotating); v1a (ed25519) and unknown versions are skipped.
-// Like the official libraries, it refuses timestamps too old or too new.
+// standardWebhooksVerifier verifies deliveries signed per the Standard Webhooks
+// specification (v1.0.0), as sent by Svix and others. webhook-signature is a
+// space-separated list of "<version>,<base64>" entries; each v1 entry is the
+// standard base64 of HMAC-SHA256 over "<webhook-id>.<webhook-timestamp>.<raw
+// body>", keyed with the base64-decoded secret. The delivery is authentic when
+// any v1 entry matches any secret (a sender signs with the old and the new key
+// while rotating); v1a (ed25519) and unknown versions are skipped. Like the
+// official libraries, it refuses timestamps too old or too new.
 //
 // Only the canonical base64 spelling of a signature is accepted (see
 // Shopify).
@@ -80,8 +57,9 @@ func signStandardWebhooksHeaders(params *SignParams, names standardWebhooksHeade
 // There is one event per delivery. Its ID is webhook-id, which stays the
 // same across retries, and its Type is the body's "type".
 //
-// The svix provider (NewSvix) is the same scheme under Svix's header names.
-type StandardWebhooks struct {
+// The svix provider (newSvixVerifier) is the same scheme under Svix's header
+// names.
+type standardWebhooksVerifier struct {
 	name      string // the provider name errors start with
 	svix      bool   // svix-* headers first, webhook-* as a fallback
 	keys      keyring
@@ -89,37 +67,37 @@ type StandardWebhooks struct {
 	now       func() time.Time
 }
 
-// NewStandardWebhooks returns a Standard Webhooks verifier. Each secret in
-// config is "whsec_<base64 key>", or the base64 key alone; a secret that is
+// newStandardWebhooksVerifier returns a Standard Webhooks verifier. Each secret
+// in config is "whsec_<base64 key>", or the base64 key alone; a secret that is
 // not valid standard base64 or decodes to no bytes is an error.
 // Config.Tolerance and Config.Now apply.
-func NewStandardWebhooks(config *Config) (*StandardWebhooks, error) {
+func newStandardWebhooksVerifier(config *Config) (*standardWebhooksVerifier, error) {
 	return newStandardWebhooks("standardwebhooks", false, config)
 }
 
-// NewSvix returns a verifier for Svix deliveries: the Standard Webhooks
+// newSvixVerifier returns a verifier for Svix deliveries: the Standard Webhooks
 // scheme with the headers svix-id, svix-timestamp and svix-signature. Like
 // Svix's own libraries it falls back to the webhook-* headers, but only as a
 // whole set: when any svix-* header is present, the three svix-* headers are
 // the ones read. Secrets, events and errors are as for NewStandardWebhooks.
-func NewSvix(config *Config) (*StandardWebhooks, error) {
+func newSvixVerifier(config *Config) (*standardWebhooksVerifier, error) {
 	return newStandardWebhooks("svix", true, config)
 }
 
-func newStandardWebhooks(name string, svix bool, config *Config) (*StandardWebhooks, error) {
+func newStandardWebhooks(name string, svix bool, config *Config) (*standardWebhooksVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	config = config.withDefaults()
-	keys, err := newDecodedKeyring(sha256.New, config.Secrets, standardWebhooksKey)
+	keys, err := newDecodedKeyring(sha256.New, config.Secrets, sign.StandardWebhooksKey)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &StandardWebhooks{name: name, svix: svix, keys: keys, tolerance: config.Tolerance, now: config.Now}, nil
+	return &standardWebhooksVerifier{name: name, svix: svix, keys: keys, tolerance: config.Tolerance, now: config.Now}, nil
 }
 
 // headerNames returns the header set a delivery is read from.
-func (s *StandardWebhooks) headerNames(header http.Header) standardWebhooksHeaders {
+func (s *standardWebhooksVerifier) headerNames(header http.Header) standardWebhooksHeaders {
 	if s.svix && (header.Get(svixIDHeader) != "" || header.Get(svixTimestampHeader) != "" ||
 		header.Get(svixSignatureHeader) != "") {
 		return svixHeaderSet
@@ -129,7 +107,7 @@ func (s *StandardWebhooks) headerNames(header http.Header) standardWebhooksHeade
 
 // Verify implements Verifier. A delivery without webhook-id is verified
 // over an empty id; if it is authentic its event has a ParseError.
-func (s *StandardWebhooks) Verify(body []byte, header http.Header) (*Delivery, error) {
+func (s *standardWebhooksVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
 	names := s.headerNames(header)
 	signatures, err := requiredHeader(header, names.signature)
 	if err != nil {
@@ -163,31 +141,4 @@ func v1MACs(signatures string) [][]byte {
 		}
 	}
 	return macs
-}
-
-// standardWebhooksKey decodes a "whsec_<base64>" (or bare base64) secret.
-// Its errors never quote the secret.
-func standardWebhooksKey(secret string) ([]byte, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, standardWebhooksSecretPrefix))
-	if err != nil {
-		return nil, errors.New("secret is not whsec_ followed by standard base64")
-	}
-	if len(key) == 0 {
-		return nil, errors.New("secret has an empty key")
-	}
-	return key, nil
-}
-
-// SignStandardWebhooks returns the webhook-signature header value
-// "v1,<base64>" for a delivery of body with webhook-id msgID and
-// webhook-timestamp t, signed with secret ("whsec_<base64>"). It is for
-// demos, load generators and tests; it fails only on a malformed secret.
-func SignStandardWebhooks(secret, msgID string, t time.Time, body []byte) (string, error) {
-	key, err := standardWebhooksKey(secret)
-	if err != nil {
-		return "", fmt.Errorf("standardwebhooks: %w", err)
-	}
-	timestamp := strconv.FormatInt(t.Unix(), 10)
-	mac := hmacSHA256(key, []byte(msgID), []byte("."), []byte(timestamp), []byte("."), body)
-	return "v1," + base64.StdEncoding.EncodeToString(mac), nil
 }

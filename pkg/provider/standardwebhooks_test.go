@@ -10,6 +10,8 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // standardWebhooksVector is a signing vector from /work/shared/providers.md §6.
@@ -100,9 +102,9 @@ func (v standardWebhooksVector) header(signature string) http.Header {
 	return standardWebhooksHeader(v.id, strconv.FormatInt(v.timestamp, 10), signature)
 }
 
-func newTestStandardWebhooks(t testing.TB, now time.Time, secrets ...string) *StandardWebhooks {
+func newTestStandardWebhooks(t testing.TB, now time.Time, secrets ...string) *standardWebhooksVerifier {
 	t.Helper()
-	verifier, err := NewStandardWebhooks(pinnedConfig(now, secrets...))
+	verifier, err := newStandardWebhooksVerifier(pinnedConfig(now, secrets...))
 	require.NoError(t, err)
 	return verifier
 }
@@ -114,7 +116,7 @@ func TestStandardWebhooks(t *testing.T) {
 		t.Parallel()
 		for _, v := range standardWebhooksVectors {
 			signedAt := time.Unix(v.timestamp, 0)
-			signature, err := SignStandardWebhooks(v.secret, v.id, signedAt, []byte(v.body))
+			signature, err := sign.StandardWebhooks(v.secret, v.id, signedAt, []byte(v.body))
 			require.NoError(t, err, v.source)
 			require.Equal(t, v.signature, signature, v.source)
 
@@ -150,7 +152,7 @@ func TestStandardWebhooks(t *testing.T) {
 		for _, body := range []string{`{"type":"x"}`, "", "\xff\x00 not json"} {
 			signature, err := wh.Sign("msg_1", testNow, []byte(body))
 			require.NoError(t, err)
-			ours, err := SignStandardWebhooks(secret, "msg_1", testNow, []byte(body))
+			ours, err := sign.StandardWebhooks(secret, "msg_1", testNow, []byte(body))
 			require.NoError(t, err)
 			require.Equal(t, signature, ours)
 			header := standardWebhooksHeader("msg_1", strconv.FormatInt(testNow.Unix(), 10), signature)
@@ -202,14 +204,14 @@ func TestStandardWebhooks(t *testing.T) {
 	t.Run("MalformedSecretIsAnErrorThatDoesNotQuoteIt", func(t *testing.T) {
 		t.Parallel()
 		for _, secret := range []string{"whsec_", "whsec_not base64!", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS", "whsec_abc-_"} {
-			_, err := NewStandardWebhooks(pinnedConfig(testNow, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", secret))
+			_, err := newStandardWebhooksVerifier(pinnedConfig(testNow, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", secret))
 			require.ErrorContains(t, err, "secrets[1]")
 			require.NotContains(t, err.Error(), secret)
 			require.NotContains(t, err.Error(), "MfKQ9r8")
-			_, err = SignStandardWebhooks(secret, "msg_1", testNow, nil)
+			_, err = sign.StandardWebhooks(secret, "msg_1", testNow, nil)
 			require.Error(t, err)
 		}
-		_, err := NewStandardWebhooks(pinnedConfig(testNow, ""))
+		_, err := newStandardWebhooksVerifier(pinnedConfig(testNow, ""))
 		require.Error(t, err)
 	})
 }
@@ -264,9 +266,9 @@ func (v standardWebhooksVector) svixHeader(signature string) http.Header {
 	return header
 }
 
-func newTestSvix(t testing.TB, now time.Time, secrets ...string) *StandardWebhooks {
+func newTestSvix(t testing.TB, now time.Time, secrets ...string) *standardWebhooksVerifier {
 	t.Helper()
-	verifier, err := NewSvix(pinnedConfig(now, secrets...))
+	verifier, err := newSvixVerifier(pinnedConfig(now, secrets...))
 	require.NoError(t, err)
 	return verifier
 }
@@ -323,7 +325,7 @@ func TestSvix(t *testing.T) {
 
 	t.Run("ErrorsNameSvix", func(t *testing.T) {
 		t.Parallel()
-		_, err := NewSvix(pinnedConfig(testNow, "whsec_%%%"))
+		_, err := newSvixVerifier(pinnedConfig(testNow, "whsec_%%%"))
 		require.ErrorContains(t, err, "svix: secrets[0]")
 		v := standardWebhooksVectors[0]
 		_, err = newTestSvix(t, testNow, v.secret).Verify([]byte(v.body), http.Header{})

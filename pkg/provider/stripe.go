@@ -2,11 +2,9 @@ package provider
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -15,19 +13,16 @@ import (
 const stripeSignatureHeader = "Stripe-Signature"
 
 func init() {
-	register("stripe", adapt(NewStripe), Preset{})
-	registerSigner("stripe", func(p *SignParams) (http.Header, error) {
-		return http.Header{stripeSignatureHeader: {SignStripe(p.Secret, p.Time, p.Body)}}, nil
-	})
+	register("stripe", adapt(newStripeVerifier), Preset{})
 }
 
-// Stripe verifies Stripe webhook deliveries. The Stripe-Signature header is
-// "t=<unix>,v1=<hex>[,v1=<hex>…][,v0=<hex>]"; each v1 is the lowercase hex
-// HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint secret's bytes as
-// they are (the whsec_ prefix is part of the key, nothing is decoded). The
-// delivery is authentic when any v1 matches any configured secret: while a
-// secret is being rolled Stripe sends one v1 per active secret. v0 (a fake
-// signature on test events) and unknown schemes are ignored.
+// stripeVerifier verifies Stripe webhook deliveries. The Stripe-Signature
+// header is "t=<unix>,v1=<hex>[,v1=<hex>…][,v0=<hex>]"; each v1 is the
+// lowercase hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint
+// secret's bytes as they are (the whsec_ prefix is part of the key, nothing is
+// decoded). The delivery is authentic when any v1 matches any configured
+// secret: while a secret is being rolled Stripe sends one v1 per active secret.
+// v0 (a fake signature on test events) and unknown schemes are ignored.
 //
 // Stripe sends one event per delivery; its ID and Type are the body's "id"
 // and "type".
@@ -37,7 +32,7 @@ func init() {
 // only refuses old ones), t must appear exactly once in canonical form, and
 // v1 values must be 64 lowercase hex digits (others are skipped), so that one
 // signature has exactly one accepted spelling.
-type Stripe struct {
+type stripeVerifier struct {
 	keys      keyring
 	tolerance time.Duration
 	now       func() time.Time
@@ -62,9 +57,9 @@ var DefaultStripeTwinTypes = []string{
 	"payout.paid",
 }
 
-// NewStripe returns a Stripe verifier for the endpoint secrets in config
-// ("whsec_…"). Config.Tolerance and Config.Now apply.
-func NewStripe(config *Config) (*Stripe, error) {
+// newStripeVerifier returns a Stripe verifier for the endpoint secrets in
+// config ("whsec_…"). Config.Tolerance and Config.Now apply.
+func newStripeVerifier(config *Config) (*stripeVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("stripe: %w", err)
 	}
@@ -73,7 +68,7 @@ func NewStripe(config *Config) (*Stripe, error) {
 	if twinTypes == nil {
 		twinTypes = DefaultStripeTwinTypes
 	}
-	s := &Stripe{
+	s := &stripeVerifier{
 		keys: newKeyring(sha256.New, config.Secrets), tolerance: config.Tolerance, now: config.Now,
 		twinTypes: map[string]bool{},
 	}
@@ -84,7 +79,7 @@ func NewStripe(config *Config) (*Stripe, error) {
 }
 
 // Verify implements Verifier.
-func (s *Stripe) Verify(body []byte, header http.Header) (*Delivery, error) {
+func (s *stripeVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
 	value, err := requiredHeader(header, stripeSignatureHeader)
 	if err != nil {
 		return nil, fmt.Errorf("stripe: %w", err)
@@ -106,7 +101,7 @@ func (s *Stripe) Verify(body []byte, header http.Header) (*Delivery, error) {
 // of GET /v1/events) as Verify does after the signature: its id, type,
 // payload and twin key. Reconciliation uses it, so that an event listed
 // from the API is keyed exactly like its webhook delivery.
-func (s *Stripe) ParseEvent(body []byte) Event {
+func (s *stripeVerifier) ParseEvent(body []byte) Event {
 	p := parsePayload(body)
 	event := p.event(body, p.str("id"), p.str("type"), `the body's "id"`)
 	if event.ParseError == nil && s.twinTypes[event.Type] {
@@ -175,13 +170,4 @@ func (scheme stripeScheme) parse(value string) (*stripeSignature, error) {
 			scheme.macKey, ErrSignatureInvalid)
 	}
 	return signature, nil
-}
-
-// SignStripe returns the Stripe-Signature header value "t=<unix>,v1=<hex>"
-// that Stripe would send for body signed with secret at t. It is for demos,
-// load generators and tests.
-func SignStripe(secret string, t time.Time, body []byte) string {
-	timestamp := strconv.FormatInt(t.Unix(), 10)
-	mac := hmacSHA256([]byte(secret), []byte(timestamp), []byte("."), body)
-	return "t=" + timestamp + ",v1=" + hex.EncodeToString(mac)
 }

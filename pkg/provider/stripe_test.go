@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // Derived vector from /work/shared/providers.md §1: computed with stripe-go
@@ -27,9 +29,9 @@ func stripeHeader(value string) http.Header {
 	return http.Header{"Stripe-Signature": {value}}
 }
 
-func newTestStripe(t testing.TB, now time.Time, secrets ...string) *Stripe {
+func newTestStripe(t testing.TB, now time.Time, secrets ...string) *stripeVerifier {
 	t.Helper()
-	stripe, err := NewStripe(pinnedConfig(now, secrets...))
+	stripe, err := newStripeVerifier(pinnedConfig(now, secrets...))
 	require.NoError(t, err)
 	return stripe
 }
@@ -48,7 +50,7 @@ func TestStripe(t *testing.T) {
 
 	t.Run("SignStripeReproducesTheDerivedVector", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, stripeVectorHeader, SignStripe(stripeVectorSecret, stripeVectorTime, []byte(stripeVectorBody)))
+		require.Equal(t, stripeVectorHeader, sign.Stripe(stripeVectorSecret, stripeVectorTime, []byte(stripeVectorBody)))
 	})
 
 	t.Run("SignStripeAgreesWithStripeGo", func(t *testing.T) {
@@ -58,7 +60,7 @@ func TestStripe(t *testing.T) {
 			signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{
 				Payload: []byte(body), Secret: stripeVectorSecret, Timestamp: testNow,
 			})
-			require.Equal(t, signed.Header, SignStripe(stripeVectorSecret, testNow, []byte(body)))
+			require.Equal(t, signed.Header, sign.Stripe(stripeVectorSecret, testNow, []byte(body)))
 			require.NoError(t, webhook.ValidatePayloadIgnoringTolerance([]byte(body), signed.Header, stripeVectorSecret))
 			_, err := stripe.Verify([]byte(body), stripeHeader(signed.Header))
 			require.NoError(t, err, "%q", body)
@@ -111,7 +113,7 @@ func TestStripe(t *testing.T) {
 	t.Run("FutureTimestampIsRefusedUnlikeStripeGo", func(t *testing.T) {
 		t.Parallel()
 		now := time.Now()
-		value := SignStripe(stripeVectorSecret, now.Add(time.Hour), []byte(stripeVectorBody))
+		value := sign.Stripe(stripeVectorSecret, now.Add(time.Hour), []byte(stripeVectorBody))
 		require.NoError(t, webhook.ValidatePayload([]byte(stripeVectorBody), value, stripeVectorSecret))
 		_, err := newTestStripe(t, now, stripeVectorSecret).Verify([]byte(stripeVectorBody), stripeHeader(value))
 		requireRejected(t, err, ErrTimestampOutsideTolerance, stripeVectorSecret)
@@ -125,7 +127,7 @@ func TestStripe(t *testing.T) {
 			`{"id":42,"type":"charge.succeeded"}`, `{"id":null,"type":"charge.succeeded"}`,
 			`{"ID":"evt_1","type":"charge.succeeded"}`, `{"data":{"id":"evt_1"},"type":"charge.succeeded"}`,
 		} {
-			delivery, err := stripe.Verify([]byte(body), stripeHeader(SignStripe(stripeVectorSecret, testNow, []byte(body))))
+			delivery, err := stripe.Verify([]byte(body), stripeHeader(sign.Stripe(stripeVectorSecret, testNow, []byte(body))))
 			require.NoError(t, err)
 			event := requireOneEvent(t, delivery)
 			require.ErrorContains(t, event.ParseError, `no event id: the body's "id" is missing or empty`)

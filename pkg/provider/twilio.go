@@ -4,33 +4,29 @@ import (
 	"cmp"
 	"crypto/sha1"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
-// Headers of a Twilio webhook request, and the query parameter Twilio adds
-// to the URL of a JSON delivery.
+// Headers of a Twilio webhook request.
 const (
 	twilioSignatureHeader   = "X-Twilio-Signature"
 	twilioIdempotencyHeader = "I-Twilio-Idempotency-Token"
-	twilioBodyHashParam     = "bodySHA256"
 )
 
 func init() {
-	register("twilio", adapt(NewTwilio), Preset{})
-	registerSigner("twilio", signTwilioHeaders)
+	register("twilio", adapt(newTwilioVerifier), Preset{})
 }
 
-// Twilio verifies Twilio webhook requests (Programmable Messaging and Voice
-// callbacks, Event Streams webhook sinks). X-Twilio-Signature is the
-// standard base64 of HMAC-SHA1, keyed with the account's Auth Token, of one
-// of two strings:
+// twilioVerifier verifies Twilio webhook requests (Programmable Messaging and
+// Voice callbacks, Event Streams webhook sinks). X-Twilio-Signature is the
+// standard base64 of HMAC-SHA1, keyed with the account's Auth Token, of one of
+// two strings:
 //
 //   - a form POST (application/x-www-form-urlencoded, the usual case): the
 //     webhook URL followed by every POST parameter's name and value, sorted,
@@ -89,15 +85,15 @@ func init() {
 //
 // Webhook Rules' X-Twilio-Webhooks-Signature-Settings (HMAC-SHA256 with a
 // shared key) is not supported.
-type Twilio struct {
+type twilioVerifier struct {
 	tokens keyring
-	urls   []twilioURL
+	urls   []sign.TwilioURL
 }
 
-// NewTwilio returns a Twilio verifier. Config.Secrets are Auth Tokens (the
-// primary and, while promoting, the secondary); Config.URL is required.
+// newTwilioVerifier returns a Twilio verifier. Config.Secrets are Auth Tokens
+// (the primary and, while promoting, the secondary); Config.URL is required.
 // Config.Tolerance and Config.Now are not used.
-func NewTwilio(config *Config) (*Twilio, error) {
+func newTwilioVerifier(config *Config) (*twilioVerifier, error) {
 	if err := errors.Join(config.validate(), config.requireSecrets()); err != nil {
 		return nil, fmt.Errorf("twilio: %w", err)
 	}
@@ -105,11 +101,11 @@ func NewTwilio(config *Config) (*Twilio, error) {
 	if err != nil {
 		return nil, fmt.Errorf("twilio: %w", err)
 	}
-	return &Twilio{tokens: newKeyring(sha1.New, config.Secrets), urls: urls}, nil
+	return &twilioVerifier{tokens: newKeyring(sha1.New, config.Secrets), urls: urls}, nil
 }
 
 // Verify implements Verifier.
-func (tw *Twilio) Verify(body []byte, header http.Header) (*Delivery, error) {
+func (tw *twilioVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
 	signature, err := requiredHeader(header, twilioSignatureHeader)
 	if err != nil {
 		return nil, fmt.Errorf("twilio: %w", err)
@@ -137,7 +133,7 @@ func (tw *Twilio) Verify(body []byte, header http.Header) (*Delivery, error) {
 // delivery builds the event of an authentic request whose storable content
 // (the JSON body, or the JSON object of the form parameters) is content and
 // whose fields are read with field.
-func (tw *Twilio) delivery(p payload, content []byte, header http.Header, field func(string) string, isJSON bool) *Delivery {
+func (tw *twilioVerifier) delivery(p payload, content []byte, header http.Header, field func(string) string, isJSON bool) *Delivery {
 	resource, sid, status := twilioResource(field)
 	id := storableKey(header.Get(twilioIdempotencyHeader))
 	if id == "" && sid != "" {
@@ -192,11 +188,11 @@ func twilioResource(field func(string) string) (resource, sid, status string) {
 
 // matchesJSON reports whether mac signs the configured URL with the body's
 // SHA-256 in its query, under any token.
-func (tw *Twilio) matchesJSON(mac, body []byte) bool {
+func (tw *twilioVerifier) matchesJSON(mac, body []byte) bool {
 	sum := sha256.Sum256(body)
 	bodyHash := hex.EncodeToString(sum[:])
 	for _, u := range tw.urls {
-		if tw.tokens.matches([][]byte{mac}, []byte(u.withBodyHash(bodyHash))) {
+		if tw.tokens.matches([][]byte{mac}, []byte(u.WithBodyHash(bodyHash))) {
 			return true
 		}
 	}
@@ -205,72 +201,14 @@ func (tw *Twilio) matchesJSON(mac, body []byte) bool {
 
 // matchesForm reports whether mac signs the configured URL and the form
 // parameters, in either accepted order, under any token.
-func (tw *Twilio) matchesForm(mac []byte, params url.Values) bool {
-	orders := twilioParamOrders(params)
+func (tw *twilioVerifier) matchesForm(mac []byte, params url.Values) bool {
+	orders := sign.TwilioParamOrders(params)
 	for _, u := range tw.urls {
 		for _, params := range orders {
-			if tw.tokens.matches([][]byte{mac}, twilioSigned(u.String(), params)...) {
+			if tw.tokens.matches([][]byte{mac}, sign.TwilioSigned(u.String(), params)...) {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// twilioSigned returns what a form signature covers: the URL, then each
-// parameter's name and value, with no separators.
-func twilioSigned(signedURL string, params []twilioParam) [][]byte {
-	parts := make([][]byte, 0, 1+2*len(params))
-	parts = append(parts, []byte(signedURL))
-	for _, p := range params {
-		parts = append(parts, []byte(p.name), []byte(p.value))
-	}
-	return parts
-}
-
-// SignTwilio returns the X-Twilio-Signature Twilio sends with a form POST of
-// params to webhookURL. It is for demos, load generators and tests.
-func SignTwilio(token, webhookURL string, params url.Values) string {
-	mac := hmacSum(sha1.New, []byte(token), twilioSigned(webhookURL, twilioParamOrders(params)[0])...)
-	return base64.StdEncoding.EncodeToString(mac)
-}
-
-// SignTwilioJSON returns the X-Twilio-Signature Twilio sends with a JSON body
-// posted to webhookURL: the signature of webhookURL with
-// "bodySHA256=<hex SHA-256 of body>" added to its query. Twilio sends the
-// request to that URL. It is for demos, load generators and tests.
-func SignTwilioJSON(token, webhookURL string, body []byte) string {
-	base, fragment, found := strings.Cut(webhookURL, "#")
-	if found {
-		fragment = "#" + fragment
-	}
-	sum := sha256.Sum256(body)
-	signed := twilioURL{base: base, fragment: fragment}.withBodyHash(hex.EncodeToString(sum[:]))
-	return base64.StdEncoding.EncodeToString(hmacSum(sha1.New, []byte(token), []byte(signed)))
-}
-
-// signTwilioHeaders signs for SignHeaders: a body that is valid JSON the
-// JSON way, anything else as form parameters. It needs Config.URL; EventID,
-// when set, is sent as I-Twilio-Idempotency-Token.
-func signTwilioHeaders(p *SignParams) (http.Header, error) {
-	webhookURL, err := signingURL("twilio", p)
-	if err != nil {
-		return nil, err
-	}
-	header := http.Header{}
-	if json.Valid(p.Body) {
-		header.Set(twilioSignatureHeader, SignTwilioJSON(p.Secret, webhookURL, p.Body))
-		header.Set("Content-Type", "application/json")
-	} else {
-		params, err := url.ParseQuery(string(p.Body))
-		if err != nil {
-			return nil, fmt.Errorf("twilio: body is neither JSON nor form parameters: %w", err)
-		}
-		header.Set(twilioSignatureHeader, SignTwilio(p.Secret, webhookURL, params))
-		header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	if p.EventID != "" {
-		header.Set(twilioIdempotencyHeader, p.EventID)
-	}
-	return header, nil
 }

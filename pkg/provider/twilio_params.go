@@ -2,68 +2,24 @@ package provider
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // This file holds what Twilio's signature covers besides the token: the
 // spellings of the webhook URL it may sign and the orders of the form
 // parameters, and how an authentic form is stored as JSON.
 
-// twilioParam is one form parameter; joined is name+value.
-type twilioParam struct{ name, value, joined string }
-
-// twilioParamOrders returns the parameter orders that are accepted: by name
-// then value (Twilio's documentation, twilio-python, twilio-node) and, when
-// it differs, by name+value (twilio-go).
-func twilioParamOrders(params url.Values) [][]twilioParam {
-	var byName []twilioParam
-	for name, values := range params {
-		for _, value := range values {
-			byName = append(byName, twilioParam{name: name, value: value, joined: name + value})
-		}
-	}
-	slices.SortFunc(byName, func(a, b twilioParam) int {
-		return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.value, b.value))
-	})
-	byJoined := slices.Clone(byName)
-	slices.SortStableFunc(byJoined, func(a, b twilioParam) int { return strings.Compare(a.joined, b.joined) })
-	if slices.EqualFunc(byName, byJoined, func(a, b twilioParam) bool { return a.joined == b.joined }) {
-		return [][]twilioParam{byName}
-	}
-	return [][]twilioParam{byName, byJoined}
-}
-
-// twilioURL is one spelling of the configured URL that Twilio may sign,
-// split before its fragment so that bodySHA256 can join the query.
-type twilioURL struct{ base, fragment string }
-
-// String returns the URL as signed for a form POST.
-func (u twilioURL) String() string { return u.base + u.fragment }
-
-// withBodyHash returns the URL as signed for a JSON POST: bodySHA256 added
-// to the query, after "?" or "&".
-func (u twilioURL) withBodyHash(bodyHash string) string {
-	sep := "?"
-	switch {
-	case strings.HasSuffix(u.base, "?") || strings.HasSuffix(u.base, "&"):
-		sep = ""
-	case strings.Contains(u.base, "?"):
-		sep = "&"
-	}
-	return u.base + sep + twilioBodyHashParam + "=" + bodyHash + u.fragment
-}
-
 // twilioURLs validates the configured URL and returns the spellings Twilio
 // may have signed: as configured first, then with the default port added or
 // removed, each with and without its fragment.
-func twilioURLs(raw string) ([]twilioURL, error) {
+func twilioURLs(raw string) ([]sign.TwilioURL, error) {
 	if raw == "" {
 		return nil, errors.New("url is required: the webhook URL exactly as configured at Twilio")
 	}
@@ -74,19 +30,17 @@ func twilioURLs(raw string) ([]twilioURL, error) {
 	if (parsed.Scheme != "https" && parsed.Scheme != "http") || parsed.Host == "" {
 		return nil, errors.New("url must be an absolute http or https URL")
 	}
-	base, fragment, found := strings.Cut(raw, "#")
-	if found {
-		fragment = "#" + fragment
-	}
+	configured := sign.ParseTwilioURL(raw)
+	base, fragment := configured.Base, configured.Fragment
 	bases := []string{base}
 	if twin, ok := twilioPortTwin(base, parsed); ok {
 		bases = append(bases, twin)
 	}
-	var urls []twilioURL
+	var urls []sign.TwilioURL
 	for _, b := range bases {
-		urls = append(urls, twilioURL{base: b, fragment: fragment})
+		urls = append(urls, sign.TwilioURL{Base: b, Fragment: fragment})
 		if fragment != "" {
-			urls = append(urls, twilioURL{base: b})
+			urls = append(urls, sign.TwilioURL{Base: b})
 		}
 	}
 	return urls, nil

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // Vectors from /work/shared/providers.md §8: twilio/twilio-go
@@ -52,11 +54,11 @@ func twilioVectorParams() url.Values {
 // twilioVectorPayload is the JSON object a delivery of twilioVectorParams stores.
 const twilioVectorPayload = `{"CallSid":"CA1234567890ABCDE","Caller":"+14158675309","Digits":"1234","From":"+14158675309","To":"+18005551212"}`
 
-func newTestTwilio(t testing.TB, webhookURL string, tokens ...string) *Twilio {
+func newTestTwilio(t testing.TB, webhookURL string, tokens ...string) *twilioVerifier {
 	t.Helper()
 	config := pinnedConfig(testNow, tokens...)
 	config.URL = webhookURL
-	twilio, err := NewTwilio(config)
+	twilio, err := newTwilioVerifier(config)
 	require.NoError(t, err)
 	return twilio
 }
@@ -192,17 +194,17 @@ func TestTwilioGoldenVectors(t *testing.T) {
 		_, err := newTestTwilio(t, twilioVectorURL, twilioVectorToken).Verify([]byte(params.Encode()),
 			twilioHeader(twilioDocsSignature, twilioFormContentType))
 		require.NoError(t, err)
-		require.Equal(t, twilioDocsSignature, SignTwilio(twilioVectorToken, twilioVectorURL, params))
+		require.Equal(t, twilioDocsSignature, sign.Twilio(twilioVectorToken, twilioVectorURL, params))
 	})
 
 	t.Run("SignersReproduceEveryVector", func(t *testing.T) {
 		t.Parallel()
 		params := twilioVectorParams()
 		withPort := strings.Replace(twilioVectorURL, ".com", ".com:443", 1)
-		require.Equal(t, twilioVectorSignature, SignTwilio(twilioVectorToken, twilioVectorURL, params))
-		require.Equal(t, twilioVectorPortSignature, SignTwilio(twilioVectorToken, withPort, params))
-		require.Equal(t, twilioVectorBodySignature, SignTwilioJSON(twilioVectorToken, twilioVectorURL, []byte(twilioVectorBody)))
-		require.Equal(t, twilioVectorBareBodySignature, SignTwilioJSON(twilioVectorToken, twilioVectorBareURL, []byte(twilioVectorBody)))
+		require.Equal(t, twilioVectorSignature, sign.Twilio(twilioVectorToken, twilioVectorURL, params))
+		require.Equal(t, twilioVectorPortSignature, sign.Twilio(twilioVectorToken, withPort, params))
+		require.Equal(t, twilioVectorBodySignature, sign.TwilioJSON(twilioVectorToken, twilioVectorURL, []byte(twilioVectorBody)))
+		require.Equal(t, twilioVectorBareBodySignature, sign.TwilioJSON(twilioVectorToken, twilioVectorBareURL, []byte(twilioVectorBody)))
 		// The reference builds the signed strings by hand.
 		sorted := "CallSidCA1234567890ABCDECaller+14158675309Digits1234From+14158675309To+18005551212"
 		require.Equal(t, twilioVectorSignature, referenceTwilio(twilioVectorToken, twilioVectorURL+sorted))
@@ -219,7 +221,7 @@ func TestTwilioConfig(t *testing.T) {
 
 	t.Run("URLIsRequired", func(t *testing.T) {
 		t.Parallel()
-		_, err := NewTwilio(pinnedConfig(testNow, twilioVectorToken))
+		_, err := newTwilioVerifier(pinnedConfig(testNow, twilioVectorToken))
 		require.ErrorContains(t, err, "url is required")
 		verifier, err := New("twilio", pinnedConfig(testNow, twilioVectorToken))
 		require.ErrorContains(t, err, "url")
@@ -233,7 +235,7 @@ func TestTwilioConfig(t *testing.T) {
 		} {
 			config := pinnedConfig(testNow, twilioVectorToken)
 			config.URL = bad
-			_, err := NewTwilio(config)
+			_, err := newTwilioVerifier(config)
 			require.ErrorContains(t, err, "url", bad)
 			require.NotContains(t, err.Error(), "s3cr3t")
 		}
@@ -241,7 +243,7 @@ func TestTwilioConfig(t *testing.T) {
 
 	t.Run("TokensAreRequired", func(t *testing.T) {
 		t.Parallel()
-		_, err := NewTwilio(&Config{URL: twilioVectorURL})
+		_, err := newTwilioVerifier(&Config{URL: twilioVectorURL})
 		require.ErrorContains(t, err, "secret")
 	})
 }
@@ -255,10 +257,10 @@ func TestTwilio(t *testing.T) {
 		t.Parallel()
 		twilio := newTestTwilio(t, twilioVectorURL, oldToken, twilioVectorToken)
 		for _, token := range []string{oldToken, twilioVectorToken} {
-			_, err := twilio.Verify(form, twilioHeader(SignTwilio(token, twilioVectorURL, twilioVectorParams()), twilioFormContentType))
+			_, err := twilio.Verify(form, twilioHeader(sign.Twilio(token, twilioVectorURL, twilioVectorParams()), twilioFormContentType))
 			require.NoError(t, err)
 			body := []byte(twilioVectorBody)
-			_, err = twilio.Verify(body, twilioHeader(SignTwilioJSON(token, twilioVectorURL, body), "application/json"))
+			_, err = twilio.Verify(body, twilioHeader(sign.TwilioJSON(token, twilioVectorURL, body), "application/json"))
 			require.NoError(t, err)
 		}
 	})
@@ -346,7 +348,7 @@ func TestTwilio(t *testing.T) {
 		_, err := twilio.Verify(form, twilioHeader(twilioVectorBodySignature, twilioFormContentType))
 		requireRejected(t, err, ErrSignatureInvalid, twilioVectorToken)
 		// The URL alone signed as a form: any JSON body under it is refused.
-		_, err = twilio.Verify([]byte(twilioVectorBody), twilioHeader(SignTwilio(twilioVectorToken, twilioVectorURL, nil), "application/json"))
+		_, err = twilio.Verify([]byte(twilioVectorBody), twilioHeader(sign.Twilio(twilioVectorToken, twilioVectorURL, nil), "application/json"))
 		requireRejected(t, err, ErrSignatureInvalid, twilioVectorToken)
 	})
 
@@ -405,16 +407,16 @@ func TestTwilio(t *testing.T) {
 		configured := twilioVectorURL + "#ct=3000&rt=5000"
 		twilio := newTestTwilio(t, configured, twilioVectorToken)
 		for _, signedURL := range []string{twilioVectorURL, configured} {
-			_, err := twilio.Verify(form, twilioHeader(SignTwilio(twilioVectorToken, signedURL, twilioVectorParams()), ""))
+			_, err := twilio.Verify(form, twilioHeader(sign.Twilio(twilioVectorToken, signedURL, twilioVectorParams()), ""))
 			require.NoError(t, err, signedURL)
 		}
 		body := []byte(twilioVectorBody)
 		_, err := twilio.Verify(body, twilioHeader(twilioVectorBodySignature, "application/json"))
 		require.NoError(t, err)
-		_, err = twilio.Verify(body, twilioHeader(SignTwilioJSON(twilioVectorToken, configured, body), "application/json"))
+		_, err = twilio.Verify(body, twilioHeader(sign.TwilioJSON(twilioVectorToken, configured, body), "application/json"))
 		require.NoError(t, err)
 		require.Equal(t, referenceTwilio(twilioVectorToken, twilioVectorURL+"&bodySHA256="+twilioVectorBodyHash+"#ct=3000&rt=5000"),
-			SignTwilioJSON(twilioVectorToken, configured, body))
+			sign.TwilioJSON(twilioVectorToken, configured, body))
 	})
 
 	t.Run("BothParameterOrdersVerify", func(t *testing.T) {
@@ -428,7 +430,7 @@ func TestTwilio(t *testing.T) {
 			_, err := twilio.Verify([]byte(params.Encode()), twilioHeader(referenceTwilio(twilioVectorToken, signed), twilioFormContentType))
 			require.NoError(t, err, signed)
 		}
-		require.Equal(t, referenceTwilio(twilioVectorToken, byName), SignTwilio(twilioVectorToken, twilioVectorURL, params))
+		require.Equal(t, referenceTwilio(twilioVectorToken, byName), sign.Twilio(twilioVectorToken, twilioVectorURL, params))
 	})
 
 	t.Run("RepeatedParamsAreSortedByValueAndStoredAsAnArray", func(t *testing.T) {
@@ -447,7 +449,7 @@ func TestTwilioEvents(t *testing.T) {
 	twilio := newTestTwilio(t, twilioVectorURL, twilioVectorToken)
 	verifyForm := func(t *testing.T, params url.Values, token string) Event {
 		t.Helper()
-		header := twilioHeader(SignTwilio(twilioVectorToken, twilioVectorURL, params), twilioFormContentType)
+		header := twilioHeader(sign.Twilio(twilioVectorToken, twilioVectorURL, params), twilioFormContentType)
 		if token != "" {
 			header.Set("I-Twilio-Idempotency-Token", token)
 		}
@@ -506,7 +508,7 @@ func TestTwilioEvents(t *testing.T) {
 	t.Run("JSONBodyFallsBackToTheCloudEventIDAndType", func(t *testing.T) {
 		t.Parallel()
 		body := []byte(`{"specversion":"1.0","id":"EZ1","type":"com.twilio.messaging.message.delivered","data":{"messageSid":"SM1"}}`)
-		delivery, err := twilio.Verify(body, twilioHeader(SignTwilioJSON(twilioVectorToken, twilioVectorURL, body), "application/json"))
+		delivery, err := twilio.Verify(body, twilioHeader(sign.TwilioJSON(twilioVectorToken, twilioVectorURL, body), "application/json"))
 		require.NoError(t, err)
 		require.Equal(t, Event{ID: "EZ1", Type: "com.twilio.messaging.message.delivered", Payload: body}, requireOneEvent(t, delivery))
 	})
@@ -525,7 +527,7 @@ func TestTwilioEvents(t *testing.T) {
 		} {
 			params, err := url.ParseQuery(body)
 			require.NoError(t, err, body)
-			header := twilioHeader(SignTwilio(twilioVectorToken, twilioVectorURL, params), twilioFormContentType)
+			header := twilioHeader(sign.Twilio(twilioVectorToken, twilioVectorURL, params), twilioFormContentType)
 			header.Set("I-Twilio-Idempotency-Token", "idem_1")
 			delivery, err := twilio.Verify([]byte(body), header)
 			require.NoError(t, err, "an authentic request is not an error: %q", body)
@@ -543,7 +545,7 @@ func TestTwilioEvents(t *testing.T) {
 			"{\"CallSid\":\"caf\xe9\"}":         "not valid UTF-8",
 			`[{"id":"EZ1"}]`:                    "array, not an object",
 		} {
-			header := twilioHeader(SignTwilioJSON(twilioVectorToken, twilioVectorURL, []byte(body)), "application/json")
+			header := twilioHeader(sign.TwilioJSON(twilioVectorToken, twilioVectorURL, []byte(body)), "application/json")
 			header.Set("I-Twilio-Idempotency-Token", "idem_1")
 			delivery, err := twilio.Verify([]byte(body), header)
 			require.NoError(t, err, body)
@@ -572,7 +574,7 @@ func TestTwilioEvents(t *testing.T) {
 		require.Greater(t, len(event.Payload), hugeBodyBytes)
 
 		body := []byte(`{"id":"EZ1","pad":"` + strings.Repeat("y", hugeBodyBytes) + `"}`)
-		delivery, err := twilio.Verify(body, twilioHeader(SignTwilioJSON(twilioVectorToken, twilioVectorURL, body), ""))
+		delivery, err := twilio.Verify(body, twilioHeader(sign.TwilioJSON(twilioVectorToken, twilioVectorURL, body), ""))
 		require.NoError(t, err)
 		require.Equal(t, "EZ1", requireOneEvent(t, delivery).ID)
 
@@ -592,7 +594,7 @@ func TestTwilioSignHeaders(t *testing.T) {
 		header, err := SignHeaders(&SignParams{Provider: "twilio", Secret: twilioVectorToken, EventID: "evt_1", Body: body, Config: config})
 		require.NoError(t, err)
 		require.Equal(t, "application/json", header.Get("Content-Type"))
-		require.Equal(t, SignTwilioJSON(twilioVectorToken, twilioVectorURL, body), header.Get("X-Twilio-Signature"))
+		require.Equal(t, sign.TwilioJSON(twilioVectorToken, twilioVectorURL, body), header.Get("X-Twilio-Signature"))
 		delivery, err := twilio.Verify(body, header)
 		require.NoError(t, err)
 		require.Equal(t, Event{ID: "evt_1", Type: "order.created", Payload: body}, requireOneEvent(t, delivery))
@@ -635,8 +637,8 @@ func FuzzTwilioVerify(f *testing.F) {
 	f.Add([]byte(form), twilioVectorPortSignature, "idem_1")
 	f.Add([]byte(twilioVectorBody), twilioVectorBodySignature, "idem_2")
 	f.Add([]byte(twilioVectorBody), twilioVectorSignature, "")
-	f.Add([]byte(""), SignTwilio(twilioVectorToken, twilioVectorURL, nil), "")
-	f.Add([]byte("CallSid=CA1&Body=%00"), SignTwilio(twilioVectorToken, twilioVectorURL, url.Values{"CallSid": {"CA1"}, "Body": {"\x00"}}), "t")
+	f.Add([]byte(""), sign.Twilio(twilioVectorToken, twilioVectorURL, nil), "")
+	f.Add([]byte("CallSid=CA1&Body=%00"), sign.Twilio(twilioVectorToken, twilioVectorURL, url.Values{"CallSid": {"CA1"}, "Body": {"\x00"}}), "t")
 	f.Add([]byte("a=%zz;b"), "", "\xff")
 	twilio := newTestTwilio(f, twilioVectorURL, twilioVectorToken)
 	other := newTestTwilio(f, twilioVectorURL, "54321")
@@ -709,8 +711,8 @@ func FuzzTwilioParams(f *testing.F) {
 // A twilio source is configured with the Auth Token and the webhook URL
 // exactly as entered in Twilio's console; a form callback is stored as the
 // JSON object of its parameters.
-func ExampleNewTwilio() {
-	verifier, err := NewTwilio(&Config{
+func ExampleNew_twilio() {
+	verifier, err := New("twilio", &Config{
 		Secrets: []string{"12345"},
 		URL:     "https://mycompany.com/myapp.php?foo=1&bar=2",
 	})
@@ -719,7 +721,7 @@ func ExampleNewTwilio() {
 	}
 	params := url.Values{"MessageSid": {"SM1"}, "MessageStatus": {"delivered"}, "To": {"+18005551212"}}
 	header := http.Header{}
-	header.Set("X-Twilio-Signature", SignTwilio("12345", "https://mycompany.com/myapp.php?foo=1&bar=2", params))
+	header.Set("X-Twilio-Signature", sign.Twilio("12345", "https://mycompany.com/myapp.php?foo=1&bar=2", params))
 	delivery, err := verifier.Verify([]byte(params.Encode()), header)
 	if err != nil {
 		panic(err)

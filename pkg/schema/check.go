@@ -61,7 +61,7 @@ func Check(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) error {
 	}
 
 	for _, set := range sets {
-		need, err := set.Latest()
+		need, err := set.latest()
 		if err != nil {
 			return err
 		}

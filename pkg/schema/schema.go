@@ -40,8 +40,8 @@ type Set struct {
 // Core returns the set of hookinbox's own migrations.
 func Core() *Set { return &Set{Name: "core", FS: migrations.FS} }
 
-// Migration is one parsed up-migration.
-type Migration struct {
+// migration is one parsed up-migration.
+type migration struct {
 	Version int
 	Name    string
 	SQL     string
@@ -49,13 +49,13 @@ type Migration struct {
 
 var fileRE = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)\.up\.sql$`)
 
-// Migrations returns the set's up-migrations in version order.
-func (s *Set) Migrations() ([]Migration, error) {
+// migrations returns the set's up-migrations in version order.
+func (s *Set) migrations() ([]migration, error) {
 	entries, err := fs.ReadDir(s.FS, ".")
 	if err != nil {
 		return nil, fmt.Errorf("schema: read %s migrations: %w", s.Name, err)
 	}
-	var out []Migration
+	var out []migration
 	for _, e := range entries {
 		m := fileRE.FindStringSubmatch(e.Name())
 		if m == nil {
@@ -66,9 +66,9 @@ func (s *Set) Migrations() ([]Migration, error) {
 			return nil, fmt.Errorf("schema: read %s: %w", e.Name(), err)
 		}
 		version, _ := strconv.Atoi(m[1])
-		out = append(out, Migration{Version: version, Name: m[2], SQL: string(sql)})
+		out = append(out, migration{Version: version, Name: m[2], SQL: string(sql)})
 	}
-	slices.SortFunc(out, func(a, b Migration) int { return cmp.Compare(a.Version, b.Version) })
+	slices.SortFunc(out, func(a, b migration) int { return cmp.Compare(a.Version, b.Version) })
 	for i := 1; i < len(out); i++ {
 		if out[i].Version == out[i-1].Version {
 			return nil, fmt.Errorf("schema: %s has two migrations numbered %d", s.Name, out[i].Version)
@@ -77,9 +77,9 @@ func (s *Set) Migrations() ([]Migration, error) {
 	return out, nil
 }
 
-// Latest returns the highest version in the set, or 0 for an empty set.
-func (s *Set) Latest() (int, error) {
-	ms, err := s.Migrations()
+// latest returns the highest version in the set, or 0 for an empty set.
+func (s *Set) latest() (int, error) {
+	ms, err := s.migrations()
 	if err != nil || len(ms) == 0 {
 		return 0, err
 	}
@@ -143,7 +143,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) ([]Applied, 
 		if err != nil {
 			return nil, err
 		}
-		ms, err := set.Migrations()
+		ms, err := set.migrations()
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +169,7 @@ CREATE TABLE IF NOT EXISTS hookinbox_migration (
     PRIMARY KEY (set_name, version)
 )`
 
-func apply(ctx context.Context, pool *pgxpool.Pool, setName string, m Migration) error {
+func apply(ctx context.Context, pool *pgxpool.Pool, setName string, m migration) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return fmt.Errorf("schema: apply %s %04d_%s: %w", setName, m.Version, m.Name, err)

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 )
 
 const accounts = 5
@@ -109,7 +109,7 @@ func (b *burst) deposit(ctx context.Context, i int, eventID, key string) error {
 }
 
 func (b *burst) post(ctx context.Context, eventID string, body []byte, key string) error {
-	resp, err := provider.Deliver(ctx, nil, b.url, &provider.SignParams{
+	resp, err := webhook.Deliver(ctx, nil, b.url, &webhook.Params{
 		Provider: "standardwebhooks", Secret: key, EventID: eventID, Time: time.Now(), Body: body,
 	})
 	if err != nil {

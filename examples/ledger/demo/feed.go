@@ -21,7 +21,7 @@ import (
 type feed struct {
 	server   *http.Server
 	url      string
-	verifier *provider.StandardWebhooks
+	verifier provider.Verifier
 
 	mu       sync.Mutex
 	requests int
@@ -30,7 +30,7 @@ type feed struct {
 }
 
 func startFeed() (*feed, error) {
-	v, err := provider.NewStandardWebhooks(&provider.Config{Secrets: []string{secret}})
+	v, err := provider.New("standardwebhooks", &provider.Config{Secrets: []string{secret}})
 	if err != nil {
 		return nil, err
 	}

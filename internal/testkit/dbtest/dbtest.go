@@ -19,6 +19,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"sync"
@@ -223,12 +224,16 @@ func templateName(tb testing.TB, sets []*schema.Set) string {
 	tb.Helper()
 	h := sha256.New()
 	for _, set := range sets {
-		ms, err := set.Migrations()
-		require.NoError(tb, err)
 		fmt.Fprintf(h, "set %s\n", set.Name)
-		for _, m := range ms {
-			fmt.Fprintf(h, "%d %s %s\n", m.Version, m.Name, m.SQL)
-		}
+		err := fs.WalkDir(set.FS, ".", func(name string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			sql, err := fs.ReadFile(set.FS, name)
+			fmt.Fprintf(h, "%s %s\n", name, sql)
+			return err
+		})
+		require.NoError(tb, err)
 	}
 	fmt.Fprintf(h, "river %d\n", riverVersion())
 	return "hookinbox_tpl_" + processID + "_" + hex.EncodeToString(h.Sum(nil))[:16]

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
 // LegitAddr is the local address the legit client sends from, so that a
@@ -121,7 +121,7 @@ func (l *Legit) send(ctx context.Context, client *http.Client, id string) (time.
 		return 0, err.Error()
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Stripe-Signature", provider.SignStripe(l.Secret, time.Now(), body))
+	req.Header.Set("Stripe-Signature", sign.Stripe(l.Secret, time.Now(), body))
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {

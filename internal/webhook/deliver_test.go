@@ -1,4 +1,4 @@
-package provider_test
+package webhook_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -29,7 +30,7 @@ func TestDeliverSendsWhatTheVerifierAccepts(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	resp, err := provider.Deliver(context.Background(), srv.Client(), srv.URL, &provider.SignParams{
+	resp, err := webhook.Deliver(context.Background(), srv.Client(), srv.URL, &webhook.Params{
 		Provider: "standardwebhooks", Secret: secret, EventID: "msg_1", Time: time.Now(),
 		Body: []byte(`{"type":"t"}`),
 	})

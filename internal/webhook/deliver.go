@@ -1,4 +1,4 @@
-package provider
+package webhook
 
 import (
 	"bytes"
@@ -8,15 +8,15 @@ import (
 	"net/http"
 )
 
-// DeliveryResponse is a receiver's answer to Deliver.
-type DeliveryResponse struct {
+// Response is a receiver's answer to Deliver.
+type Response struct {
 	StatusCode int
 	Body       []byte
 }
 
-// NewSignedRequest returns the POST to url that delivers params.Body signed
-// as params.Provider would sign it (Sign), ready to send.
-func NewSignedRequest(ctx context.Context, url string, params *SignParams) (*http.Request, error) {
+// NewRequest returns the POST to url that delivers params.Body signed as
+// params.Provider would sign it (Sign), ready to send.
+func NewRequest(ctx context.Context, url string, params *Params) (*http.Request, error) {
 	signed, err := Sign(params)
 	if err != nil {
 		return nil, err
@@ -31,10 +31,9 @@ func NewSignedRequest(ctx context.Context, url string, params *SignParams) (*htt
 
 // Deliver signs params.Body as params.Provider would (Sign) and POSTs it to
 // url, the way the provider delivers a webhook. Nothing is sent when signing
-// fails. It serves inboxctl send, the demo and load generators. client may
-// be nil for http.DefaultClient.
-func Deliver(ctx context.Context, client *http.Client, url string, params *SignParams) (*DeliveryResponse, error) {
-	req, err := NewSignedRequest(ctx, url, params)
+// fails. client may be nil for http.DefaultClient.
+func Deliver(ctx context.Context, client *http.Client, url string, params *Params) (*Response, error) {
+	req, err := NewRequest(ctx, url, params)
 	if err != nil {
 		return nil, err
 	}
@@ -50,5 +49,5 @@ func Deliver(ctx context.Context, client *http.Client, url string, params *SignP
 	if err != nil {
 		return nil, fmt.Errorf("read answer: %w", err)
 	}
-	return &DeliveryResponse{StatusCode: resp.StatusCode, Body: body}, nil
+	return &Response{StatusCode: resp.StatusCode, Body: body}, nil
 }

@@ -1,4 +1,9 @@
-package provider
+// Package webhook builds and sends webhook deliveries signed as a provider
+// signs them, from a source's provider.Config: the headers (Headers), the
+// body of a provider that signs inside it (Sign), and the POST itself
+// (Deliver). It serves inboxctl send, the demo, load generators, the fault
+// suite and tests; the signatures themselves come from internal/sign.
+package webhook
 
 import (
 	"errors"
@@ -6,22 +11,24 @@ import (
 	"net/http"
 	"sort"
 	"time"
+
+	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
-// Errors of SignHeaders and Sign for a provider that carries the event id or
+// Errors of Headers and Sign for a provider that carries the event id or
 // type in a header (Shopify, Standard Webhooks, Svix, GitHub, an hmac source
-// with hmac.id_header or hmac.type_header) when SignParams lacks it: the
+// with hmac.id_header or hmac.type_header) when Params lacks it: the
 // receiver would store such a delivery as failed, or with no type to route
 // it by, so nothing is signed.
 var (
-	// ErrEventIDRequired means SignParams.EventID is empty.
+	// ErrEventIDRequired means Params.EventID is empty.
 	ErrEventIDRequired = errors.New("event id required")
-	// ErrEventTypeRequired means SignParams.EventType is empty.
+	// ErrEventTypeRequired means Params.EventType is empty.
 	ErrEventTypeRequired = errors.New("event type required")
 )
 
-// SignParams describe a delivery to sign as a provider would.
-type SignParams struct {
+// Params describe a delivery to sign as a provider would.
+type Params struct {
 	// Provider is the provider's config name.
 	Provider string
 	// Secret is the signing secret.
@@ -39,42 +46,22 @@ type SignParams struct {
 	// Config is the receiving source's verifier config, for schemes that
 	// sign more than a secret: Basic Auth credentials, the notification URL,
 	// the algorithm, the hmac provider's settings. May be nil.
-	Config *Config
+	Config *provider.Config
 }
 
 // Signed is a delivery as a provider sends it.
 type Signed struct {
 	// Header holds the request headers, Content-Type included.
 	Header http.Header
-	// Body is the raw body: SignParams.Body, or, for a provider that signs
+	// Body is the raw body: Params.Body, or, for a provider that signs
 	// inside the body (Adyen), that body with its signatures set.
 	Body []byte
 }
 
-// headerSigners holds each provider's signing function, and bodySigners
-// those of providers that sign inside the body; both are registered from
-// the provider's file.
-var (
-	headerSigners = map[string]func(*SignParams) (http.Header, error){}
-	bodySigners   = map[string]func(*SignParams) ([]byte, error){}
-)
-
-// registerSigner adds a provider's signing function for SignHeaders.
-func registerSigner(name string, sign func(*SignParams) (http.Header, error)) {
-	headerSigners[name] = sign
-}
-
-// registerBodySigner adds the function with which Sign rewrites the body of
-// a provider that signs inside it, before its headers are signed.
-func registerBodySigner(name string, sign func(*SignParams) ([]byte, error)) {
-	bodySigners[name] = sign
-}
-
 // Sign returns the delivery a provider would send for params: the body,
 // signed inside for a provider that signs there (Adyen, with
-// SignAdyenBody), and the headers SignHeaders returns for that body. It
-// serves inboxctl send, the demo and load generators, and tests.
-func Sign(params *SignParams) (*Signed, error) {
+// sign.AdyenBody), and the headers Headers returns for that body.
+func Sign(params *Params) (*Signed, error) {
 	body := params.Body
 	if signBody, ok := bodySigners[params.Provider]; ok {
 		var err error
@@ -84,19 +71,18 @@ func Sign(params *SignParams) (*Signed, error) {
 	}
 	withBody := *params
 	withBody.Body = body
-	header, err := SignHeaders(&withBody)
+	header, err := Headers(&withBody)
 	if err != nil {
 		return nil, err
 	}
 	return &Signed{Header: header, Body: body}, nil
 }
 
-// SignHeaders returns the headers a provider would send with params.Body.
-// For Adyen, whose signatures travel in the body, params.Body must already
-// be signed (SignAdyenBody); Sign does both. It serves inboxctl send, the
-// demo and load generators, and tests.
-func SignHeaders(params *SignParams) (http.Header, error) {
-	sign, ok := headerSigners[params.Provider]
+// Headers returns the headers a provider would send with params.Body. For
+// Adyen, whose signatures travel in the body, params.Body must already be
+// signed (sign.AdyenBody); Sign does both.
+func Headers(params *Params) (http.Header, error) {
+	signHeaders, ok := headerSigners[params.Provider]
 	if !ok {
 		names := make([]string, 0, len(headerSigners))
 		for n := range headerSigners {
@@ -105,7 +91,7 @@ func SignHeaders(params *SignParams) (http.Header, error) {
 		sort.Strings(names)
 		return nil, fmt.Errorf("provider: cannot sign for %q (can sign: %v)", params.Provider, names)
 	}
-	h, err := sign(params)
+	h, err := signHeaders(params)
 	if err != nil {
 		return nil, err
 	}
@@ -117,9 +103,9 @@ func SignHeaders(params *SignParams) (http.Header, error) {
 
 // signingURL returns the URL a provider signs with the body (Square,
 // Twilio), which signing takes from the receiving source's config.
-func signingURL(provider string, p *SignParams) (string, error) {
+func signingURL(provider string, p *Params) (string, error) {
 	if p.Config == nil || p.Config.URL == "" {
-		return "", fmt.Errorf("%s: signing needs the source's url (SignParams.Config.URL)", provider)
+		return "", fmt.Errorf("%s: signing needs the source's url (Params.Config.URL)", provider)
 	}
 	return p.Config.URL, nil
 }
@@ -127,7 +113,7 @@ func signingURL(provider string, p *SignParams) (string, error) {
 // requireHeaderKeys returns ErrEventIDRequired and ErrEventTypeRequired,
 // after provider's name, for what a provider that carries the event id (id)
 // or type (typ) in a header finds missing in p.
-func (p *SignParams) requireHeaderKeys(provider string, id, typ bool) error {
+func (p *Params) requireHeaderKeys(provider string, id, typ bool) error {
 	missingID, missingType := id && p.EventID == "", typ && p.EventType == ""
 	switch {
 	case missingID && missingType:
@@ -138,4 +124,21 @@ func (p *SignParams) requireHeaderKeys(provider string, id, typ bool) error {
 		return fmt.Errorf("%s sends the event type in a header: %w", provider, ErrEventTypeRequired)
 	}
 	return nil
+}
+
+// setBasicAuth sets header's Authorization to cred.
+func setBasicAuth(header http.Header, cred provider.BasicAuth) {
+	req := http.Request{Header: header}
+	req.SetBasicAuth(cred.Username, cred.Password)
+}
+
+// basicAuthHeader returns a header carrying the first Basic Auth pair of
+// config, for the signers of providers that require Basic Auth.
+func basicAuthHeader(provider string, config *provider.Config) (http.Header, error) {
+	if config == nil || len(config.BasicAuth) == 0 {
+		return nil, fmt.Errorf("%s: signing needs Params.Config.BasicAuth", provider)
+	}
+	header := http.Header{}
+	setBasicAuth(header, config.BasicAuth[0])
+	return header, nil
 }
