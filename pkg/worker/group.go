@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
@@ -391,7 +392,7 @@ func isLockConflict(err error) bool {
 		return false
 	}
 	switch pgErr.Code {
-	case "40P01", "40001", "55P03":
+	case pgerrcode.DeadlockDetected, pgerrcode.SerializationFailure, pgerrcode.LockNotAvailable:
 		return true
 	}
 	return false
