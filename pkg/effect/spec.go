@@ -118,16 +118,6 @@ func Locate(locator string, ev *inbox.Event) (string, error) {
 	return locateString(locator, doc, ev)
 }
 
-// LocateVersion returns what locator finds in ev, as a version: an integer
-// as is, an RFC 3339 time in Unix microseconds.
-func LocateVersion(locator string, ev *inbox.Event) (int64, error) {
-	doc, err := decode(ev.Payload)
-	if err != nil {
-		return 0, err
-	}
-	return locateVersion(locator, doc, ev)
-}
-
 // LocateTime returns what locator finds in ev, as a time: a number is Unix
 // seconds, a string an RFC 3339 time.
 func LocateTime(locator string, ev *inbox.Event) (time.Time, error) {

@@ -56,12 +56,6 @@ func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
 // Unwrap returns the wrapped error.
 func (e *PermanentError) Unwrap() error { return e.Err }
 
-// DestinationFunc adapts a function to Destination.
-type DestinationFunc func(ctx context.Context, r *Record) error
-
-// Deliver implements Destination.
-func (f DestinationFunc) Deliver(ctx context.Context, r *Record) error { return f(ctx, r) }
-
 // outcome classifies a delivery error for the relay.
 type outcome int
 
