@@ -12,12 +12,14 @@ FAULTS_HOSTILE ?= 1
 # golangci-lint at the version pinned in tools/go.mod, built by the go command
 # (the first run builds it: minutes on 2 cores; then it comes from the cache).
 GOLANGCI_LINT ?= $(GO) tool -modfile=tools/go.mod golangci-lint
+# deadcode (golang.org/x/tools), pinned in tools/go.mod like golangci-lint.
+DEADCODE ?= $(GO) tool -modfile=tools/go.mod deadcode
 
 # Build only the trees that exist (go errors on a missing directory).
 BUILD_PKGS := $(addsuffix /...,$(addprefix ./,$(wildcard cmd examples)))
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo readme bench faults fuzz lint migrate image image-test kube-test clean chart-test
+.PHONY: help build test demo readme bench faults fuzz lint deadcode migrate image image-test kube-test clean chart-test
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z_-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -55,11 +57,17 @@ fuzz: ## run every Fuzz* target for FUZZTIME (default 30s) each; no database nee
 	done; \
 	[ -n "$$found" ] || echo "no fuzz targets found"
 
-lint: ## the tree check (nothing built or over 1 MiB in git), gofmt, go vet, golangci-lint (.golangci.yaml)
+lint: ## the tree check (nothing built or over 1 MiB in git), gofmt, go vet, golangci-lint (.golangci.yaml), deadcode
 	scripts/check-tree.sh
 	@out=$$($(GOFMT) -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
+	$(MAKE) --no-print-directory deadcode
+
+deadcode: ## functions no binary or test reaches (deadcode -test); fails on any in pkg/ or internal/
+	@out=$$($(DEADCODE) -test -tags imagetest ./...) || exit 1; \
+	if [ -n "$$out" ]; then echo "$$out"; fi; \
+	if printf '%s\n' "$$out" | grep -qE '^(pkg|internal)/'; then echo "deadcode: unreachable code in pkg/ or internal/ (above)"; exit 1; fi
 
 migrate: ## apply the database migrations (inboxctl migrate, configured by the environment)
 	$(GO) run ./cmd/inboxctl migrate
