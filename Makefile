@@ -12,12 +12,14 @@ FAULTS_HOSTILE ?= 1
 # golangci-lint at the version pinned in tools/go.mod, built by the go command
 # (the first run builds it: minutes on 2 cores; then it comes from the cache).
 GOLANGCI_LINT ?= $(GO) tool -modfile=tools/go.mod golangci-lint
+# deadcode (golang.org/x/tools), pinned in tools/go.mod like golangci-lint.
+DEADCODE ?= $(GO) tool -modfile=tools/go.mod deadcode
 
 # Build only the trees that exist (go errors on a missing directory).
 BUILD_PKGS := $(addsuffix /...,$(addprefix ./,$(wildcard cmd examples)))
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo readme bench faults fuzz lint migrate image image-test kube-test clean chart-test
+.PHONY: help build test demo readme bench faults fuzz lint deadcode migrate image image-test kube-test clean chart-test
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z_-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -26,8 +28,12 @@ build: ## build the commands and examples into bin/
 	@if [ -z "$(BUILD_PKGS)" ]; then echo "nothing to build: no cmd/ or examples/"; exit 0; fi; \
 	mkdir -p $(BIN) && $(GO) build -o $(BIN)/ $(BUILD_PKGS)
 
+# -timeout bounds each package's test binary. The slowest package needed
+# 90-206 s (pkg/faults, examples/ledger, pkg/worker) in five clean-clone
+# `make test -race` runs on 2 cores at load averages of 5 to 27 (b4cf388,
+# 2026-12-03); 6m is 1.75x the worst of them.
 test: ## run all tests (private PostgreSQL unless DATABASE_URL is set; TESTFLAGS=-race)
-	scripts/with-postgres.sh $(GO) test -count=1 $(TESTFLAGS) -timeout 9m ./...
+	scripts/with-postgres.sh $(GO) test -count=1 $(TESTFLAGS) -timeout 6m ./...
 
 chart-test: ## lint and render charts/hookinbox with Helm (tools/helm/go.mod) for each value set, and test its invariants
 	scripts/chart-test.sh
@@ -55,12 +61,21 @@ fuzz: ## run every Fuzz* target for FUZZTIME (default 30s) each; no database nee
 	done; \
 	[ -n "$$found" ] || echo "no fuzz targets found"
 
-lint: ## the tree check (nothing built or over 1 MiB in git), gofmt, go vet, golangci-lint (.golangci.yaml); go vet and build of the bench/ module
+lint: ## the tree check (nothing built or over 1 MiB in git), gofmt, go vet, golangci-lint (.golangci.yaml), deadcode; go vet and build of the bench/ module
 	scripts/check-tree.sh
 	@out=$$($(GOFMT) -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
 	cd bench && $(GO) vet ./... && $(GO) build -o /dev/null ./...
+	$(MAKE) --no-print-directory deadcode
+
+# An Example without "// Output:" is compiled, never run, so deadcode lists it;
+# such examples (they need PostgreSQL) are documentation and are left out.
+deadcode: ## functions no binary or test reaches (deadcode -test); fails on any in pkg/ or internal/
+	@out=$$($(DEADCODE) -test -tags imagetest ./...) || exit 1; \
+	out=$$(printf '%s\n' "$$out" | grep -vE '_test\.go:[0-9]+:[0-9]+: unreachable func: Example'); \
+	if [ -n "$$out" ]; then echo "$$out"; fi; \
+	if printf '%s\n' "$$out" | grep -qE '^(pkg|internal)/'; then echo "deadcode: unreachable code in pkg/ or internal/ (above)"; exit 1; fi
 
 migrate: ## apply the database migrations (inboxctl migrate, configured by the environment)
 	$(GO) run ./cmd/inboxctl migrate

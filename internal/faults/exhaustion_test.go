@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -106,7 +107,7 @@ func exhaust(t *testing.T, dbURL string) []*pgx.Conn {
 		if err != nil {
 			var pgErr *pgconn.PgError
 			require.ErrorAs(t, err, &pgErr, "a refusal by the server")
-			require.Contains(t, []string{"53300", "57P03"}, pgErr.Code, err.Error())
+			require.Contains(t, []string{pgerrcode.TooManyConnections, pgerrcode.CannotConnectNow}, pgErr.Code, err.Error())
 			return conns
 		}
 		conns = append(conns, conn)

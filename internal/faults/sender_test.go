@@ -80,10 +80,9 @@ type Sender struct {
 	// Timeout bounds one attempt. Defaults to 10 s.
 	Timeout time.Duration
 
-	acked    atomic.Int64
-	attempts atomic.Int64
-	next     atomic.Uint64
-	hold     atomic.Pointer[hold]
+	acked atomic.Int64
+	next  atomic.Uint64
+	hold  atomic.Pointer[hold]
 }
 
 // hold is an armed Hold: the attempt it catches, and the two channels.
@@ -121,9 +120,6 @@ type Report struct {
 
 // Acked returns the number of deliveries answered 2xx so far.
 func (s *Sender) Acked() int64 { return s.acked.Load() }
-
-// Attempts returns the number of attempts answered or failed so far.
-func (s *Sender) Attempts() int64 { return s.attempts.Load() }
 
 // Hold arms the sender to catch its first attempt to target that starts once
 // Acked reaches acked: that attempt writes all of its request but the last
@@ -272,7 +268,6 @@ func (s *Sender) deliver(ctx context.Context, client *http.Client, d *Deposit, f
 }
 
 func (s *Sender) attempt(ctx context.Context, client *http.Client, target int, d *Deposit, now time.Time) (int, string, error) {
-	defer s.attempts.Add(1)
 	req, err := Sign(ctx, s.Targets[target], s.Secret, d, now)
 	if err != nil {
 		return 0, "", err

@@ -5,7 +5,6 @@ import (
 	"context"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -53,7 +52,6 @@ type Recorder struct {
 	redactor *Redactor
 	buckets  map[string]*bucket // fixed at construction: one per source
 	queue    chan *Sample
-	dropped  atomic.Int64
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -108,7 +106,6 @@ func (r *Recorder) Record(source, reason string, status int, remoteAddr, request
 	case r.queue <- s:
 		return true
 	default:
-		r.dropped.Add(1)
 		return false
 	}
 }
@@ -156,10 +153,6 @@ func (r *Recorder) insert(s *Sample) {
 		r.config.Logger.Warn("could not record a rejection sample", zap.String("source", s.Source), zap.Error(err))
 	}
 }
-
-// Dropped counts the samples admitted by the rate but dropped because the
-// writer's queue was full.
-func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
 
 // Stop writes the samples still queued and stops the writer. Idempotent.
 func (r *Recorder) Stop() {

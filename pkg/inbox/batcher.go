@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -222,6 +223,6 @@ func endSpan(span trace.Span, err error) {
 // class 22, data exception, or 23, integrity constraint violation), which
 // another group without the offending rows would not hit.
 func isDataError(err error) bool {
-	class := sqlStateClass(err)
-	return class == "22" || class == "23"
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgerrcode.IsDataException(pgErr.Code) || pgerrcode.IsIntegrityConstraintViolation(pgErr.Code))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -300,20 +301,16 @@ func (in *Ingester) quarantine(ctx context.Context, events []newEvent) bool {
 	return found
 }
 
-// sqlStateClass returns the two-character SQLSTATE class of a PostgreSQL
-// error, or "" for any other error.
-func sqlStateClass(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 {
-		return pgErr.Code[:2]
-	}
-	return ""
-}
-
 // isTransient reports a SQLSTATE class 40 error (deadlock, serialization
 // failure): the transaction was rolled back and may be retried as is.
-func isTransient(err error) bool { return sqlStateClass(err) == "40" }
+func isTransient(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgerrcode.IsTransactionRollback(pgErr.Code)
+}
 
 // isDataException reports a SQLSTATE class 22 error: bad data, not a
 // database that is down.
-func isDataException(err error) bool { return sqlStateClass(err) == "22" }
+func isDataException(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgerrcode.IsDataException(pgErr.Code)
+}

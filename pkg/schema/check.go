@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -84,7 +85,7 @@ func Check(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) error {
 func isUndefinedTable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return pgErr.Code == "42P01"
+		return pgErr.Code == pgerrcode.UndefinedTable
 	}
-	return strings.Contains(err.Error(), "SQLSTATE 42P01")
+	return strings.Contains(err.Error(), "SQLSTATE "+pgerrcode.UndefinedTable)
 }

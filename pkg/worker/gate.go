@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
@@ -17,13 +18,6 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
-// The SQLSTATEs a handler transaction is run again for, at once: they say
-// nothing about the event, only that it met a concurrent transaction.
-const (
-	sqlstateSerializationFailure = "40001"
-	sqlstateDeadlockDetected     = "40P01"
-)
-
 // Backoff between runs of a transaction that met a serialization failure or
 // a deadlock: doubling from the base, capped, with full jitter.
 const (
@@ -31,10 +25,13 @@ const (
 	conflictBackoffMax  = 250 * time.Millisecond
 )
 
-// isConflict reports whether err is a serialization failure or a deadlock.
+// isConflict reports whether err is a serialization failure or a deadlock:
+// the SQLSTATEs a handler transaction is run again for, at once, because
+// they say nothing about the event, only that it met a concurrent
+// transaction.
 func isConflict(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == sqlstateSerializationFailure || pgErr.Code == sqlstateDeadlockDetected)
+	return errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.SerializationFailure || pgErr.Code == pgerrcode.DeadlockDetected)
 }
 
 // isSnooze reports whether err asks River to snooze the job.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
@@ -218,7 +219,7 @@ func isLockConflict(err error) bool {
 		return false
 	}
 	switch pgErr.Code {
-	case "40P01", "40001", "55P03":
+	case pgerrcode.DeadlockDetected, pgerrcode.SerializationFailure, pgerrcode.LockNotAvailable:
 		return true
 	}
 	return false
