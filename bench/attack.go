@@ -57,7 +57,7 @@ func runAttack(ctx context.Context, args []string) error {
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return fmt.Errorf("--addr %s: hookbench attack only attacks loopback addresses", addr)
 	}
-	if a.Kind, err = hostile.ParseKind(kind); err != nil {
+	if a.Kind, err = parseKind(kind); err != nil {
 		return err
 	}
 	a.Addr, a.Path, legit.Secret = addr, path, secret
@@ -94,4 +94,14 @@ func runAttack(ctx context.Context, args []string) error {
 		fmt.Printf("receiver peak RSS %d MiB\n", hwm>>20)
 	}
 	return nil
+}
+
+// parseKind returns the attack named s.
+func parseKind(s string) (hostile.Kind, error) {
+	for _, k := range hostile.Kinds {
+		if string(k) == s {
+			return k, nil
+		}
+	}
+	return "", fmt.Errorf("unknown attack %q (want one of %v)", s, hostile.Kinds)
 }

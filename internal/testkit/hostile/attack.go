@@ -270,16 +270,6 @@ func readAnswer(br *bufio.Reader) (int, error) {
 	return resp.StatusCode, err
 }
 
-// ParseKind returns the attack named s.
-func ParseKind(s string) (Kind, error) {
-	for _, k := range Kinds {
-		if string(k) == s {
-			return k, nil
-		}
-	}
-	return "", fmt.Errorf("unknown attack %q (want one of %v)", s, Kinds)
-}
-
 // PeakRSS returns the peak resident set size of process pid, in bytes.
 func PeakRSS(pid int) (int64, error) {
 	return procStatus(pid, "VmHWM:")
