@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // defaults is the product's configuration with nothing set: what the
@@ -37,7 +37,7 @@ type bench struct {
 	// counting, preloading and resetting between phases.
 	pool *pgxpool.Pool
 	// store counts the inbox's rows by status, on pool.
-	store *inbox.Store
+	store *inboxstore.Store
 	// dir holds the processes' configs and logs.
 	dir string
 	// postmaster is the local server's pid, 0 when not local; its CPU time
@@ -71,7 +71,7 @@ func newBench(ctx context.Context, opts *options, adminURL string) (*bench, erro
 		b.close()
 		return nil, err
 	}
-	b.store = inbox.NewStore(b.pool)
+	b.store = inboxstore.New(b.pool)
 	if err := b.migrate(ctx); err != nil {
 		b.close()
 		return nil, err

@@ -9,11 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // CeilingResult is one concurrency of measurement (a): a delivery's claim and
-// enqueue (inbox.Ingester.Ingest of one event: the claim INSERT, River's
+// enqueue (inboxstore.Ingester.Ingest of one event: the claim INSERT, River's
 // InsertManyTx, the job link and COMMIT) issued in-process through pgx, one
 // event per transaction, with no HTTP.
 type CeilingResult struct {
@@ -29,7 +29,7 @@ type CeilingResult struct {
 type ceiling struct {
 	conc     int
 	pool     *pgxpool.Pool
-	ingester *inbox.Ingester
+	ingester *inboxstore.Ingester
 	seq      atomic.Int64
 	max      int64
 }

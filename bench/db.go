@@ -13,7 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // createDatabase creates database name on the server adminURL points at and
@@ -70,7 +70,7 @@ func newPool(ctx context.Context, dbURL string, conns int) (*pgxpool.Pool, error
 
 // newIngester returns an Ingester on pool with an insert-only River client,
 // configured as the receiver configures its own.
-func newIngester(pool *pgxpool.Pool) (*inbox.Ingester, error) {
+func newIngester(pool *pgxpool.Pool) (*inboxstore.Ingester, error) {
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:      slog.New(slog.DiscardHandler),
 		MaxAttempts: 10,
@@ -78,7 +78,7 @@ func newIngester(pool *pgxpool.Pool) (*inbox.Ingester, error) {
 	if err != nil {
 		return nil, err
 	}
-	return inbox.NewIngester(pool, client, &inbox.IngesterConfig{}), nil
+	return inboxstore.NewIngester(pool, client, &inboxstore.IngesterConfig{}), nil
 }
 
 // resetTables empties the inbox, River's jobs and the ledger, so that the

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/internal/webhook"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // The benchmark's source: a Standard Webhooks sender, as in the demo.
@@ -53,19 +53,19 @@ func signedHeaders(eventID string, body []byte, now time.Time) (http.Header, err
 // newDelivery returns the delivery the receiver would hand the inbox for a
 // signed delivery of eventID: the same event, payload, raw body and audit
 // headers, so that the inbox makes the same row of it.
-func newDelivery(eventID string, seq int64, accounts int, now time.Time) (*inbox.Delivery, error) {
+func newDelivery(eventID string, seq int64, accounts int, now time.Time) (*inboxstore.Delivery, error) {
 	body := depositBody(eventID, seq, accounts, now)
 	sig, err := sign.StandardWebhooks(benchSecret, eventID, now, body)
 	if err != nil {
 		return nil, err
 	}
-	return &inbox.Delivery{
+	return &inboxstore.Delivery{
 		Source: benchSource, Provider: benchProvider, Body: body,
 		Headers: map[string]string{
 			"Webhook-Id":        eventID,
 			"Webhook-Timestamp": strconv.FormatInt(now.Unix(), 10),
 			"Webhook-Signature": sig,
 		},
-		Events: []inbox.IncomingEvent{{ID: eventID, Type: benchType, Payload: body}},
+		Events: []inboxstore.IncomingEvent{{ID: eventID, Type: benchType, Payload: body}},
 	}, nil
 }

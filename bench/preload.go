@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -36,7 +37,7 @@ func preloadPending(ctx context.Context, pool *pgxpool.Pool, prefix string, n, a
 		params := make([]river.InsertManyParams, 0, hi-lo)
 		for seq := int64(lo); seq < int64(hi); seq++ {
 			params = append(params, river.InsertManyParams{
-				Args: inbox.JobArgs{InboxID: base + seq, Source: benchSource, EventID: eventID(seq)},
+				Args: inboxstore.JobArgs{InboxID: base + seq, Source: benchSource, EventID: eventID(seq)},
 			})
 		}
 		_, err := client.InsertManyFast(ctx, params)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // The benchmark's own statements: measuring, emptying and compacting the
@@ -138,7 +138,7 @@ func ages(ctx context.Context, pool *pgxpool.Pool, sql string, arg any) (*Ages, 
 	return &a, nil
 }
 
-// Tally counts inbox rows and their River jobs (of inbox.JobKind: a
+// Tally counts inbox rows and their River jobs (of inboxstore.JobKind: a
 // worker's periodic reaper jobs are not counted).
 type Tally struct {
 	Rows, Jobs int64
@@ -148,7 +148,7 @@ type Tally struct {
 func tally(ctx context.Context, pool *pgxpool.Pool) (Tally, error) {
 	var t Tally
 	err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_inbox), (SELECT count(*) FROM river_job WHERE kind = $1)`,
-		inbox.JobKind).Scan(&t.Rows, &t.Jobs)
+		inboxstore.JobKind).Scan(&t.Rows, &t.Jobs)
 	if err != nil {
 		return t, fmt.Errorf("count rows and jobs: %w", err)
 	}

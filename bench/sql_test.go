@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
@@ -27,9 +28,9 @@ func TestBenchSQL(t *testing.T) {
 	require.NoError(t, err)
 	err = bulkload.Load(ctx, pool, n, func(i int) (*bulkload.Row, error) {
 		id := fmt.Sprintf("run1_%02d", i)
-		row := &bulkload.Row{ID: base + int64(i), ReceivedAt: received, Delivery: &inbox.Delivery{
+		row := &bulkload.Row{ID: base + int64(i), ReceivedAt: received, Delivery: &inboxstore.Delivery{
 			Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
-			Events: []inbox.IncomingEvent{{ID: id, Type: "account.deposit", Payload: []byte(`{}`)}},
+			Events: []inboxstore.IncomingEvent{{ID: id, Type: "account.deposit", Payload: []byte(`{}`)}},
 		}}
 		switch {
 		case i < 4:

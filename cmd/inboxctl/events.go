@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -50,7 +51,7 @@ func newEventsCommand(path string) *cobra.Command {
 	}
 	show.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of text")
 
-	var params inbox.ListParams
+	var params inboxstore.ListParams
 	var status, since, until string
 	var listJSON bool
 	list := &cobra.Command{
@@ -90,7 +91,7 @@ func newEventsCommand(path string) *cobra.Command {
 			}
 			if listJSON {
 				if infos == nil {
-					infos = []inbox.EventInfo{}
+					infos = []inboxstore.EventInfo{}
 				}
 				return writeJSON(cmd.OutOrStdout(), infos)
 			}
@@ -115,7 +116,7 @@ func newEventsCommand(path string) *cobra.Command {
 
 // openStore boots with the config and checks the schema; done releases the
 // pool.
-func openStore(cmd *cobra.Command, path string) (*inbox.Store, func(), error) {
+func openStore(cmd *cobra.Command, path string) (*inboxstore.Store, func(), error) {
 	env, err := boot(cmd.Context(), path, "events")
 	if err != nil {
 		return nil, nil, err
@@ -124,12 +125,12 @@ func openStore(cmd *cobra.Command, path string) (*inbox.Store, func(), error) {
 		env.Close()
 		return nil, nil, err
 	}
-	return inbox.NewStore(env.Pool), env.Close, nil
+	return inboxstore.New(env.Pool), env.Close, nil
 }
 
 // setRange sets p's Since and Until from --since and --until, relative
 // times counting back from now.
-func setRange(p *inbox.ListParams, since, until string, now time.Time) error {
+func setRange(p *inboxstore.ListParams, since, until string, now time.Time) error {
 	if since != "" {
 		t, err := parseSince(since, now)
 		if err != nil {
@@ -164,7 +165,7 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func jobColumns(info *inbox.EventInfo) (id, state string) {
+func jobColumns(info *inboxstore.EventInfo) (id, state string) {
 	id, state = "-", "-"
 	if info.JobID != nil {
 		id = strconv.FormatInt(*info.JobID, 10)
@@ -176,7 +177,7 @@ func jobColumns(info *inbox.EventInfo) (id, state string) {
 	return id, state
 }
 
-func writeTable(w io.Writer, infos []inbox.EventInfo) error {
+func writeTable(w io.Writer, infos []inboxstore.EventInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSOURCE\tEVENT_ID\tTYPE\tSTATUS\tATTEMPTS\tRECEIVED\tJOB\tJOB_STATE\tREQUEST_ID\tLAST_ERROR")
 	for i := range infos {
@@ -189,7 +190,7 @@ func writeTable(w io.Writer, infos []inbox.EventInfo) error {
 	return tw.Flush()
 }
 
-func writeDetail(w io.Writer, info *inbox.EventInfo) error {
+func writeDetail(w io.Writer, info *inboxstore.EventInfo) error {
 	jobID, jobState := jobColumns(info)
 	processed := "-"
 	if info.ProcessedAt != nil {

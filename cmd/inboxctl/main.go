@@ -43,9 +43,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookinbox/hookinbox/internal/buildinfo"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
@@ -187,7 +187,7 @@ test deliveries (send).
 			if len(a) > 0 {
 				source = a[0]
 			}
-			c, err := inbox.NewStore(env.Pool).Count(cmd.Context(), &inbox.Filter{Source: source})
+			c, err := inboxstore.New(env.Pool).Count(cmd.Context(), &inboxstore.Filter{Source: source})
 			if err != nil {
 				return err
 			}

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // newPruneCommand is `inboxctl prune`: apply every source's retention now,
@@ -36,7 +36,7 @@ every worker.prune_interval. Failed rows are never deleted. --dry-run counts, ch
 			if err := env.CheckSchema(cmd.Context()); err != nil {
 				return err
 			}
-			pruner := retention.NewPruner(inbox.NewStore(env.Pool), &retention.Config{
+			pruner := retention.NewPruner(inboxstore.New(env.Pool), &retention.Config{
 				Policies: daemon.RetentionPolicies(env.Config), Batch: env.Config.Worker.PruneBatch, Logger: env.Logger.Named("retention"),
 			})
 			run := pruner.Run
@@ -104,7 +104,7 @@ It asks for confirmation unless --yes is given, and logs each erased row's ident
 			if err := env.CheckSchema(cmd.Context()); err != nil {
 				return err
 			}
-			store := inbox.NewStore(env.Pool)
+			store := inboxstore.New(env.Pool)
 			sel, err := f.resolve(cmd.Context(), store, a)
 			if err != nil {
 				return err

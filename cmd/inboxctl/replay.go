@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
@@ -36,8 +37,8 @@ func (f *selectionFlags) register(cmd *cobra.Command, statusHelp string) {
 }
 
 // selection builds the Selection, answering a usage error for bad values.
-func (f *selectionFlags) selection(now time.Time, eventIDs []string) (*inbox.Selection, error) {
-	sel := &inbox.Selection{Source: f.source, EventType: f.eventType, ErrorContains: f.errText, EventIDs: eventIDs}
+func (f *selectionFlags) selection(now time.Time, eventIDs []string) (*inboxstore.Selection, error) {
+	sel := &inboxstore.Selection{Source: f.source, EventType: f.eventType, ErrorContains: f.errText, EventIDs: eventIDs}
 	for _, s := range f.statuses {
 		sel.Statuses = append(sel.Statuses, inbox.Status(s))
 	}
@@ -61,7 +62,7 @@ func (f *selectionFlags) selection(now time.Time, eventIDs []string) (*inbox.Sel
 // resolve builds the Selection with relative times (--since 1h) counted
 // back from the database's clock, which stamps received_at, not from the
 // clock of the machine inboxctl runs on.
-func (f *selectionFlags) resolve(ctx context.Context, store *inbox.Store, eventIDs []string) (*inbox.Selection, error) {
+func (f *selectionFlags) resolve(ctx context.Context, store *inboxstore.Store, eventIDs []string) (*inboxstore.Selection, error) {
 	now, err := store.Now(ctx)
 	if err != nil {
 		return nil, err
@@ -111,7 +112,7 @@ No row is ever inserted: the handlers must be idempotent, as they already are fo
 			if len(a) == 2 {
 				return replayOne(cmd, m, a[0], a[1], dryRun, out)
 			}
-			sel, err := f.resolve(cmd.Context(), inbox.NewStore(env.Pool), nil)
+			sel, err := f.resolve(cmd.Context(), inboxstore.New(env.Pool), nil)
 			if err != nil {
 				return err
 			}
@@ -211,7 +212,7 @@ No row is ever inserted: the handlers must be idempotent, as they already are fo
 
 func replayOne(cmd *cobra.Command, m *replay.Manager, source, eventID string, dryRun bool, out io.Writer) error {
 	if dryRun {
-		n, err := m.DryRun(cmd.Context(), &inbox.Selection{Source: source, EventIDs: []string{eventID}})
+		n, err := m.DryRun(cmd.Context(), &inboxstore.Selection{Source: source, EventIDs: []string{eventID}})
 		if err != nil {
 			return err
 		}
@@ -222,7 +223,7 @@ func replayOne(cmd *cobra.Command, m *replay.Manager, source, eventID string, dr
 	switch {
 	case errors.Is(err, inbox.ErrNotFound):
 		return fmt.Errorf("no event %q of source %q in the inbox", eventID, source)
-	case errors.Is(err, inbox.ErrNotReplayable):
+	case errors.Is(err, inboxstore.ErrNotReplayable):
 		return fmt.Errorf("event %q of source %q is pending or erased; only done and failed events with their payload can be replayed", eventID, source)
 	case err != nil:
 		return err

@@ -15,11 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // sendSources configures one source of every provider, with every
@@ -138,13 +138,13 @@ func TestSendEveryProvider(t *testing.T) {
 
 			// The receiver answers after the commit, so the row is there.
 			ctx := context.Background()
-			store := inbox.NewStore(db.Pool)
-			counts, err := store.Count(ctx, &inbox.Filter{Source: tt.source})
+			store := inboxstore.New(db.Pool)
+			counts, err := store.Count(ctx, &inboxstore.Filter{Source: tt.source})
 			require.NoError(t, err)
-			require.Equal(t, inbox.Counts{Pending: 1}, *counts, "stored, and not failed")
-			counts, err = store.Count(ctx, &inbox.Filter{Source: tt.source, EventIDPrefix: tt.wantID})
+			require.Equal(t, inboxstore.Counts{Pending: 1}, *counts, "stored, and not failed")
+			counts, err = store.Count(ctx, &inboxstore.Filter{Source: tt.source, EventIDPrefix: tt.wantID})
 			require.NoError(t, err)
-			require.Equal(t, inbox.Counts{Pending: 1}, *counts, "stored under event id %q", tt.wantID)
+			require.Equal(t, inboxstore.Counts{Pending: 1}, *counts, "stored under event id %q", tt.wantID)
 		})
 	}
 }

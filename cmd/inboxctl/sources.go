@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookinbox/hookinbox/internal/admin"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/logging"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // openAdmin boots with the config, checks the schema, and returns the
@@ -124,7 +124,7 @@ worker.pause_refresh, until 'inboxctl sources resume SOURCE'.`,
 			}
 			defer done()
 			n, err := adm.Resume(cmd.Context(), a[0])
-			if errors.Is(err, inbox.ErrNotPaused) {
+			if errors.Is(err, inboxstore.ErrNotPaused) {
 				return fmt.Errorf("%s is not paused", a[0])
 			}
 			if err != nil {

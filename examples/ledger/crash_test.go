@@ -16,10 +16,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // ledgerCommand returns a command running bin (the ledger or cmd/worker)
@@ -63,7 +63,7 @@ worker:
 
 func countDone(t *testing.T, pool *pgxpool.Pool) int64 {
 	t.Helper()
-	c, err := inbox.NewStore(pool).Count(context.Background(), &inbox.Filter{Source: "bank"})
+	c, err := inboxstore.New(pool).Count(context.Background(), &inboxstore.Filter{Source: "bank"})
 	require.NoError(t, err)
 	return c.Done
 }
@@ -72,7 +72,7 @@ func countDone(t *testing.T, pool *pgxpool.Pool) int64 {
 func runningJobs(t *testing.T, pool *pgxpool.Pool) []int64 {
 	t.Helper()
 	rows, err := pool.Query(context.Background(),
-		`SELECT (args->>'inbox_id')::bigint FROM river_job WHERE kind = $1 AND state = 'running' ORDER BY 1`, inbox.JobKind)
+		`SELECT (args->>'inbox_id')::bigint FROM river_job WHERE kind = $1 AND state = 'running' ORDER BY 1`, inboxstore.JobKind)
 	require.NoError(t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
@@ -132,20 +132,20 @@ func testSIGKILLMidBatch(t *testing.T, workerURL func(*dbtest.DB) string, pooler
 	ctx := context.Background()
 
 	const n, accounts = 3000, 7
-	deliveries := make([]*inbox.Delivery, n)
+	deliveries := make([]*inboxstore.Delivery, n)
 	want := map[string]int64{} // cents per account
 	for i := range n {
 		account := fmt.Sprintf("acc_%d", i%accounts)
 		cents := int64(100 + i)
 		want[account] += cents
 		payload := fmt.Sprintf(`{"type":"account.deposit","data":{"account_id":%q,"amount":"%d.%02d"}}`, account, cents/100, cents%100)
-		deliveries[i] = &inbox.Delivery{Source: "bank", Provider: "standardwebhooks", Body: []byte(payload),
-			Events: []inbox.IncomingEvent{{ID: fmt.Sprintf("msg_%05d", i), Type: "account.deposit", Payload: []byte(payload)}}}
+		deliveries[i] = &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks", Body: []byte(payload),
+			Events: []inboxstore.IncomingEvent{{ID: fmt.Sprintf("msg_%05d", i), Type: "account.deposit", Payload: []byte(payload)}}}
 	}
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{MaxAttempts: 10})
 	require.NoError(t, err)
 	// One transaction for all of them, as the receiver's group commit makes.
-	results, err := inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}).IngestGroup(ctx, deliveries)
+	results, err := inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{}).IngestGroup(ctx, deliveries)
 	require.NoError(t, err)
 	claimed := 0
 	for _, res := range results {
@@ -166,7 +166,7 @@ SELECT 'acc_' || g FROM generate_series(0, $1 - 1) AS g`, accounts)
 	first := proctest.Start(t, ledgerCommand(bin, nil, "--config", writePoolerConfig(t, workerURL(db), pooler, 5*time.Minute)))
 	var inFlight []int64
 	first.WaitUntil(t, 90*time.Second, func() bool {
-		inFlight = dbtest.BlockedJobs(t, db.Pool, inbox.JobKind)
+		inFlight = dbtest.BlockedJobs(t, db.Pool, inboxstore.JobKind)
 		return len(inFlight) == crashConcurrency
 	})
 	first.Kill(t)

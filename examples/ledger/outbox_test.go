@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -91,10 +92,10 @@ func TestDepositThroughTheOutbox(t *testing.T) {
 
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{MaxAttempts: 25})
 	require.NoError(t, err)
-	ingester := inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{})
+	ingester := inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{})
 	body := []byte(`{"type":"account.deposit","data":{"account_id":"acc_1","amount":"10.00"}}`)
-	delivery := &inbox.Delivery{Source: "bank", Provider: "standardwebhooks", Body: body,
-		Events: []inbox.IncomingEvent{{ID: "dep_1", Type: "account.deposit", Payload: body}}}
+	delivery := &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks", Body: body,
+		Events: []inboxstore.IncomingEvent{{ID: "dep_1", Type: "account.deposit", Payload: body}}}
 	res, err := ingester.Ingest(ctx, delivery)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.New)

@@ -17,9 +17,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // These tests run the stock worker (cmd/worker) and this package's ledger
@@ -73,8 +73,8 @@ func ingest(t *testing.T, pool *pgxpool.Pool, sourceQueues map[string]string, so
 	t.Helper()
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{MaxAttempts: 10})
 	require.NoError(t, err)
-	ingester := inbox.NewIngester(pool, client, &inbox.IngesterConfig{QueueFor: func(s string) string { return sourceQueues[s] }})
-	deliveries := make([]*inbox.Delivery, n)
+	ingester := inboxstore.NewIngester(pool, client, &inboxstore.IngesterConfig{QueueFor: func(s string) string { return sourceQueues[s] }})
+	deliveries := make([]*inboxstore.Delivery, n)
 	ids := make([]string, n)
 	for i := range n {
 		ids[i] = fmt.Sprintf("%s_%04d", source, i)
@@ -83,8 +83,8 @@ func ingest(t *testing.T, pool *pgxpool.Pool, sourceQueues map[string]string, so
 			eventType = "account.deposit"
 			payload = fmt.Sprintf(`{"type":"account.deposit","data":{"account_id":"acc_%d","amount":"1.00"}}`, i%5)
 		}
-		deliveries[i] = &inbox.Delivery{Source: source, Provider: "standardwebhooks", Body: []byte(payload),
-			Events: []inbox.IncomingEvent{{ID: ids[i], Type: eventType, Payload: []byte(payload)}}}
+		deliveries[i] = &inboxstore.Delivery{Source: source, Provider: "standardwebhooks", Body: []byte(payload),
+			Events: []inboxstore.IncomingEvent{{ID: ids[i], Type: eventType, Payload: []byte(payload)}}}
 	}
 	results, err := ingester.IngestGroup(context.Background(), deliveries)
 	require.NoError(t, err)
@@ -133,9 +133,9 @@ func ledgerEntries(t *testing.T, pool *pgxpool.Pool) map[string][]string {
 	return out
 }
 
-func counts(t *testing.T, pool *pgxpool.Pool) *inbox.Counts {
+func counts(t *testing.T, pool *pgxpool.Pool) *inboxstore.Counts {
 	t.Helper()
-	c, err := inbox.NewStore(pool).Count(context.Background(), &inbox.Filter{})
+	c, err := inboxstore.New(pool).Count(context.Background(), &inboxstore.Filter{})
 	require.NoError(t, err)
 	return c
 }
@@ -144,7 +144,7 @@ func counts(t *testing.T, pool *pgxpool.Pool) *inbox.Counts {
 // job ever attempted.
 func untouched(t *testing.T, db *dbtest.DB, n int) {
 	t.Helper()
-	require.Equal(t, &inbox.Counts{Pending: int64(n)}, counts(t, db.Pool))
+	require.Equal(t, &inboxstore.Counts{Pending: int64(n)}, counts(t, db.Pool))
 	require.Zero(t, attempted(t, db.Pool, ""), "a job was taken")
 }
 
@@ -194,7 +194,7 @@ func TestTwoWorkerBinariesOnTwoQueues(t *testing.T) {
 	stock.Stop(t)
 	ledger.Stop(t)
 
-	require.Equal(t, &inbox.Counts{Done: 2 * n}, counts(t, db.Pool))
+	require.Equal(t, &inboxstore.Counts{Done: 2 * n}, counts(t, db.Pool))
 	var noted int
 	require.NoError(t, db.Pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM webhook_inbox WHERE note IS NOT NULL OR last_error IS NOT NULL`).Scan(&noted))
@@ -266,17 +266,17 @@ func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
 	_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts FOR UPDATE`)
 	require.NoError(t, err)
 	ingest(t, db.Pool, queues, "bank", n)
-	ledger.WaitUntil(t, 60*time.Second, func() bool { return len(dbtest.BlockedJobs(t, db.Pool, inbox.JobKind)) == ledgerConcurrency })
+	ledger.WaitUntil(t, 60*time.Second, func() bool { return len(dbtest.BlockedJobs(t, db.Pool, inboxstore.JobKind)) == ledgerConcurrency })
 
 	code, out := proctest.Run(t, ledgerCommand(workerBin, exampleEnv(db.URL), "--config", "../../config/hookinbox.yaml"))
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, `works queue "bank" with other routes: it runs [bank account.deposit -> ledger; unrouted -> failed], this worker would run [* * -> noop;`)
 	// Nothing settled, and the only jobs ever taken are the ledger's, still
 	// blocked on the lock.
-	require.Equal(t, &inbox.Counts{Pending: n}, counts(t, db.Pool))
+	require.Equal(t, &inboxstore.Counts{Pending: n}, counts(t, db.Pool))
 	// The ledger's own periodic jobs (reaper, prune) run on queue bank too,
 	// before the deposits when its leadership came before their insert.
-	require.Equal(t, ledgerConcurrency, attempted(t, db.Pool, inbox.JobKind), "the stock worker took a job")
+	require.Equal(t, ledgerConcurrency, attempted(t, db.Pool, inboxstore.JobKind), "the stock worker took a job")
 	t.Logf("cmd/worker with the example config refused with exit code %d; %d of %d deposits still pending, none taken by it",
 		code, counts(t, db.Pool).Pending, n)
 

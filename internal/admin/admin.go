@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -42,7 +43,7 @@ type Config struct {
 // Admin runs operator actions on one database.
 type Admin struct {
 	pool       *pgxpool.Pool
-	inbox      *inbox.Store
+	inbox      *inboxstore.Store
 	rejections *rejection.Store
 	config     Config
 }
@@ -52,7 +53,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Admin, error) {
 	if config.Client == nil || config.QueueFor == nil {
 		return nil, errors.New("admin: Client and QueueFor are required")
 	}
-	return &Admin{pool: pool, inbox: inbox.NewStore(pool), rejections: rejection.NewStore(pool), config: *config}, nil
+	return &Admin{pool: pool, inbox: inboxstore.New(pool), rejections: rejection.NewStore(pool), config: *config}, nil
 }
 
 // checkSource returns ErrUnknownSource for a source the config does not name.
@@ -130,25 +131,25 @@ func (a *Admin) Pause(ctx context.Context, source, by, reason string) (bool, err
 
 // Resume resumes a paused source (configured or not, so that a pause left
 // by an old config can be lifted) and returns how many held events it
-// enqueued; inbox.ErrNotPaused when it was not paused.
+// enqueued; inboxstore.ErrNotPaused when it was not paused.
 func (a *Admin) Resume(ctx context.Context, source string) (int, error) {
-	return a.inbox.Resume(ctx, &inbox.ResumeParams{Source: source, Client: a.config.Client, QueueFor: a.config.QueueFor})
+	return a.inbox.Resume(ctx, &inboxstore.ResumeParams{Source: source, Client: a.config.Client, QueueFor: a.config.QueueFor})
 }
 
 // Show returns one event's row.
-func (a *Admin) Show(ctx context.Context, source, eventID string) (*inbox.EventInfo, error) {
+func (a *Admin) Show(ctx context.Context, source, eventID string) (*inboxstore.EventInfo, error) {
 	return a.inbox.Lookup(ctx, source, eventID)
 }
 
 // List returns the rows params selects, newest first.
-func (a *Admin) List(ctx context.Context, params *inbox.ListParams) ([]inbox.EventInfo, error) {
+func (a *Admin) List(ctx context.Context, params *inboxstore.ListParams) ([]inboxstore.EventInfo, error) {
 	return a.inbox.List(ctx, params)
 }
 
 // Replay sends one done or failed event back to pending with a new job.
-// It commits durably (inbox.DurableTxOptions): the API answers 2xx after it.
-func (a *Admin) Replay(ctx context.Context, source, eventID string) (*inbox.EventInfo, error) {
-	err := inbox.BeginDurableFunc(ctx, a.pool, func(tx pgx.Tx) error {
+// It commits durably (inboxstore.DurableTxOptions): the API answers 2xx after it.
+func (a *Admin) Replay(ctx context.Context, source, eventID string) (*inboxstore.EventInfo, error) {
+	err := inboxstore.BeginDurableFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		_, err := a.inbox.ReplayEventTx(ctx, tx, a.config.Client, source, eventID, a.config.QueueFor)
 		return err
 	})
@@ -169,11 +170,11 @@ func (a *Admin) Rejections(ctx context.Context, source string, limit int) ([]rej
 // Stats is the inbox's state at a glance.
 type Stats struct {
 	// Backlog is the pending and failed rows by source, with the oldest.
-	Backlog []inbox.Backlog `json:"backlog"`
+	Backlog []inboxstore.Backlog `json:"backlog"`
 	// Queues is River's unfinished jobs by queue and state.
-	Queues []inbox.QueueDepth `json:"queues"`
+	Queues []inboxstore.QueueDepth `json:"queues"`
 	// Paused are the paused sources.
-	Paused []inbox.PausedSource `json:"paused"`
+	Paused []inboxstore.PausedSource `json:"paused"`
 }
 
 // Stats reads the backlog, the queues' depth and the paused sources.

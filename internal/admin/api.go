@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -133,7 +134,7 @@ func (h *api) rejections(rw http.ResponseWriter, r *http.Request) {
 
 func (h *api) list(rw http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p := inbox.ListParams{Source: q.Get("source"), EventType: q.Get("type")}
+	p := inboxstore.ListParams{Source: q.Get("source"), EventType: q.Get("type")}
 	switch st := inbox.Status(q.Get("status")); st {
 	case "", inbox.StatusPending, inbox.StatusDone, inbox.StatusFailed:
 		p.Status = st
@@ -156,7 +157,7 @@ func (h *api) list(rw http.ResponseWriter, r *http.Request) {
 	}
 	infos, err := h.admin.List(r.Context(), &p)
 	if infos == nil {
-		infos = []inbox.EventInfo{}
+		infos = []inboxstore.EventInfo{}
 	}
 	h.answer(rw, r, infos, err)
 }
@@ -183,7 +184,7 @@ func (h *api) answer(rw http.ResponseWriter, r *http.Request, v any, err error) 
 		_ = json.NewEncoder(rw).Encode(v)
 	case errors.Is(err, ErrUnknownSource), errors.Is(err, inbox.ErrNotFound):
 		writeError(rw, http.StatusNotFound, err.Error())
-	case errors.Is(err, inbox.ErrNotPaused), errors.Is(err, inbox.ErrNotReplayable):
+	case errors.Is(err, inboxstore.ErrNotPaused), errors.Is(err, inboxstore.ErrNotReplayable):
 		writeError(rw, http.StatusConflict, err.Error())
 	default:
 		h.logger.Error("admin API request failed", zap.String("path", r.URL.Path), zap.Error(err))

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/admin"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -38,9 +39,9 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	_, err = inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}).Ingest(context.Background(), &inbox.Delivery{
+	_, err = inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{}).Ingest(context.Background(), &inboxstore.Delivery{
 		Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
-		Events: []inbox.IncomingEvent{{ID: "evt_1", Type: "account.deposit", Payload: []byte(`{}`)}},
+		Events: []inboxstore.IncomingEvent{{ID: "evt_1", Type: "account.deposit", Payload: []byte(`{}`)}},
 	})
 	require.NoError(t, err)
 	return &bundle{db: db, url: srv.URL, client: client}
@@ -104,7 +105,7 @@ func TestAdminAPI(t *testing.T) {
 		auth := "Bearer " + token
 		code, body := b.do(t, "GET", "/admin/v1/events/bank/evt_1", auth)
 		require.Equal(t, http.StatusOK, code, body)
-		var info inbox.EventInfo
+		var info inboxstore.EventInfo
 		require.NoError(t, json.Unmarshal([]byte(body), &info))
 		require.Equal(t, inbox.StatusPending, info.Status)
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/admin"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -26,14 +27,14 @@ func TestActionsCommitDurably(t *testing.T) {
 	// One done event, to replay.
 	setupClient, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
-	res, err := inbox.NewIngester(db.Pool, setupClient, &inbox.IngesterConfig{}).Ingest(ctx, &inbox.Delivery{
+	res, err := inboxstore.NewIngester(db.Pool, setupClient, &inboxstore.IngesterConfig{}).Ingest(ctx, &inboxstore.Delivery{
 		Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
-		Events: []inbox.IncomingEvent{{ID: "evt_1", Type: "account.deposit", Payload: []byte(`{}`)}},
+		Events: []inboxstore.IncomingEvent{{ID: "evt_1", Type: "account.deposit", Payload: []byte(`{}`)}},
 	})
 	require.NoError(t, err)
 	tx, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
-	_, err = inbox.NewStore(db.Pool).TakeForWork(ctx, tx, res.Claimed[0].ID, time.Time{})
+	_, err = inboxstore.New(db.Pool).TakeForWork(ctx, tx, res.Claimed[0].ID, time.Time{})
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	recorded := dbtest.RecordSynchronousCommit(t, db, "hookinbox_source_pause", "webhook_inbox", "river_job")

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/faults"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // asyncCommitConf opens wide the window that synchronous_commit = off
@@ -105,7 +105,7 @@ func storedWithJob(t *testing.T, pool *pgxpool.Pool) (rows, jobs map[string]bool
 	}
 	r, err := pool.Query(context.Background(), `SELECT i.event_id, EXISTS (SELECT 1 FROM river_job j
   WHERE j.kind = $1 AND (j.args->>'inbox_id')::bigint = i.id)
-FROM webhook_inbox i WHERE i.source = 'bank'`, inbox.JobKind)
+FROM webhook_inbox i WHERE i.source = 'bank'`, inboxstore.JobKind)
 	require.NoError(t, err)
 	all, err := pgx.CollectRows(r, pgx.RowToStructByPos[stored])
 	require.NoError(t, err)

@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/faults"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
@@ -220,7 +220,7 @@ func checkEffects(t *testing.T, pool *pgxpool.Pool, ds []faults.Deposit, acked [
   count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed')
 FROM webhook_inbox WHERE source = 'bank'`).Scan(&o.rows, &o.distinct, &o.done, &o.failed))
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM river_job WHERE kind = $1
-GROUP BY args->>'inbox_id' HAVING count(*) > 1) AS twice`, inbox.JobKind).Scan(&o.jobsTwice))
+GROUP BY args->>'inbox_id' HAVING count(*) > 1) AS twice`, inboxstore.JobKind).Scan(&o.jobsTwice))
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT event_id) FROM ledger_entries`).Scan(&o.entries, &o.entryIDs))
 	rows, err := pool.Query(ctx, `SELECT event_id FROM webhook_inbox WHERE source = 'bank'`)
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/faults"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
@@ -82,8 +83,8 @@ func TestOperatorSteps(t *testing.T) {
 		row.Offered++
 		row.Acked++
 	}
-	store := inbox.NewStore(db.Pool)
-	lookup := func(eventID string) *inbox.EventInfo {
+	store := inboxstore.New(db.Pool)
+	lookup := func(eventID string) *inboxstore.EventInfo {
 		t.Helper()
 		info, err := store.Lookup(ctx, "bank", eventID)
 		require.NoError(t, err)
@@ -108,11 +109,11 @@ func TestOperatorSteps(t *testing.T) {
 	worker, _ := startWorker(t, workerConfig)
 	worker.WaitLine(t, "source paused", `"source":"bank"`)
 	eventJobs := func(id int64) int {
-		return scalar(`SELECT count(*) FROM river_job WHERE kind = $1 AND (args->>'inbox_id')::bigint = $2`, inbox.JobKind, id)
+		return scalar(`SELECT count(*) FROM river_job WHERE kind = $1 AND (args->>'inbox_id')::bigint = $2`, inboxstore.JobKind, id)
 	}
 	worker.WaitUntil(t, time.Minute, func() bool {
 		return scalar(`SELECT count(*) FROM river_job WHERE kind = $1 AND (args->>'inbox_id')::bigint = $2 AND state = 'completed'`,
-			inbox.JobKind, purged.ID) == 1
+			inboxstore.JobKind, purged.ID) == 1
 	})
 	require.Equal(t, inbox.StatusFailed, lookup("op_purged").Status, "the job found the purged row and left it failed")
 	code, out = ctl("sources", "resume", "bank")
@@ -201,7 +202,7 @@ func withWorkerKeys(t *testing.T, config string, keys ...string) string {
 
 // loadAged loads n done rows of source received age ago by the database's
 // clock, and returns n.
-func loadAged(t *testing.T, pool *pgxpool.Pool, store *inbox.Store, source string, age time.Duration, n int) int {
+func loadAged(t *testing.T, pool *pgxpool.Pool, store *inboxstore.Store, source string, age time.Duration, n int) int {
 	t.Helper()
 	ctx := context.Background()
 	now, err := store.Now(ctx)
@@ -212,9 +213,9 @@ func loadAged(t *testing.T, pool *pgxpool.Pool, store *inbox.Store, source strin
 	require.NoError(t, bulkload.Load(ctx, pool, n, func(i int) (*bulkload.Row, error) {
 		return &bulkload.Row{
 			ID: first + int64(i), Status: inbox.StatusDone, ReceivedAt: at, ProcessedAt: at,
-			Delivery: &inbox.Delivery{
+			Delivery: &inboxstore.Delivery{
 				Source: source, Provider: "standardwebhooks", Body: []byte(`{}`),
-				Events: []inbox.IncomingEvent{{ID: fmt.Sprintf("%s_%s_%d", source, age, i), Type: faults.DepositType, Payload: []byte(`{}`)}},
+				Events: []inboxstore.IncomingEvent{{ID: fmt.Sprintf("%s_%s_%d", source, age, i), Type: faults.DepositType, Payload: []byte(`{}`)}},
 			},
 		}, nil
 	}))

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/faults"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // TestSourceMovedToAnotherQueue is scenario 11: the bank source moves from
@@ -71,7 +71,7 @@ func TestSourceMovedToAnotherQueue(t *testing.T) {
 SELECT count(*) FILTER (WHERE j.queue = 'qb' AND i.event_id < $2),
        count(*) FILTER (WHERE j.queue = 'qa' AND j.state <> 'completed')
 FROM webhook_inbox AS i JOIN river_job AS j ON j.kind = $1 AND (j.args->>'inbox_id')::bigint = i.id`,
-		inbox.JobKind, during[len(during)-1].ID+"~").Scan(&onQB, &leftOnQA))
+		inboxstore.JobKind, during[len(during)-1].ID+"~").Scan(&onQB, &leftOnQA))
 	// Each event the old receiver enqueued on qa and the new worker worked
 	// was moved once: the reaper's count of moves is exactly those jobs.
 	require.Equal(t, onQB, moved, "jobs moved from qa to qb")
@@ -88,6 +88,6 @@ func pendingOn(t *testing.T, pool *pgxpool.Pool, queue string) int {
 	var n int
 	require.NoError(t, pool.QueryRow(context.Background(), `
 SELECT count(*) FROM webhook_inbox AS i JOIN river_job AS j ON j.kind = $1 AND (j.args->>'inbox_id')::bigint = i.id
-WHERE i.status = 'pending' AND j.queue = $2`, inbox.JobKind, queue).Scan(&n))
+WHERE i.status = 'pending' AND j.queue = $2`, inboxstore.JobKind, queue).Scan(&n))
 	return n
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/faults"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // workerConcurrency is worker.concurrency in setup: the events in flight
@@ -63,7 +63,7 @@ func TestWorkerSIGKILL(t *testing.T) {
 		w, _ := startWorker(t, config)
 		var inFlight []int64
 		w.WaitUntil(t, 90*time.Second, func() bool {
-			inFlight = dbtest.BlockedJobs(t, db.Pool, inbox.JobKind)
+			inFlight = dbtest.BlockedJobs(t, db.Pool, inboxstore.JobKind)
 			return len(inFlight) == workerConcurrency
 		})
 		w.Kill(t)
@@ -92,15 +92,15 @@ func TestWorkerSIGKILL(t *testing.T) {
 // commit would, so that the scenario starts from a backlog.
 func ingest(t *testing.T, pool *pgxpool.Pool, ds []faults.Deposit) {
 	t.Helper()
-	deliveries := make([]*inbox.Delivery, len(ds))
+	deliveries := make([]*inboxstore.Delivery, len(ds))
 	for i := range ds {
 		body := ds[i].Body()
-		deliveries[i] = &inbox.Delivery{Source: "bank", Provider: "standardwebhooks", Body: body,
-			Events: []inbox.IncomingEvent{{ID: ds[i].ID, Type: faults.DepositType, Payload: body}}}
+		deliveries[i] = &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks", Body: body,
+			Events: []inboxstore.IncomingEvent{{ID: ds[i].ID, Type: faults.DepositType, Payload: body}}}
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
 	require.NoError(t, err)
-	results, err := inbox.NewIngester(pool, client, &inbox.IngesterConfig{}).IngestGroup(context.Background(), deliveries)
+	results, err := inboxstore.NewIngester(pool, client, &inboxstore.IngesterConfig{}).IngestGroup(context.Background(), deliveries)
 	require.NoError(t, err)
 	claimed := 0
 	for _, res := range results {

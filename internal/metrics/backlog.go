@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -36,18 +37,18 @@ type BacklogConfig struct {
 // at most once per Cache. A failed reading exports nothing of it (the
 // series go stale) and sets hookinbox_backlog_up to 0.
 type Backlog struct {
-	store  *inbox.Store
+	store  *inboxstore.Store
 	config BacklogConfig
 
 	mu      sync.Mutex
 	readAt  time.Time
-	backlog []inbox.Backlog
-	depths  []inbox.QueueDepth
+	backlog []inboxstore.Backlog
+	depths  []inboxstore.QueueDepth
 	ok      bool
 }
 
 // NewBacklog returns a Backlog collector reading through store.
-func NewBacklog(store *inbox.Store, config *BacklogConfig) *Backlog {
+func NewBacklog(store *inboxstore.Store, config *BacklogConfig) *Backlog {
 	c := *config
 	c.Cache = cmp.Or(c.Cache, BacklogCacheDefault)
 	if c.Now == nil {

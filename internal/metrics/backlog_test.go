@@ -9,21 +9,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 func TestBacklog(t *testing.T) {
 	t.Parallel()
 	db := dbtest.New(t)
 	ctx := context.Background()
-	store := inbox.NewStore(db.Pool)
+	store := inboxstore.New(db.Pool)
 	claim := func(eventID string) {
 		t.Helper()
-		_, err := store.Claim(ctx, db.Pool, []*inbox.Delivery{{
+		_, err := store.Claim(ctx, db.Pool, []*inboxstore.Delivery{{
 			Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
-			Events: []inbox.IncomingEvent{{ID: eventID, Payload: []byte(`{}`)}},
+			Events: []inboxstore.IncomingEvent{{ID: eventID, Payload: []byte(`{}`)}},
 		}}, time.Time{})
 		require.NoError(t, err)
 	}

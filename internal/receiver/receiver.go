@@ -22,9 +22,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/rejection"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -122,10 +122,10 @@ type Config struct {
 }
 
 // Claimer claims a delivery's events in the inbox and enqueues their jobs,
-// returning only after the commit. *inbox.Ingester (a transaction per
-// delivery) and *inbox.Batcher (group commit) are claimers.
+// returning only after the commit. *inboxstore.Ingester (a transaction per
+// delivery) and *inboxstore.Batcher (group commit) are claimers.
 type Claimer interface {
-	Ingest(ctx context.Context, delivery *inbox.Delivery) (*inbox.IngestResult, error)
+	Ingest(ctx context.Context, delivery *inboxstore.Delivery) (*inboxstore.IngestResult, error)
 }
 
 // Server is the receiver's HTTP server.
@@ -312,7 +312,7 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	defer cancel()
 	res, err := s.claim(ctx, inboxDelivery(src, body, delivery, c.Response().Header().Get(echo.HeaderXRequestID)))
 	if err != nil {
-		if errors.Is(err, inbox.ErrOverloaded) {
+		if errors.Is(err, inboxstore.ErrOverloaded) {
 			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "overloaded",
 				zap.String("detail", "the ingest queue is full"))
 		} else {
@@ -322,9 +322,9 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		return s.retryLater(c)
 	}
 	status := http.StatusOK
-	answer := func() error { return c.JSON(http.StatusOK, res.Counts) }
+	answer := func() error { return c.JSON(http.StatusOK, res.ClaimCounts) }
 	if ack, ok := src.Verifier.(provider.Acknowledger); ok {
-		r := ack.Ack(res.Counts)
+		r := ack.Ack(res.ClaimCounts)
 		status, answer = r.Status, func() error { return reply(c, &r) }
 	}
 	s.config.Metrics.Events(name, res.New, res.Duplicates, res.Twins)
@@ -419,12 +419,12 @@ func reply(c echo.Context, r *provider.Reply) error {
 // inboxDelivery maps a verified delivery to the inbox's input. What of it
 // may be stored (fallback ids, failed events, unindexable keys) is the
 // inbox's decision, not the receiver's.
-func inboxDelivery(src *Source, body []byte, d *provider.Delivery, requestID string) *inbox.Delivery {
-	events := make([]inbox.IncomingEvent, len(d.Events))
+func inboxDelivery(src *Source, body []byte, d *provider.Delivery, requestID string) *inboxstore.Delivery {
+	events := make([]inboxstore.IncomingEvent, len(d.Events))
 	for i, ev := range d.Events {
-		events[i] = inbox.IncomingEvent{ID: ev.ID, Type: ev.Type, Payload: ev.Payload, TwinKey: ev.TwinKey, ParseError: ev.ParseError}
+		events[i] = inboxstore.IncomingEvent{ID: ev.ID, Type: ev.Type, Payload: ev.Payload, TwinKey: ev.TwinKey, ParseError: ev.ParseError}
 	}
-	return &inbox.Delivery{Source: src.Name, Provider: src.Provider, Body: body, Headers: d.Headers, Events: events, RequestID: requestID}
+	return &inboxstore.Delivery{Source: src.Name, Provider: src.Provider, Body: body, Headers: d.Headers, Events: events, RequestID: requestID}
 }
 
 func (s *Server) handleReady(c echo.Context) error {

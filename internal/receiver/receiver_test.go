@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
@@ -49,7 +50,7 @@ func setupWith(t *testing.T, pool *pgxpool.Pool, ackTimeout time.Duration, mutat
 	t.Helper()
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
 	require.NoError(t, err)
-	ingester := inbox.NewIngester(pool, client, &inbox.IngesterConfig{})
+	ingester := inboxstore.NewIngester(pool, client, &inboxstore.IngesterConfig{})
 	source := func(name, prov, secret string, limit int64) receiver.Source {
 		v, err := provider.New(prov, &provider.Config{Secrets: []string{secret}})
 		require.NoError(t, err)
@@ -445,7 +446,7 @@ func TestChunkedBodyAtTheLimit(t *testing.T) {
 	require.NoError(t, err)
 	verifier, err := provider.New("standardwebhooks", &provider.Config{Secrets: []string{bankSecret}})
 	require.NoError(t, err)
-	_, err = receiver.New(inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}), &receiver.Config{
+	_, err = receiver.New(inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{}), &receiver.Config{
 		Sources:            []receiver.Source{{Name: "bank", Verifier: verifier, MaxBodyBytes: limit, AckTimeout: time.Second}},
 		MaxUnverifiedBytes: 2 * limit,
 	})

@@ -8,9 +8,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/tracing"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // tracerName names the tracer of the receiver's spans.
@@ -64,7 +64,7 @@ func (s *Server) traceRequest(c echo.Context, src *Source) (end func()) {
 // claim claims the delivery, in a span of its own when the request is
 // traced; the delivery's jobs carry that span's trace context, sampled or
 // not, so that the worker follows the receiver's sampling decision.
-func (s *Server) claim(ctx context.Context, d *inbox.Delivery) (*inbox.IngestResult, error) {
+func (s *Server) claim(ctx context.Context, d *inboxstore.Delivery) (*inboxstore.IngestResult, error) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return s.ingester.Ingest(ctx, d)
 	}
@@ -101,7 +101,7 @@ func traceReason(c echo.Context, reason string) {
 }
 
 // traceCounts records what a stored delivery's claim did on its span.
-func traceCounts(c echo.Context, res *inbox.IngestResult) {
+func traceCounts(c echo.Context, res *inboxstore.IngestResult) {
 	span := trace.SpanFromContext(c.Request().Context())
 	if !span.IsRecording() {
 		return

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // Fetcher lists a provider's recent events. It is the interface a provider's
@@ -21,7 +21,7 @@ type Fetcher interface {
 // Fetched is one event a Fetcher listed.
 type Fetched struct {
 	// Event is the event as the inbox claims it.
-	Event inbox.IncomingEvent
+	Event inboxstore.IncomingEvent
 	// Raw is the event's JSON as the API returned it, stored as the row's
 	// body.
 	Raw []byte

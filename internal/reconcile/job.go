@@ -11,7 +11,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"go.uber.org/zap"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // JobKind is the River job kind of a source's reconciliation.
@@ -38,7 +38,7 @@ type Source struct {
 	Lookback time.Duration
 }
 
-// Worker works Args jobs. It claims through an inbox.Ingester built on the
+// Worker works Args jobs. It claims through an inboxstore.Ingester built on the
 // River client that runs it, so the claimed events' jobs are inserted in
 // the claim's transaction.
 type Worker struct {
@@ -90,7 +90,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[Args]) error {
 	if err != nil {
 		return err
 	}
-	ingester := inbox.NewIngester(w.pool, client, &inbox.IngesterConfig{QueueFor: w.queueFor})
+	ingester := inboxstore.NewIngester(w.pool, client, &inboxstore.IngesterConfig{QueueFor: w.queueFor})
 	start := w.now()
 	res, err := Run(ctx, &Params{
 		Source: src.Name, Provider: src.Provider, Fetcher: src.Fetcher, Since: start.Add(-src.Lookback), Claimer: ingester,

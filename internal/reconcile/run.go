@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // HeaderReconciled is the audit header stored with every event
@@ -20,14 +20,14 @@ type Params struct {
 	Fetcher Fetcher
 	// Since is the oldest creation time listed.
 	Since time.Time
-	// Claimer claims each page in one transaction (an *inbox.Ingester).
+	// Claimer claims each page in one transaction (an *inboxstore.Ingester).
 	Claimer Claimer
 }
 
 // Claimer claims deliveries and enqueues their jobs in one transaction, as
-// the receiver does (*inbox.Ingester).
+// the receiver does (*inboxstore.Ingester).
 type Claimer interface {
-	IngestGroup(ctx context.Context, group []*inbox.Delivery) ([]*inbox.IngestResult, error)
+	IngestGroup(ctx context.Context, group []*inboxstore.Delivery) ([]*inboxstore.IngestResult, error)
 }
 
 // Result counts what Run saw and did.
@@ -49,12 +49,12 @@ type Result struct {
 func Run(ctx context.Context, params *Params) (*Result, error) {
 	res := &Result{}
 	err := params.Fetcher.Fetch(ctx, params.Since, func(events []Fetched) error {
-		group := make([]*inbox.Delivery, len(events))
+		group := make([]*inboxstore.Delivery, len(events))
 		for i, f := range events {
-			group[i] = &inbox.Delivery{
+			group[i] = &inboxstore.Delivery{
 				Source: params.Source, Provider: params.Provider, Body: f.Raw,
 				Headers: map[string]string{HeaderReconciled: params.Provider + "-api"},
-				Events:  []inbox.IncomingEvent{f.Event},
+				Events:  []inboxstore.IncomingEvent{f.Event},
 			}
 		}
 		results, err := params.Claimer.IngestGroup(ctx, group)

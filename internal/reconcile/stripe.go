@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -135,7 +135,7 @@ func (s *Stripe) Fetch(ctx context.Context, since time.Time, page func([]Fetched
 		for _, raw := range list.Data {
 			ev := s.config.Parser.ParseEvent(raw)
 			fetched = append(fetched, Fetched{
-				Event: inbox.IncomingEvent{ID: ev.ID, Type: ev.Type, Payload: ev.Payload, TwinKey: ev.TwinKey, ParseError: ev.ParseError},
+				Event: inboxstore.IncomingEvent{ID: ev.ID, Type: ev.Type, Payload: ev.Payload, TwinKey: ev.TwinKey, ParseError: ev.ParseError},
 				Raw:   raw,
 			})
 			var head struct {

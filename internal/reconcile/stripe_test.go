@@ -17,9 +17,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -102,7 +102,7 @@ func (f *fakeStripe) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 type bundle struct {
 	db       *dbtest.DB
-	ingester *inbox.Ingester
+	ingester *inboxstore.Ingester
 	parser   reconcile.EventParser
 	fake     *fakeStripe
 	server   *httptest.Server
@@ -118,7 +118,7 @@ func setup(t *testing.T, fake *fakeStripe) *bundle {
 	require.NoError(t, err)
 	server := httptest.NewServer(fake)
 	t.Cleanup(server.Close)
-	return &bundle{db: db, ingester: inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}), parser: parser, fake: fake, server: server}
+	return &bundle{db: db, ingester: inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{}), parser: parser, fake: fake, server: server}
 }
 
 func (b *bundle) fetcher(t *testing.T, pageSize int) *reconcile.Stripe {
@@ -137,9 +137,9 @@ func (b *bundle) deliver(t *testing.T, ev stripeEvent) {
 	body, err := json.Marshal(ev)
 	require.NoError(t, err)
 	parsed := b.parser.ParseEvent(body)
-	_, err = b.ingester.Ingest(context.Background(), &inbox.Delivery{
+	_, err = b.ingester.Ingest(context.Background(), &inboxstore.Delivery{
 		Source: "stripe", Provider: "stripe", Body: body,
-		Events: []inbox.IncomingEvent{{ID: parsed.ID, Type: parsed.Type, Payload: parsed.Payload, TwinKey: parsed.TwinKey}},
+		Events: []inboxstore.IncomingEvent{{ID: parsed.ID, Type: parsed.Type, Payload: parsed.Payload, TwinKey: parsed.TwinKey}},
 	})
 	require.NoError(t, err)
 }
@@ -151,7 +151,7 @@ func (b *bundle) rows(t *testing.T) (ids []string, jobs int) {
 	require.NoError(t, err)
 	ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, inbox.JobKind).Scan(&jobs))
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, inboxstore.JobKind).Scan(&jobs))
 	return ids, jobs
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
@@ -30,7 +31,7 @@ func TestManagerCommitsDurably(t *testing.T) {
 	manager, err := replay.NewManager(pool, client, &replay.Config{})
 	require.NoError(t, err)
 
-	run, err := manager.Start(ctx, &replay.StartParams{Selection: inbox.Selection{Source: "bank", Statuses: []inbox.Status{inbox.StatusDone}}})
+	run, err := manager.Start(ctx, &replay.StartParams{Selection: inboxstore.Selection{Source: "bank", Statuses: []inbox.Status{inbox.StatusDone}}})
 	require.NoError(t, err)
 	_, err = manager.Cancel(ctx, run.ID)
 	require.NoError(t, err)

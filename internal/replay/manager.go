@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -19,7 +20,7 @@ import (
 const (
 	// RateDefault is Config.Rate's default, rows per second: a replay of a
 	// million rows takes about 35 minutes, and its jobs wait behind live
-	// events anyway (inbox.ReplayPriority).
+	// events anyway (inboxstore.ReplayPriority).
 	RateDefault = 500
 	// BatchDefault is Config.Batch's default, rows per transaction.
 	BatchDefault = 100
@@ -47,7 +48,7 @@ type Config struct {
 // client does).
 type Manager struct {
 	pool   *pgxpool.Pool
-	store  *inbox.Store
+	store  *inboxstore.Store
 	client *river.Client[pgx.Tx]
 	config Config
 }
@@ -64,14 +65,14 @@ func NewManager(pool *pgxpool.Pool, client *river.Client[pgx.Tx], config *Config
 	if c.Rate < 0 || c.Batch < 0 {
 		return nil, errors.New("replay: Rate and Batch must be positive")
 	}
-	return &Manager{pool: pool, store: inbox.NewStore(pool), client: client, config: c}, nil
+	return &Manager{pool: pool, store: inboxstore.New(pool), client: client, config: c}, nil
 }
 
 // StartParams says what a bulk replay replays, and how fast.
 type StartParams struct {
 	// Selection chooses the rows. Statuses may name done and failed; empty
 	// means both. Pending rows are never replayed, nor erased ones.
-	Selection inbox.Selection
+	Selection inboxstore.Selection
 	// Rate is rows per second; 0 for the Manager's default.
 	Rate int
 	// Batch is rows per transaction; 0 for the Manager's default.
@@ -92,7 +93,7 @@ func (p *StartParams) validate() error {
 }
 
 // DryRun counts the rows a bulk replay of sel would replay, touching none.
-func (m *Manager) DryRun(ctx context.Context, sel *inbox.Selection) (int64, error) {
+func (m *Manager) DryRun(ctx context.Context, sel *inboxstore.Selection) (int64, error) {
 	if err := (&StartParams{Selection: *sel}).validate(); err != nil {
 		return 0, err
 	}
@@ -103,7 +104,7 @@ func (m *Manager) DryRun(ctx context.Context, sel *inbox.Selection) (int64, erro
 // returns the run. The work happens in the worker; follow it with Get. A
 // selection that matches no replayable row starts nothing and returns
 // ErrNothingToReplay. The transaction commits durably
-// (inbox.DurableTxOptions), as do Cancel's, Resume's and ReplayEvent's: the
+// (inboxstore.DurableTxOptions), as do Cancel's, Resume's and ReplayEvent's: the
 // operator is told it is done.
 func (m *Manager) Start(ctx context.Context, params *StartParams) (*Run, error) {
 	if err := params.validate(); err != nil {
@@ -121,7 +122,7 @@ func (m *Manager) Start(ctx context.Context, params *StartParams) (*Run, error) 
 		return nil, fmt.Errorf("replay: encode selection: %w", err)
 	}
 	var run *Run
-	err = inbox.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
+	err = inboxstore.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		var id int64
 		if err := tx.QueryRow(ctx, `INSERT INTO hookinbox_replay (selection, total, rate, batch) VALUES ($1, $2, $3, $4) RETURNING id`,
 			sel, total, cmp.Or(params.Rate, m.config.Rate), cmp.Or(params.Batch, m.config.Batch)).Scan(&id); err != nil {
@@ -181,10 +182,10 @@ func (m *Manager) List(ctx context.Context, limit int) ([]Run, error) {
 // Cancel stops a running run: its job stops before its next batch (a batch
 // in flight is rolled back), and the rows replayed so far stay replayed.
 // It returns the run, ErrNotFound, or ErrNotRunning. It commits durably
-// (inbox.DurableTxOptions).
+// (inboxstore.DurableTxOptions).
 func (m *Manager) Cancel(ctx context.Context, id int64) (*Run, error) {
 	var run *Run
-	err := inbox.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
+	err := inboxstore.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		var err error
 		run, err = scanRun(tx.QueryRow(ctx, `
 UPDATE hookinbox_replay SET state = 'cancelled', updated_at = now() WHERE id = $1 AND state = 'running'
@@ -208,7 +209,7 @@ RETURNING `+runColumns, id))
 // run, ErrNotFound, ErrFinished, or ErrStillRunning.
 func (m *Manager) Resume(ctx context.Context, id int64) (*Run, error) {
 	var run *Run
-	err := inbox.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
+	err := inboxstore.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		var state string
 		var jobLive bool
 		err := tx.QueryRow(ctx, `
@@ -232,10 +233,10 @@ WHERE r.id = $1 FOR UPDATE OF r`, id).Scan(&state, &jobLive)
 }
 
 // ReplayEvent replays one event at once: its row goes back to pending with
-// a new job. It returns inbox.ErrNotFound or inbox.ErrNotReplayable.
-func (m *Manager) ReplayEvent(ctx context.Context, source, eventID string) (*inbox.ClaimedRow, error) {
-	var row *inbox.ClaimedRow
-	err := inbox.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
+// a new job. It returns inbox.ErrNotFound or inboxstore.ErrNotReplayable.
+func (m *Manager) ReplayEvent(ctx context.Context, source, eventID string) (*inboxstore.ClaimedRow, error) {
+	var row *inboxstore.ClaimedRow
+	err := inboxstore.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		var err error
 		row, err = m.store.ReplayEventTx(ctx, tx, m.client, source, eventID, m.config.QueueFor)
 		return err

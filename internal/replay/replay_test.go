@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
@@ -22,7 +23,7 @@ import (
 
 type testBundle struct {
 	db      *dbtest.DB
-	store   *inbox.Store
+	store   *inboxstore.Store
 	manager *replay.Manager
 	// broken makes the "effect" handler fail for events of type "broken".
 }
@@ -36,7 +37,7 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	manager, err := replay.NewManager(db.Pool, client, &replay.Config{Rate: 1_000_000})
 	require.NoError(t, err)
-	return &testBundle{db: db, store: inbox.NewStore(db.Pool), manager: manager}
+	return &testBundle{db: db, store: inboxstore.New(db.Pool), manager: manager}
 }
 
 // start runs a worker whose "effect" handler records each run of an
@@ -85,9 +86,9 @@ func (b *testBundle) load(t *testing.T, n int, status inbox.Status, eventType st
 	require.NoError(t, bulkload.Load(ctx, b.db.Pool, n, func(i int) (*bulkload.Row, error) {
 		return &bulkload.Row{
 			ID: first + int64(i), Status: status, Attempts: 1, ReceivedAt: received, ProcessedAt: received,
-			Delivery: &inbox.Delivery{
+			Delivery: &inboxstore.Delivery{
 				Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
-				Events: []inbox.IncomingEvent{{ID: fmt.Sprintf("evt_%d", i), Type: eventType, Payload: []byte(`{}`)}},
+				Events: []inboxstore.IncomingEvent{{ID: fmt.Sprintf("evt_%d", i), Type: eventType, Payload: []byte(`{}`)}},
 			},
 		}, nil
 	}))
@@ -144,7 +145,7 @@ func TestBulkReplay(t *testing.T) {
 		b := setup(t)
 		const n, batch = 10_000, 500
 		first := b.load(t, n, inbox.StatusDone, "account.deposit")
-		sel := inbox.Selection{Source: "bank", Statuses: []inbox.Status{inbox.StatusDone}}
+		sel := inboxstore.Selection{Source: "bank", Statuses: []inbox.Status{inbox.StatusDone}}
 		count, err := b.manager.DryRun(ctx, &sel)
 		require.NoError(t, err)
 		require.EqualValues(t, n, count)
@@ -206,11 +207,11 @@ AND wait_event_type = 'Lock' AND query LIKE '%WITH picked AS%'`) == 1, nil
 		// MaxAttempts 1, as worker.max_attempts 1 makes the receiver stamp it.
 		client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{MaxAttempts: 1})
 		require.NoError(t, err)
-		ingester := inbox.NewIngester(b.db.Pool, client, &inbox.IngesterConfig{})
+		ingester := inboxstore.NewIngester(b.db.Pool, client, &inboxstore.IngesterConfig{})
 		for i, typ := range []string{"broken", "broken", "account.deposit"} {
-			_, err := ingester.Ingest(ctx, &inbox.Delivery{
+			_, err := ingester.Ingest(ctx, &inboxstore.Delivery{
 				Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
-				Events: []inbox.IncomingEvent{{ID: fmt.Sprintf("evt_%d", i), Type: typ, Payload: []byte(`{}`)}},
+				Events: []inboxstore.IncomingEvent{{ID: fmt.Sprintf("evt_%d", i), Type: typ, Payload: []byte(`{}`)}},
 			})
 			require.NoError(t, err)
 		}
@@ -218,7 +219,7 @@ AND wait_event_type = 'Lock' AND query LIKE '%WITH picked AS%'`) == 1, nil
 			return b.scalar(t, `SELECT count(*) FROM webhook_inbox WHERE status = 'failed'`) == 2 &&
 				b.scalar(t, `SELECT count(*) FROM webhook_inbox WHERE status = 'done'`) == 1, nil
 		})
-		failed, err := b.store.List(ctx, &inbox.ListParams{Status: inbox.StatusFailed, ErrorContains: "CANNOT PARSE"})
+		failed, err := b.store.List(ctx, &inboxstore.ListParams{Status: inbox.StatusFailed, ErrorContains: "CANNOT PARSE"})
 		require.NoError(t, err)
 		require.Len(t, failed, 2)
 		require.Len(t, failed[0].AttemptErrors, 1)
@@ -229,7 +230,7 @@ AND wait_event_type = 'Lock' AND query LIKE '%WITH picked AS%'`) == 1, nil
 		// change what the handler does with them.
 		_, err = b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET event_type = 'account.deposit' WHERE status = 'failed'`)
 		require.NoError(t, err)
-		sel := inbox.Selection{Statuses: []inbox.Status{inbox.StatusFailed}, ErrorContains: "cannot parse"}
+		sel := inboxstore.Selection{Statuses: []inbox.Status{inbox.StatusFailed}, ErrorContains: "cannot parse"}
 		run, err := b.manager.Start(ctx, &replay.StartParams{Selection: sel})
 		require.NoError(t, err)
 		require.EqualValues(t, 2, run.Total)
@@ -250,12 +251,12 @@ AND wait_event_type = 'Lock' AND query LIKE '%WITH picked AS%'`) == 1, nil
 	t.Run("RefusesPendingRows", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.manager.Start(ctx, &replay.StartParams{Selection: inbox.Selection{Statuses: []inbox.Status{inbox.StatusPending}}})
+		_, err := b.manager.Start(ctx, &replay.StartParams{Selection: inboxstore.Selection{Statuses: []inbox.Status{inbox.StatusPending}}})
 		require.ErrorContains(t, err, "only done and failed rows")
 		first := b.load(t, 1, inbox.StatusPending, "account.deposit")
 		_, err = b.manager.ReplayEvent(ctx, "bank", "evt_0")
-		require.ErrorIs(t, err, inbox.ErrNotReplayable)
-		require.EqualValues(t, 0, b.scalar(t, `SELECT count(*) FROM river_job WHERE kind = $1`, inbox.JobKind))
+		require.ErrorIs(t, err, inboxstore.ErrNotReplayable)
+		require.EqualValues(t, 0, b.scalar(t, `SELECT count(*) FROM river_job WHERE kind = $1`, inboxstore.JobKind))
 		_ = first
 	})
 }
@@ -266,7 +267,7 @@ func TestStartWithAnEmptyMatchStartsNothing(t *testing.T) {
 	b := setup(t)
 	b.load(t, 3, inbox.StatusFailed, "account.deposit")
 
-	_, err := b.manager.Start(ctx, &replay.StartParams{Selection: inbox.Selection{Source: "bank", EventType: "no.such.type"}})
+	_, err := b.manager.Start(ctx, &replay.StartParams{Selection: inboxstore.Selection{Source: "bank", EventType: "no.such.type"}})
 	require.ErrorIs(t, err, replay.ErrNothingToReplay)
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM hookinbox_replay`), "no run is recorded")
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM river_job`), "no job is enqueued")

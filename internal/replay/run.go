@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // JobKind is the River job kind of a bulk replay.
@@ -37,9 +37,9 @@ const (
 
 // Run is a bulk replay as its row records it.
 type Run struct {
-	ID        int64           `json:"id"`
-	Selection inbox.Selection `json:"selection"`
-	State     State           `json:"state"`
+	ID        int64                `json:"id"`
+	Selection inboxstore.Selection `json:"selection"`
+	State     State                `json:"state"`
 	// CursorID is the largest inbox row id replayed so far.
 	CursorID int64 `json:"cursor_id"`
 	// Total counts the rows the selection matched when the run started;

@@ -12,7 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // SliceDefault is WorkerConfig.Slice's default.
@@ -38,7 +38,7 @@ type Worker struct {
 	river.WorkerDefaults[Args]
 
 	pool   *pgxpool.Pool
-	store  *inbox.Store
+	store  *inboxstore.Store
 	config WorkerConfig
 }
 
@@ -52,7 +52,7 @@ func NewWorker(pool *pgxpool.Pool, config *WorkerConfig) *Worker {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
-	return &Worker{pool: pool, store: inbox.NewStore(pool), config: c}
+	return &Worker{pool: pool, store: inboxstore.New(pool), config: c}
 }
 
 // errStop ends a job's work on its run without an error: the run was

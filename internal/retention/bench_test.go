@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -46,7 +47,7 @@ func BenchmarkPrune(b *testing.B) {
 
 		client, err := river.NewClient(riverpgxv5.New(tb.db.Pool), &river.Config{})
 		require.NoError(b, err)
-		ingester := inbox.NewIngester(tb.db.Pool, client, &inbox.IngesterConfig{})
+		ingester := inboxstore.NewIngester(tb.db.Pool, client, &inboxstore.IngesterConfig{})
 		done := make(chan struct{})
 		latencies := make(chan []time.Duration, 1)
 		go func() {
@@ -59,8 +60,8 @@ func BenchmarkPrune(b *testing.B) {
 				default:
 				}
 				s := time.Now()
-				_, err := ingester.Ingest(ctx, &inbox.Delivery{Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
-					Events: []inbox.IncomingEvent{{ID: fmt.Sprintf("live_%d", i), Type: "t", Payload: []byte(`{}`)}}})
+				_, err := ingester.Ingest(ctx, &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
+					Events: []inboxstore.IncomingEvent{{ID: fmt.Sprintf("live_%d", i), Type: "t", Payload: []byte(`{}`)}}})
 				if err != nil {
 					b.Error(err)
 				}

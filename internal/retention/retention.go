@@ -16,7 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // RetentionDefault is a source's retention when its config sets none (see
@@ -61,12 +61,12 @@ type Config struct {
 
 // Pruner applies the sources' retention policies.
 type Pruner struct {
-	store  *inbox.Store
+	store  *inboxstore.Store
 	config Config
 }
 
 // NewPruner returns a Pruner working through store.
-func NewPruner(store *inbox.Store, config *Config) *Pruner {
+func NewPruner(store *inboxstore.Store, config *Config) *Pruner {
 	c := *config
 	c.Batch = cmp.Or(c.Batch, BatchDefault)
 	if c.Now == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
@@ -20,7 +21,7 @@ import (
 
 type testBundle struct {
 	db    *dbtest.DB
-	store *inbox.Store
+	store *inboxstore.Store
 	now   time.Time
 }
 
@@ -33,7 +34,7 @@ func setupTB(t testing.TB) *testBundle {
 	// compares them with.
 	var now time.Time
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now))
-	return &testBundle{db: db, store: inbox.NewStore(db.Pool), now: now}
+	return &testBundle{db: db, store: inboxstore.New(db.Pool), now: now}
 }
 
 // load writes n rows of source, events <prefix>0 …, received age ago.
@@ -50,10 +51,10 @@ func (b *testBundle) loadTB(t testing.TB, source, prefix string, n int, status i
 	require.NoError(t, bulkload.Load(ctx, b.db.Pool, n, func(i int) (*bulkload.Row, error) {
 		return &bulkload.Row{
 			ID: first + int64(i), Status: status, ReceivedAt: at, ProcessedAt: at,
-			Delivery: &inbox.Delivery{
+			Delivery: &inboxstore.Delivery{
 				Source: source, Provider: "standardwebhooks", Body: []byte(`{"email":"a@example.com"}`),
 				Headers: map[string]string{"Webhook-Id": "x"},
-				Events:  []inbox.IncomingEvent{{ID: fmt.Sprintf("%s%d", prefix, i), Type: "account.deposit", Payload: []byte(`{"email":"a@example.com"}`)}},
+				Events:  []inboxstore.IncomingEvent{{ID: fmt.Sprintf("%s%d", prefix, i), Type: "account.deposit", Payload: []byte(`{"email":"a@example.com"}`)}},
 			},
 		}, nil
 	}))
@@ -94,7 +95,7 @@ func TestPrune(t *testing.T) {
 		// pass's statements hold on the table.
 		client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{})
 		require.NoError(t, err)
-		ingester := inbox.NewIngester(b.db.Pool, client, &inbox.IngesterConfig{})
+		ingester := inboxstore.NewIngester(b.db.Pool, client, &inboxstore.IngesterConfig{})
 		done := make(chan struct{})
 		var wg sync.WaitGroup
 		var slowest time.Duration
@@ -110,8 +111,8 @@ func TestPrune(t *testing.T) {
 				default:
 				}
 				start := time.Now()
-				_, err := ingester.Ingest(ctx, &inbox.Delivery{Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
-					Events: []inbox.IncomingEvent{{ID: fmt.Sprintf("live_%d", i), Type: "t", Payload: []byte(`{}`)}}})
+				_, err := ingester.Ingest(ctx, &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
+					Events: []inboxstore.IncomingEvent{{ID: fmt.Sprintf("live_%d", i), Type: "t", Payload: []byte(`{}`)}}})
 				if err != nil {
 					t.Errorf("claim during prune: %v", err)
 					return
@@ -214,10 +215,10 @@ func TestPurge(t *testing.T) {
 		b.load(t, "bank", "p_", 10, inbox.StatusPending, day)
 		b.load(t, "shop", "d_", 10, inbox.StatusDone, day)
 
-		_, err := b.store.Purge(ctx, &inbox.Selection{Statuses: []inbox.Status{inbox.StatusFailed}})
-		require.ErrorIs(t, err, inbox.ErrEmptySelection)
+		_, err := b.store.Purge(ctx, &inboxstore.Selection{Statuses: []inbox.Status{inbox.StatusFailed}})
+		require.ErrorIs(t, err, inboxstore.ErrEmptySelection)
 
-		sel := &inbox.Selection{Source: "bank", EventIDs: []string{"d_1", "f_2", "p_3", "nope"}}
+		sel := &inboxstore.Selection{Source: "bank", EventIDs: []string{"d_1", "f_2", "p_3", "nope"}}
 		n, err := b.store.CountSelected(ctx, sel)
 		require.NoError(t, err)
 		require.EqualValues(t, 3, n)

@@ -6,10 +6,10 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/internal/retention"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -34,9 +34,9 @@ const (
 	defaultReceiverRetryAfter                           = receiver.RetryAfterDefault
 	defaultReceiverShutdownDelay          time.Duration = 5 * time.Second
 	defaultReceiverShutdownTimeout        time.Duration = 10 * time.Second
-	defaultReceiverBatchMaxEvents                       = inbox.BatchMaxEventsDefault
-	defaultReceiverBatchFlushers                        = inbox.BatchFlushersDefault
-	defaultReceiverBatchQueue                           = inbox.BatchQueueSizeDefault
+	defaultReceiverBatchMaxEvents                       = inboxstore.BatchMaxEventsDefault
+	defaultReceiverBatchFlushers                        = inboxstore.BatchFlushersDefault
+	defaultReceiverBatchQueue                           = inboxstore.BatchQueueSizeDefault
 	defaultReceiverMaxInFlight                          = receiver.MaxInFlightDefault
 	defaultReceiverMaxUnverifiedPerClient               = receiver.MaxUnverifiedPerClientDefault
 	defaultReceiverMinBodyRate                          = receiver.MinBodyRateDefault

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/jetstream"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -180,7 +180,7 @@ func (c *Config) validateOutbox(p *problems) {
 // validateRouteForward checks a route's filter and destinations.
 func (c *Config) validateRouteForward(p *problems, key string, route *RouteConfig) {
 	for i, f := range route.Filter {
-		if err := inbox.CheckSequenceLocator(f.Path); err != nil {
+		if err := inboxstore.CheckSequenceLocator(f.Path); err != nil {
 			p.addf(fmt.Sprintf("%s.filter[%d].path", key, i), "%s", err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/webhook"
@@ -92,17 +93,17 @@ func TestReceiverAndWorkerFromConfig(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	store := inbox.NewStore(db.Pool)
+	store := inboxstore.New(db.Pool)
 	waitFor(t, "the event to be done", func() bool {
-		c, err := store.Count(ctx, &inbox.Filter{Source: "bank"})
+		c, err := store.Count(ctx, &inboxstore.Filter{Source: "bank"})
 		return err == nil && c.Done == 1
 	})
 	var jobs int
 	var queue string
 	rows, err := store.Count(ctx, nil)
 	require.NoError(t, err)
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*), min(queue) FROM river_job WHERE kind = $1`, inbox.JobKind).Scan(&jobs, &queue))
-	require.Equal(t, inbox.Counts{Done: 1}, *rows)
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*), min(queue) FROM river_job WHERE kind = $1`, inboxstore.JobKind).Scan(&jobs, &queue))
+	require.Equal(t, inboxstore.Counts{Done: 1}, *rows)
 	require.Equal(t, 1, jobs)
 	require.Equal(t, "bank", queue, "the source's queue")
 	require.EqualValues(t, 1, runs.Load())

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -27,15 +28,15 @@ func TestInboxctlEvents(t *testing.T) {
 	ctx := context.Background()
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
-	ingester := inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{})
-	_, err = ingester.Ingest(ctx, &inbox.Delivery{
+	ingester := inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{})
+	_, err = ingester.Ingest(ctx, &inboxstore.Delivery{
 		Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`), RequestID: "req-1",
-		Events: []inbox.IncomingEvent{{ID: "ev_ok", Type: "account.deposit", Payload: []byte(`{"a":1}`)}},
+		Events: []inboxstore.IncomingEvent{{ID: "ev_ok", Type: "account.deposit", Payload: []byte(`{"a":1}`)}},
 	})
 	require.NoError(t, err)
-	_, err = ingester.Ingest(ctx, &inbox.Delivery{
+	_, err = ingester.Ingest(ctx, &inboxstore.Delivery{
 		Source: "bank", Provider: "standardwebhooks", Body: []byte(`not json`), RequestID: "req-2",
-		Events: []inbox.IncomingEvent{{ID: "ev_bad", Type: "account.deposit", ParseError: errors.New("invalid character 'o'")}},
+		Events: []inboxstore.IncomingEvent{{ID: "ev_bad", Type: "account.deposit", ParseError: errors.New("invalid character 'o'")}},
 	})
 	require.NoError(t, err)
 	path := writeConfig(t, daemonConfig(db.URL))
@@ -54,7 +55,7 @@ func TestInboxctlEvents(t *testing.T) {
 		t.Parallel()
 		code, out := run(t, "inboxctl", "--config", path, "events", "show", "bank", "ev_bad", "--json")
 		require.Equal(t, 0, code, out)
-		var info inbox.EventInfo
+		var info inboxstore.EventInfo
 		require.NoError(t, json.Unmarshal([]byte(out), &info), out)
 		require.Equal(t, inbox.StatusFailed, info.Status)
 		require.Equal(t, "req-2", info.RequestID)
@@ -72,7 +73,7 @@ func TestInboxctlEvents(t *testing.T) {
 
 		code, out = run(t, "inboxctl", "events", "list", "--source", "bank", "--type", "account.deposit", "--json", "--config", path)
 		require.Equal(t, 0, code, out)
-		var infos []inbox.EventInfo
+		var infos []inboxstore.EventInfo
 		require.NoError(t, json.Unmarshal([]byte(out), &infos), out)
 		require.Len(t, infos, 2)
 		require.Equal(t, "ev_bad", infos[0].EventID, "newest first")

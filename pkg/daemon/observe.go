@@ -9,11 +9,11 @@ import (
 	"go.uber.org/zap"
 	"riverqueue.com/riverui"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/logging"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -32,7 +32,7 @@ func (e *Env) Metrics() *prometheus.Registry {
 		for i, s := range e.Config.Sources {
 			sources[i] = s.Name
 		}
-		e.metrics.MustRegister(metrics.NewBacklog(inbox.NewStore(e.Pool), &metrics.BacklogConfig{
+		e.metrics.MustRegister(metrics.NewBacklog(inboxstore.New(e.Pool), &metrics.BacklogConfig{
 			Cache: e.MetricsCache, Sources: sources, Logger: e.Logger.Named("metrics"),
 		}))
 	}

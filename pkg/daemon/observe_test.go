@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
@@ -265,7 +266,7 @@ func TestMetricsAndRiverUI(t *testing.T) {
 	require.Contains(t, f, "process_cpu_seconds_total")
 
 	workerURL := b.startWorker(t)
-	store := inbox.NewStore(b.db.Pool)
+	store := inboxstore.New(b.db.Pool)
 	events := "hookinbox_worker_events_total"
 	// The worker counts a run after its row is settled, and the counter
 	// after the run's histograms: five runs counted is the drain, observed.
@@ -278,7 +279,7 @@ func TestMetricsAndRiverUI(t *testing.T) {
 	})
 	c, err := store.Count(context.Background(), nil)
 	require.NoError(t, err)
-	require.Equal(t, inbox.Counts{Done: 4, Failed: 1}, *c)
+	require.Equal(t, inboxstore.Counts{Done: 4, Failed: 1}, *c)
 
 	f = scrape(t, workerURL)
 	require.InDelta(t, 4, counter(t, f, events, map[string]string{"source": "bank", "outcome": "done"}), 0)

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/admin"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // TestPausedSourceWaitsThenDrains runs a receiver and two worker processes:
@@ -61,7 +61,7 @@ sources:
 		require.NoError(t, db.Pool.QueryRow(ctx, `
 SELECT count(*) FILTER (WHERE status = 'pending' AND held_at IS NOT NULL AND note = $1 AND attempts = 0),
        count(*) FILTER (WHERE NOT (status = 'pending' AND held_at IS NOT NULL AND note = $1 AND attempts = 0))
-FROM webhook_inbox WHERE source = 'bank'`, inbox.NoteHeld).Scan(&held, &other))
+FROM webhook_inbox WHERE source = 'bank'`, inboxstore.NoteHeld).Scan(&held, &other))
 		return held, other
 	}
 	waitFor(t, "every event to be held", func() bool { h, _ := held(); return h == n })
@@ -71,7 +71,7 @@ FROM webhook_inbox WHERE source = 'bank'`, inbox.NoteHeld).Scan(&held, &other))
 	// hold): a held event keeps no job busy or retrying.
 	waitFor(t, "the held events' jobs to complete", func() bool {
 		var unfinished int
-		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND state <> 'completed'`, inbox.JobKind).Scan(&unfinished))
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND state <> 'completed'`, inboxstore.JobKind).Scan(&unfinished))
 		return unfinished == 0
 	})
 	_, other = held()

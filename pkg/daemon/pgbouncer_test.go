@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/webhook"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // TestThroughPgBouncer runs inboxctl, the receiver and the worker binaries
@@ -76,9 +76,9 @@ sources:
 			}
 
 			ctx := context.Background()
-			store := inbox.NewStore(db.Pool)
+			store := inboxstore.New(db.Pool)
 			work.WaitUntil(t, time.Minute, func() bool {
-				c, err := store.Count(ctx, &inbox.Filter{Source: "bank"})
+				c, err := store.Count(ctx, &inboxstore.Filter{Source: "bank"})
 				return err == nil && c.Done == distinct+1
 			})
 			// Stopped, the worker has flushed River's completions and said
@@ -87,10 +87,10 @@ sources:
 			work.Stop(t)
 			counts, err := store.Count(ctx, nil)
 			require.NoError(t, err)
-			require.Equal(t, inbox.Counts{Done: distinct + 1}, *counts, "one row per event, every one done")
+			require.Equal(t, inboxstore.Counts{Done: distinct + 1}, *counts, "one row per event, every one done")
 			var jobs, completed, retried int
 			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state = 'completed'),
-count(*) FILTER (WHERE attempt <> 1) FROM river_job WHERE kind = $1`, inbox.JobKind).Scan(&jobs, &completed, &retried))
+count(*) FILTER (WHERE attempt <> 1) FROM river_job WHERE kind = $1`, inboxstore.JobKind).Scan(&jobs, &completed, &retried))
 			require.Equal(t, distinct+1, jobs, "one job per event")
 			require.Equal(t, distinct+1, completed)
 			require.Zero(t, retried, "no job failed an attempt through PgBouncer")

@@ -13,11 +13,11 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hookinbox/hookinbox/internal/buildinfo"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/logging"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
@@ -39,7 +39,7 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
-	ingester := inbox.NewIngester(env.Pool, riverClient, &inbox.IngesterConfig{QueueFor: QueueFor(cfg)})
+	ingester := inboxstore.NewIngester(env.Pool, riverClient, &inboxstore.IngesterConfig{QueueFor: QueueFor(cfg)})
 
 	sources := make([]receiver.Source, 0, len(cfg.Sources))
 	for i := range cfg.Sources {
@@ -53,12 +53,12 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var batcher *inbox.Batcher
+	var batcher *inboxstore.Batcher
 	m := metrics.NewReceiver(env.Metrics(), &metrics.ReceiverConfig{
 		InFlight: func() int { return srv.InFlight() },
 		Queued:   func() int { return batcher.Queued() },
 	})
-	batcher = inbox.NewBatcher(ingester, &inbox.BatcherConfig{
+	batcher = inboxstore.NewBatcher(ingester, &inboxstore.BatcherConfig{
 		MaxEvents: cfg.Receiver.BatchMaxEvents,
 		MaxWait:   cfg.Receiver.BatchMaxWait,
 		Flushers:  cfg.Receiver.BatchFlushers,

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/tracingtest"
 	"github.com/hookinbox/hookinbox/internal/tracing"
@@ -145,7 +146,7 @@ func (b *traceBundle) waitDone(t *testing.T, eventIDs ...string) {
 // jobMetadata returns the metadata of each event's job, by event id.
 func (b *traceBundle) jobMetadata(t *testing.T) map[string]map[string]any {
 	t.Helper()
-	rows, err := b.db.Pool.Query(context.Background(), `SELECT args->>'event_id', metadata FROM river_job WHERE kind = $1`, inbox.JobKind)
+	rows, err := b.db.Pool.Query(context.Background(), `SELECT args->>'event_id', metadata FROM river_job WHERE kind = $1`, inboxstore.JobKind)
 	require.NoError(t, err)
 	out := map[string]map[string]any{}
 	for rows.Next() {

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // Status is an outbox message's state.
@@ -78,7 +78,7 @@ func scanRecord(row pgx.CollectableRow) (*Record, error) {
 // claim are skipped (FOR UPDATE SKIP LOCKED). A disabled destination's
 // messages are not claimed.
 //
-// The claim commits durably (inbox.DurableTxOptions): synchronous_commit
+// The claim commits durably (inboxstore.DurableTxOptions): synchronous_commit
 // off, whatever set it (the server, the database, the role), is raised to
 // on for the claim, and a stronger setting (remote_write, remote_apply) is
 // kept. Its COMMIT then waits for the WAL to be flushed up to its own commit
@@ -88,7 +88,7 @@ func scanRecord(row pgx.CollectableRow) (*Record, error) {
 // crash cannot lose an effect whose message was delivered.
 func (s *Store) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]*Record, error) {
 	var recs []*Record
-	err := inbox.BeginDurableFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := inboxstore.BeginDurableFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 WITH due AS (
     SELECT id FROM hookinbox_outbox

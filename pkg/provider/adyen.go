@@ -9,7 +9,7 @@ import (
 	"net/http"
 
 	"github.com/hookinbox/hookinbox/internal/sign"
-	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 func init() {
@@ -113,7 +113,7 @@ func (a *adyenVerifier) checkItem(item adyenItem) error {
 }
 
 // Ack implements Acknowledger with the reply Adyen requires.
-func (a *adyenVerifier) Ack(claim.Counts) Reply {
+func (a *adyenVerifier) Ack(inbox.ClaimCounts) Reply {
 	return Reply{Status: http.StatusOK, ContentType: "text/plain", Body: []byte("[accepted]")}
 }
 

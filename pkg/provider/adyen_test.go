@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/sign"
-	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // Official vectors from /work/shared/providers.md §9: Adyen/adyen-go-api-library
@@ -639,7 +639,7 @@ func TestAdyen(t *testing.T) {
 		ack, ok := verifier.(Acknowledger)
 		require.True(t, ok)
 		require.Equal(t, Reply{Status: http.StatusOK, ContentType: "text/plain", Body: []byte("[accepted]")},
-			ack.Ack(claim.Counts{New: 9, Duplicates: 1}))
+			ack.Ack(inbox.ClaimCounts{New: 9, Duplicates: 1}))
 	})
 
 	t.Run("SignAdyenBodySignsEveryItem", func(t *testing.T) {
@@ -850,7 +850,7 @@ func ExampleNew_adyen() {
 		panic(err)
 	}
 	fmt.Println(delivery.Events[0].ID, delivery.Events[0].Type)
-	fmt.Println(string(verifier.(Acknowledger).Ack(claim.Counts{New: 1}).Body))
+	fmt.Println(string(verifier.(Acknowledger).Ack(inbox.ClaimCounts{New: 1}).Body))
 
 	// Output:
 	// AUTHORISATION:QFQTPCQ8HXSKGK82 AUTHORISATION

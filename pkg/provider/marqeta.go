@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookinbox/hookinbox/internal/sign"
-	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // marqetaSignatureHeader carries Marqeta's optional hex HMAC of the body.
@@ -123,7 +123,7 @@ func (m *marqetaVerifier) checkSignature(body []byte, header http.Header) error 
 
 // Ack implements Acknowledger: Marqeta counts anything but exactly 200 as a
 // failed delivery and sends it again.
-func (m *marqetaVerifier) Ack(counts claim.Counts) Reply {
+func (m *marqetaVerifier) Ack(counts inbox.ClaimCounts) Reply {
 	body, _ := json.Marshal(counts) // a struct of ints always encodes
 	return Reply{Status: http.StatusOK, ContentType: "application/json", Body: body}
 }

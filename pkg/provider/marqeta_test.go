@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/sign"
-	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // Derived vectors: Marqeta publishes none (/work/shared/providers.md §5; the
@@ -546,7 +546,7 @@ func TestMarqeta(t *testing.T) {
 		ack, ok := verifier.(Acknowledger)
 		require.True(t, ok)
 		require.Equal(t, Reply{Status: http.StatusOK, ContentType: "application/json", Body: []byte(`{"new":9,"duplicates":1,"twins":0}`)},
-			ack.Ack(claim.Counts{New: 9, Duplicates: 1}))
+			ack.Ack(inbox.ClaimCounts{New: 9, Duplicates: 1}))
 	})
 
 	t.Run("SignHeadersOutputVerifies", func(t *testing.T) {

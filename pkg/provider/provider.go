@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // Sentinel errors returned by Verify. Every one of them means "not
@@ -74,7 +74,7 @@ type Reply struct {
 type Acknowledger interface {
 	// Ack returns the answer to a committed delivery, given what the inbox
 	// committed for it.
-	Ack(counts claim.Counts) Reply
+	Ack(counts inbox.ClaimCounts) Reply
 }
 
 // Preset holds a provider's defaults for what the receiver enforces around

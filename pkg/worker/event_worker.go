@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -20,16 +21,16 @@ import (
 // noteUnrouted is recorded on an event that no route matched.
 const noteUnrouted = "no route matched; marked done without running a handler"
 
-// eventWorker works inbox.JobArgs: the event's row is taken (locked and
+// eventWorker works inboxstore.JobArgs: the event's row is taken (locked and
 // marked done) and its route's handlers run in a transaction that commits
 // both, shared with the other jobs fetched with it (see groupCommitter).
 // The job itself is completed by River's batched completer once Work
 // returns: a job run again finds its row done and does nothing.
 type eventWorker struct {
-	river.WorkerDefaults[inbox.JobArgs]
+	river.WorkerDefaults[inboxstore.JobArgs]
 
 	pool         *pgxpool.Pool
-	store        *inbox.Store
+	store        *inboxstore.Store
 	router       *Router
 	failUnrouted bool
 	asyncCommit  bool
@@ -51,7 +52,7 @@ type eventWorker struct {
 
 // Work processes one event. A crash anywhere before the commit leaves no
 // effect: the row stays as it was and River runs the job again.
-func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) error {
+func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArgs]) error {
 	start := time.Now()
 	if w.pauses != nil && w.pauses.isPaused(job.Args.Source) {
 		// The row is left pending with no job; Resume enqueues it again.
@@ -129,7 +130,7 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inbox.JobArgs]) e
 // process works one event in a transaction of its own, at its route's
 // isolation level, behind its route's gates (see inOwnTransaction and
 // runGated).
-func (w *eventWorker) process(ctx context.Context, job *river.Job[inbox.JobArgs]) (err error) {
+func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.JobArgs]) (err error) {
 	skipped := false
 	if w.tracer != nil {
 		var span trace.Span

@@ -13,6 +13,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -86,8 +87,8 @@ func TestForward(t *testing.T) {
 	usd := b.ingestPayload(t, "evt_usd", "invoice.paid", map[string]any{"data": map[string]any{"currency": "usd"}})
 	gbp := b.ingestPayload(t, "evt_gbp", "invoice.paid", map[string]any{"data": map[string]any{"currency": "gbp"}})
 	// A redelivery of evt_usd: the inbox drops it.
-	res, err := b.ingester.Ingest(context.Background(), &inbox.Delivery{Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
-		Events: []inbox.IncomingEvent{{ID: "evt_usd", Type: "invoice.paid", Payload: []byte(`{"data":{"currency":"usd"}}`)}}})
+	res, err := b.ingester.Ingest(context.Background(), &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
+		Events: []inboxstore.IncomingEvent{{ID: "evt_usd", Type: "invoice.paid", Payload: []byte(`{"data":{"currency":"usd"}}`)}}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.New)
 

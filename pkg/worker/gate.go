@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/effect"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -42,9 +43,9 @@ func isSnooze(err error) bool {
 
 // txOptions are the options of an event's own transaction: its isolation
 // level and, with asyncCommit, synchronous_commit off (see
-// inbox.WorkTxOptions), in one round trip.
+// inboxstore.WorkTxOptions), in one round trip.
 func txOptions(asyncCommit bool, iso Isolation) pgx.TxOptions {
-	opts := inbox.WorkTxOptions(asyncCommit)
+	opts := inboxstore.WorkTxOptions(asyncCommit)
 	if opts.BeginQuery == "" {
 		opts.IsoLevel = iso.txIsoLevel()
 		return opts
@@ -73,7 +74,7 @@ func (w *eventWorker) ownTransaction(source, eventType string) bool {
 // serialization failure (40001) or a deadlock (40P01), up to
 // SerializationRetriesDefault times. Those runs roll back before the event's
 // row is marked, so they spend none of its attempts.
-func (w *eventWorker) inOwnTransaction(ctx context.Context, job *river.Job[inbox.JobArgs], fn func(pgx.Tx) error) error {
+func (w *eventWorker) inOwnTransaction(ctx context.Context, job *river.Job[inboxstore.JobArgs], fn func(pgx.Tx) error) error {
 	route, _ := w.router.matchRoute(job.Args.Source, job.Args.EventType)
 	opts := txOptions(w.asyncCommit, w.isolationFor(route))
 	for try := 0; ; try++ {

@@ -15,11 +15,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/groupcommit"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // groupCommitter works events in group transactions: internal/groupcommit's
-// engine, as the receiver's inbox.Batcher is, with eventWorker.flushGroup
+// engine, as the receiver's inboxstore.Batcher is, with eventWorker.flushGroup
 // as its flush. River starts a goroutine per fetched job; each one's Work
 // queues its job here and waits. The engine's collector gathers the queued
 // jobs into groups: the jobs of one fetch arrive within a moment of each
@@ -37,10 +38,10 @@ import (
 // Flushers, not River's worker count, bound the transactions in flight, so
 // a worker with a thousand jobs in flight holds only as many connections as
 // it has flushers.
-type groupCommitter = groupcommit.Committer[*river.Job[inbox.JobArgs], jobOutcome]
+type groupCommitter = groupcommit.Committer[*river.Job[inboxstore.JobArgs], jobOutcome]
 
 // groupRequest is a job waiting in a group.
-type groupRequest = groupcommit.Request[*river.Job[inbox.JobArgs]]
+type groupRequest = groupcommit.Request[*river.Job[inboxstore.JobArgs]]
 
 // jobOutcome is what a job's Work returns: err, and whether the failure
 // was recorded on the row already (in the group's transaction); or, with
@@ -58,7 +59,7 @@ func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Dura
 	for _, n := range queues {
 		inFlight += n
 	}
-	return groupcommit.New(w.flushGroup, &groupcommit.Config[*river.Job[inbox.JobArgs]]{
+	return groupcommit.New(w.flushGroup, &groupcommit.Config[*river.Job[inboxstore.JobArgs]]{
 		MaxSize: maxEvents, Linger: linger, Flushers: flushers, QueueSize: max(1, inFlight),
 		// A group is cancelled when any of its jobs' contexts is, so each
 		// Work is answered soon after its context ends, and learns what
@@ -68,7 +69,7 @@ func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Dura
 }
 
 // inGroup queues job for a group transaction and waits for its outcome.
-func (w *eventWorker) inGroup(ctx context.Context, job *river.Job[inbox.JobArgs]) jobOutcome {
+func (w *eventWorker) inGroup(ctx context.Context, job *river.Job[inboxstore.JobArgs]) jobOutcome {
 	out, err := w.group.Do(ctx, job)
 	switch {
 	case errors.Is(err, groupcommit.ErrOverloaded):
@@ -138,13 +139,13 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 		spans = make(groupSpans, len(group))
 		defer func() { spans.end(err) }()
 	}
-	err = pgx.BeginTxFunc(ctx, w.pool, inbox.WorkTxOptions(w.asyncCommit), func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, w.pool, inboxstore.WorkTxOptions(w.asyncCommit), func(tx pgx.Tx) error {
 		taken, err := w.store.TakeManyForWork(ctx, tx, ids, jobIDs, time.Time{})
 		if err != nil {
 			return err
 		}
 		savepoints := &groupSavepoints{tx: tx}
-		var undo []*inbox.Taken
+		var undo []*inboxstore.Taken
 		ended := false // at a lock conflict: the rest is worked alone
 		for _, i := range order {
 			job := group[i].Item
@@ -195,7 +196,7 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 				continue
 			}
 			final := inbox.IsPermanent(herr) || job.Attempt >= job.MaxAttempts
-			if err := w.store.UndoTake(ctx, tx, t, &inbox.TakeFailure{Reason: herr.Error(), Final: final}, time.Time{}); err != nil {
+			if err := w.store.UndoTake(ctx, tx, t, &inboxstore.TakeFailure{Reason: herr.Error(), Final: final}, time.Time{}); err != nil {
 				return err
 			}
 			outcomes[i] = jobOutcome{err: herr, recorded: true}

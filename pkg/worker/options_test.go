@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -19,9 +20,9 @@ func (b *testBundle) ingestPayload(t *testing.T, eventID, eventType string, payl
 	t.Helper()
 	raw, err := json.Marshal(payload)
 	require.NoError(t, err)
-	res, err := b.ingester.Ingest(context.Background(), &inbox.Delivery{
+	res, err := b.ingester.Ingest(context.Background(), &inboxstore.Delivery{
 		Source: "bank", Provider: "standardwebhooks", Body: raw,
-		Events: []inbox.IncomingEvent{{ID: eventID, Type: eventType, Payload: raw}},
+		Events: []inboxstore.IncomingEvent{{ID: eventID, Type: eventType, Payload: raw}},
 	})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.New)
@@ -34,7 +35,7 @@ func (b *testBundle) jobRow(t *testing.T, id int64) (state string, attempt, snoo
 	t.Helper()
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `
 SELECT j.state::text, j.attempt, coalesce((j.metadata->>'snoozes')::int, 0)
-FROM river_job AS j WHERE j.kind = $1 AND (j.args->>'inbox_id')::bigint = $2`, inbox.JobKind, id).Scan(&state, &attempt, &snoozes))
+FROM river_job AS j WHERE j.kind = $1 AND (j.args->>'inbox_id')::bigint = $2`, inboxstore.JobKind, id).Scan(&state, &attempt, &snoozes))
 	return state, attempt, snoozes
 }
 

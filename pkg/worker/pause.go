@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // PauseRefreshDefault is Config.PauseRefresh's default.
@@ -18,12 +18,12 @@ const PauseRefreshDefault = time.Second
 
 // pauseWatch keeps this worker's view of the paused sources, read from
 // hookinbox_source_pause every interval. The view only decides whether an
-// event takes the slow path (inbox.Store.Hold, which checks the table
+// event takes the slow path (inboxstore.Store.Hold, which checks the table
 // under a lock): a stale "paused" costs one statement and is corrected by
 // Hold; a stale "not paused" lets an event through for at most one
 // interval after a pause, which is the documented delay of a pause.
 type pauseWatch struct {
-	store    *inbox.Store
+	store    *inboxstore.Store
 	interval time.Duration
 	logger   *zap.Logger
 	paused   atomic.Pointer[map[string]bool]
@@ -33,7 +33,7 @@ type pauseWatch struct {
 	done     chan struct{}
 }
 
-func newPauseWatch(store *inbox.Store, interval time.Duration, logger *zap.Logger) *pauseWatch {
+func newPauseWatch(store *inboxstore.Store, interval time.Duration, logger *zap.Logger) *pauseWatch {
 	p := &pauseWatch{store: store, interval: interval, logger: logger}
 	p.paused.Store(&map[string]bool{})
 	return p

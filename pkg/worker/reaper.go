@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -24,7 +25,7 @@ const reaperBatch = 1000
 
 // LostCommitGraceDefault is how long after its newest job completed a
 // pending row must wait before the reaper enqueues it again as a lost
-// commit. The rule needs no wait (see inbox.Store.ListOrphans); the grace
+// commit. The rule needs no wait (see inboxstore.Store.ListOrphans); the grace
 // is a margin for a completion written by a host whose clock runs ahead.
 const LostCommitGraceDefault = 5 * time.Second
 
@@ -53,7 +54,7 @@ type reaper struct {
 	river.WorkerDefaults[ReaperArgs]
 
 	pool        *pgxpool.Pool
-	store       *inbox.Store
+	store       *inboxstore.Store
 	orphanAfter time.Duration
 	queueFor    func(string) string
 	// queues maps each configured source to its current queue.
@@ -88,7 +89,7 @@ func (r *reaper) reapOnce(ctx context.Context, client *river.Client[pgx.Tx]) (*R
 		if err != nil {
 			return err
 		}
-		orphans, err := r.store.ListOrphans(ctx, tx, &inbox.OrphanQuery{
+		orphans, err := r.store.ListOrphans(ctx, tx, &inboxstore.OrphanQuery{
 			OrphanAfter: r.orphanAfter, LostCommitGrace: LostCommitGraceDefault, Queues: r.queues, LiveQueues: live, Limit: reaperBatch,
 		})
 		if err != nil {
@@ -116,10 +117,10 @@ func (r *reaper) reapOnce(ctx context.Context, client *river.Client[pgx.Tx]) (*R
 
 // settle fails the orphans whose job ended without recording it, and
 // returns those to enqueue again and the jobs to move.
-func (r *reaper) settle(ctx context.Context, tx pgx.Tx, orphans []inbox.Orphan, res *ReapResult) ([]inbox.ClaimedRow, []inbox.Move, error) {
+func (r *reaper) settle(ctx context.Context, tx pgx.Tx, orphans []inboxstore.Orphan, res *ReapResult) ([]inboxstore.ClaimedRow, []inboxstore.Move, error) {
 	var (
-		requeue []inbox.ClaimedRow
-		moves   []inbox.Move
+		requeue []inboxstore.ClaimedRow
+		moves   []inboxstore.Move
 	)
 	for _, o := range orphans {
 		switch o.JobState {
@@ -130,9 +131,9 @@ func (r *reaper) settle(ctx context.Context, tx pgx.Tx, orphans []inbox.Orphan, 
 			}
 			res.Failed++
 		case "available", "retryable", "scheduled":
-			moves = append(moves, inbox.Move{JobID: o.JobID, From: o.JobQueue, To: r.queues[o.Source]})
+			moves = append(moves, inboxstore.Move{JobID: o.JobID, From: o.JobQueue, To: r.queues[o.Source]})
 		default:
-			requeue = append(requeue, inbox.ClaimedRow{
+			requeue = append(requeue, inboxstore.ClaimedRow{
 				ID: o.ID, Source: o.Source, EventID: o.EventID, Status: inbox.StatusPending, EventType: o.EventType, RequestID: o.RequestID,
 			})
 		}

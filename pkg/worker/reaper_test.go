@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -29,7 +30,7 @@ func (b *testBundle) jobs(t *testing.T, id int64) int {
 	t.Helper()
 	var n int
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM river_job WHERE kind = $1 AND (args->>'inbox_id')::bigint = $2`, inbox.JobKind, id).Scan(&n))
+		`SELECT count(*) FROM river_job WHERE kind = $1 AND (args->>'inbox_id')::bigint = $2`, inboxstore.JobKind, id).Scan(&n))
 	return n
 }
 
@@ -105,7 +106,7 @@ func TestReaperQueueMoves(t *testing.T) {
 		t.Helper()
 		client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{})
 		require.NoError(t, err)
-		ing := inbox.NewIngester(b.db.Pool, client, &inbox.IngesterConfig{QueueFor: func(string) string { return queue }})
+		ing := inboxstore.NewIngester(b.db.Pool, client, &inboxstore.IngesterConfig{QueueFor: func(string) string { return queue }})
 		res, err := ing.Ingest(ctx, delivery(eventID, "account.deposit"))
 		require.NoError(t, err)
 		return res.Claimed[0].ID

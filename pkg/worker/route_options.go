@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/effect"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // Isolation is a handler transaction's isolation level.
@@ -105,7 +105,7 @@ type SequenceOption struct {
 
 // validate checks the option and fills in its order from spec.
 func (s *SequenceOption) validate(spec *effect.Spec) error {
-	if err := inbox.CheckSequenceLocator(s.Key); err != nil {
+	if err := inboxstore.CheckSequenceLocator(s.Key); err != nil {
 		return fmt.Errorf("sequence.key: %w", err)
 	}
 	if s.Order == "" && spec != nil {
@@ -114,7 +114,7 @@ func (s *SequenceOption) validate(spec *effect.Spec) error {
 	if s.Order == "" {
 		return errors.New("sequence.order: required when the route has no mirror spec")
 	}
-	if err := inbox.CheckSequenceLocator(s.Order); err != nil {
+	if err := inboxstore.CheckSequenceLocator(s.Order); err != nil {
 		return fmt.Errorf("sequence.order: %w", err)
 	}
 	if s.HoldBack < 0 || s.PoisonAfter < 0 {
@@ -200,7 +200,7 @@ func checkRouteOptions(r Route) (*Route, error) {
 		out.Lock = &l
 	}
 	for i, c := range out.Filter {
-		if err := inbox.CheckSequenceLocator(c.Path); err != nil {
+		if err := inboxstore.CheckSequenceLocator(c.Path); err != nil {
 			return nil, fmt.Errorf("filter[%d].path: %w", i, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -41,8 +42,8 @@ const (
 //     already; a late event gets a note on its inbox row. It then records
 //     ev's position as the key's latest, if it is.
 func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Event, seq *SequenceOption) error {
-	pos, err := w.store.SequencePosition(ctx, tx, ev.ID, &inbox.SequenceQuery{Key: seq.Key, Order: seq.Order, PoisonAfter: seq.PoisonAfter})
-	if errors.Is(err, inbox.ErrNoSequencePosition) {
+	pos, err := w.store.SequencePosition(ctx, tx, ev.ID, &inboxstore.SequenceQuery{Key: seq.Key, Order: seq.Order, PoisonAfter: seq.PoisonAfter})
+	if errors.Is(err, inboxstore.ErrNoSequencePosition) {
 		return inbox.Permanent(err)
 	}
 	if err != nil {
@@ -66,7 +67,7 @@ func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Eve
 	if pos.Ahead > 0 {
 		// Counted before the lock was ours: count again, now that the key's
 		// previous event, if one was running, has committed.
-		if pos, err = w.store.SequencePosition(ctx, tx, ev.ID, &inbox.SequenceQuery{Key: seq.Key, Order: seq.Order, PoisonAfter: seq.PoisonAfter}); err != nil {
+		if pos, err = w.store.SequencePosition(ctx, tx, ev.ID, &inboxstore.SequenceQuery{Key: seq.Key, Order: seq.Order, PoisonAfter: seq.PoisonAfter}); err != nil {
 			return err
 		}
 		if pos.Ahead > 0 {
@@ -92,7 +93,7 @@ func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Eve
 // advanceSequence records pos as its key's latest position unless a later
 // one is recorded, in which case the event is late: it returns whether it
 // is, and the key's latest order. hookinbox_sequence is owned here.
-func advanceSequence(ctx context.Context, tx pgx.Tx, source string, pos *inbox.SequencePosition) (late bool, latest string, err error) {
+func advanceSequence(ctx context.Context, tx pgx.Tx, source string, pos *inboxstore.SequencePosition) (late bool, latest string, err error) {
 	err = tx.QueryRow(ctx, `
 WITH prior AS (
     SELECT ord, received_at, inbox_id FROM hookinbox_sequence WHERE source = $1 AND seq_key = $2

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -33,11 +33,11 @@ func BenchmarkSequencing(b *testing.B) {
 				db := dbtest.New(b)
 				client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 				require.NoError(b, err)
-				ingester := inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{})
+				ingester := inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{})
 				for i := range events {
 					payload := fmt.Appendf(nil, `{"data":{"key":"k%d","v":%d}}`, i%keys, i/keys)
-					_, err := ingester.Ingest(context.Background(), &inbox.Delivery{Source: "bank", Provider: "standardwebhooks",
-						Body: payload, Events: []inbox.IncomingEvent{{ID: fmt.Sprint("e", i), Type: "seq", Payload: payload}}})
+					_, err := ingester.Ingest(context.Background(), &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks",
+						Body: payload, Events: []inboxstore.IncomingEvent{{ID: fmt.Sprint("e", i), Type: "seq", Payload: payload}}})
 					require.NoError(b, err)
 				}
 				route := worker.Route{Source: "bank", Types: []string{"seq"}, Handlers: []string{"noop"}}

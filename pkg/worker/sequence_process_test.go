@@ -14,9 +14,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // TestSequenceThreeProcesses runs three worker processes on one sequenced
@@ -40,12 +40,12 @@ CREATE TABLE seqlog (key text NOT NULL, v int NOT NULL, late bool NOT NULL,
 	require.NoError(t, err)
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{MaxAttempts: 10})
 	require.NoError(t, err)
-	ingester := inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{})
+	ingester := inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{})
 	ingest := func(evs [][2]int) {
 		for _, e := range evs {
 			payload := fmt.Appendf(nil, `{"data":{"key":"k%d","v":%d}}`, e[0], e[1])
-			res, err := ingester.Ingest(ctx, &inbox.Delivery{Source: "bank", Provider: "standardwebhooks", Body: payload,
-				Events: []inbox.IncomingEvent{{ID: fmt.Sprintf("k%d_%d", e[0], e[1]), Type: "seq", Payload: payload}}})
+			res, err := ingester.Ingest(ctx, &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks", Body: payload,
+				Events: []inboxstore.IncomingEvent{{ID: fmt.Sprintf("k%d_%d", e[0], e[1]), Type: "seq", Payload: payload}}})
 			require.NoError(t, err)
 			require.Equal(t, 1, res.New)
 		}

@@ -13,8 +13,8 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/tracing"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // tracerName names the tracer of the worker's spans.
@@ -70,7 +70,7 @@ func jobTracing(tp trace.TracerProvider) rivertype.Plugin {
 
 // startHandle starts the handle span of job's event in ctx, as the child of
 // the span in parent (the job's context, holding River's span).
-func (w *eventWorker) startHandle(ctx, parent context.Context, job *river.Job[inbox.JobArgs]) (context.Context, trace.Span) {
+func (w *eventWorker) startHandle(ctx, parent context.Context, job *river.Job[inboxstore.JobArgs]) (context.Context, trace.Span) {
 	opts := []trace.SpanStartOption{trace.WithAttributes(
 		attrSource.String(job.Args.Source), attrEventID.String(job.Args.EventID), attrEventType.String(job.Args.EventType),
 		attrInboxID.Int64(job.Args.InboxID), attrRequestID.String(job.Args.RequestID),

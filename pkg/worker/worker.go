@@ -25,11 +25,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/logging"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/internal/retention"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 
@@ -299,7 +299,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		return nil, err
 	}
 	workers := river.NewWorkers()
-	store := inbox.NewStore(pool)
+	store := inboxstore.New(pool)
 	pauses := newPauseWatch(store, c.PauseRefresh, c.Logger.Named("pause"))
 	ew := &eventWorker{
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, isolation: c.Isolation, logger: c.Logger,

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -33,8 +34,8 @@ type testBundle struct {
 	// client is an insert-only River client on db, as a receiver (or River
 	// UI) has: it enqueues and retries jobs that a started worker works.
 	client   *river.Client[pgx.Tx]
-	ingester *inbox.Ingester
-	store    *inbox.Store
+	ingester *inboxstore.Ingester
+	store    *inboxstore.Store
 	// flakyFailures is how many more runs of the "flaky" handler fail. A
 	// count, not a switch a test turns off after the first failure: River
 	// retries at once (fastRetry), so on a busy machine every attempt could
@@ -53,7 +54,7 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{MaxAttempts: 3})
 	require.NoError(t, err)
-	return &testBundle{db: db, client: client, ingester: inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}), store: inbox.NewStore(db.Pool)}
+	return &testBundle{db: db, client: client, ingester: inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{}), store: inboxstore.New(db.Pool)}
 }
 
 func (b *testBundle) registry(t *testing.T) *worker.Registry {
@@ -122,10 +123,10 @@ func (b *testBundle) start(t *testing.T, mutate func(*worker.Config)) *worker.Wo
 }
 
 // delivery returns a delivery of one event of source bank.
-func delivery(eventID, eventType string) *inbox.Delivery {
-	return &inbox.Delivery{
+func delivery(eventID, eventType string) *inboxstore.Delivery {
+	return &inboxstore.Delivery{
 		Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`),
-		Events: []inbox.IncomingEvent{{ID: eventID, Type: eventType, Payload: []byte(`{}`)}},
+		Events: []inboxstore.IncomingEvent{{ID: eventID, Type: eventType, Payload: []byte(`{}`)}},
 	}
 }
 
@@ -243,7 +244,7 @@ func TestWorker(t *testing.T) {
 			b := setup(t)
 			client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{MaxAttempts: tc.stamped})
 			require.NoError(t, err)
-			b.ingester = inbox.NewIngester(b.db.Pool, client, &inbox.IngesterConfig{})
+			b.ingester = inboxstore.NewIngester(b.db.Pool, client, &inboxstore.IngesterConfig{})
 			b.start(t, func(c *worker.Config) { c.MaxAttempts = tc.worker })
 			id := b.ingest(t, "evt_poison", "failing")
 			ev := b.waitStatus(t, id, inbox.StatusFailed)
@@ -314,7 +315,7 @@ func TestWorker(t *testing.T) {
 		id := b.ingest(t, "evt_1", "account.deposit")
 		b.waitStatus(t, id, inbox.StatusDone)
 		// A stray second job for the same row (a replay of a done event).
-		res, err := b.client.Insert(context.Background(), inbox.JobArgs{InboxID: id}, nil)
+		res, err := b.client.Insert(context.Background(), inboxstore.JobArgs{InboxID: id}, nil)
 		require.NoError(t, err)
 		poll(t, 30*time.Second, "the stray job to complete", func() (bool, error) {
 			job, err := b.client.JobGet(context.Background(), res.Job.ID)
@@ -380,7 +381,7 @@ func TestReaper(t *testing.T) {
 		b := setup(t)
 		// A row claimed with no job (as by a build that crashed between
 		// claim and enqueue, or a job deleted by hand), received long ago.
-		claimed, err := b.store.Claim(ctx, b.db.Pool, []*inbox.Delivery{delivery("evt_orphan", "account.deposit")}, time.Now().Add(-time.Hour))
+		claimed, err := b.store.Claim(ctx, b.db.Pool, []*inboxstore.Delivery{delivery("evt_orphan", "account.deposit")}, time.Now().Add(-time.Hour))
 		require.NoError(t, err)
 		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Minute })
 		b.waitStatus(t, claimed[0].ID, inbox.StatusDone)
@@ -390,7 +391,7 @@ func TestReaper(t *testing.T) {
 	t.Run("RecentPendingRowIsLeftAlone", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		claimed, err := b.store.Claim(ctx, b.db.Pool, []*inbox.Delivery{delivery("evt_young", "account.deposit")}, time.Now())
+		claimed, err := b.store.Claim(ctx, b.db.Pool, []*inboxstore.Delivery{delivery("evt_young", "account.deposit")}, time.Now())
 		require.NoError(t, err)
 		w := b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
 		// Wait for the reaper's run at start to finish, then look.
@@ -410,7 +411,7 @@ func TestReaper(t *testing.T) {
 		// Received an hour ago.
 		client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{MaxAttempts: 3})
 		require.NoError(t, err)
-		ingester := inbox.NewIngester(b.db.Pool, client, &inbox.IngesterConfig{Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+		ingester := inboxstore.NewIngester(b.db.Pool, client, &inboxstore.IngesterConfig{Now: func() time.Time { return time.Now().Add(-time.Hour) }})
 		res, err := ingester.Ingest(ctx, delivery("evt_lost", "account.deposit"))
 		require.NoError(t, err)
 		id := res.Claimed[0].ID
@@ -442,7 +443,7 @@ func TestTwoWorkersRacingOverTheSameRows(t *testing.T) {
 	require.NoError(t, err)
 	params := make([]river.InsertManyParams, n)
 	for i, id := range ids {
-		params[i] = river.InsertManyParams{Args: inbox.JobArgs{InboxID: id}}
+		params[i] = river.InsertManyParams{Args: inboxstore.JobArgs{InboxID: id}}
 	}
 	_, err = client.InsertMany(ctx, params)
 	require.NoError(t, err)

@@ -8,15 +8,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // waitSettled polls until no event of this run is pending.
 func waitSettled(ctx context.Context, pool *pgxpool.Pool, runID string) error {
-	store := inbox.NewStore(pool)
+	store := inboxstore.New(pool)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		c, err := store.Count(ctx, &inbox.Filter{Source: "bank", EventIDPrefix: runID})
+		c, err := store.Count(ctx, &inboxstore.Filter{Source: "bank", EventIDPrefix: runID})
 		if err != nil {
 			return err
 		}
@@ -37,8 +37,8 @@ func waitSettled(ctx context.Context, pool *pgxpool.Pool, runID string) error {
 // summarize prints what happened and reports whether every balance matches
 // the distinct deposits sent.
 func summarize(ctx context.Context, pool *pgxpool.Pool, b *burst) (bool, error) {
-	store := inbox.NewStore(pool)
-	run := &inbox.Filter{Source: "bank", EventIDPrefix: b.runID}
+	store := inboxstore.New(pool)
+	run := &inboxstore.Filter{Source: "bank", EventIDPrefix: b.runID}
 	c, err := store.Count(ctx, run)
 	if err != nil {
 		return false, err

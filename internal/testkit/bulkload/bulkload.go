@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -29,7 +30,7 @@ type Row struct {
 	ID int64
 	// Delivery holds the row's one event, written as it is: its id, type
 	// and payload, and the delivery's source, provider, body and headers.
-	Delivery *inbox.Delivery
+	Delivery *inboxstore.Delivery
 	// Status is the row's status. Defaults to inbox.StatusPending.
 	Status inbox.Status
 	// Attempts counts the row's handler runs. Defaults to 0.

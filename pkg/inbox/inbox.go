@@ -1,13 +1,9 @@
-// Package inbox is hookinbox's deduplicating event inbox in PostgreSQL: the
-// webhook_inbox table, the claim that lets each event in exactly once, and
-// the row transitions (done, failed, re-enqueued) that workers and the reaper
-// make.
-//
-// It is the table's only owner. Every rule about what may enter it (the key
-// policy: fallback ids, failed-on-arrival reasons, see Delivery) is applied
-// here to whatever a producer hands in, and every statement on it runs
-// through a Store: store.go holds those of the receiver, the workers and the
-// CLI, bulk.go those of benchmarks and demos.
+// Package inbox is the vocabulary a handler author needs from hookinbox's
+// deduplicating inbox: the Event a handler receives, the row's Status, the
+// Permanent wrapper that fails an event without retries, and the ClaimCounts
+// a delivery's claim committed, which a provider's Acknowledger answers with.
+// It imports nothing but the standard library; the inbox table's statements
+// live in internal/inboxstore.
 package inbox
 
 import (
@@ -86,4 +82,17 @@ func Permanent(err error) error {
 func IsPermanent(err error) bool {
 	var p *PermanentError
 	return errors.As(err, &p)
+}
+
+// ClaimCounts is what the inbox committed for one delivery. Its JSON form is the
+// receiver's 200 body: {"new":…,"duplicates":…,"twins":…}.
+type ClaimCounts struct {
+	// New counts the events claimed: rows inserted, jobs enqueued.
+	New int `json:"new"`
+	// Duplicates counts the events skipped because their (source, event id)
+	// was taken.
+	Duplicates int `json:"duplicates"`
+	// Twins counts the events skipped because only their twin key was
+	// taken: a second logical copy of an event under a new id.
+	Twins int `json:"twins"`
 }

@@ -1,4 +1,4 @@
-package inbox_test
+package inboxstore_test
 
 import (
 	"context"
@@ -12,14 +12,15 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 type testBundle struct {
 	db       *dbtest.DB
-	ingester *inbox.Ingester
-	store    *inbox.Store
+	ingester *inboxstore.Ingester
+	store    *inboxstore.Store
 }
 
 func setup(t *testing.T) *testBundle {
@@ -27,17 +28,17 @@ func setup(t *testing.T) *testBundle {
 	db := dbtest.New(t)
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
-	return &testBundle{db: db, ingester: inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}), store: inbox.NewStore(db.Pool)}
+	return &testBundle{db: db, ingester: inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{}), store: inboxstore.New(db.Pool)}
 }
 
 // event returns a well-formed account.deposit event with id.
-func event(id string) inbox.IncomingEvent {
-	return inbox.IncomingEvent{ID: id, Type: "account.deposit", Payload: []byte(`{"type":"account.deposit"}`)}
+func event(id string) inboxstore.IncomingEvent {
+	return inboxstore.IncomingEvent{ID: id, Type: "account.deposit", Payload: []byte(`{"type":"account.deposit"}`)}
 }
 
 // delivery returns a delivery of source bank carrying events.
-func delivery(events ...inbox.IncomingEvent) *inbox.Delivery {
-	return &inbox.Delivery{
+func delivery(events ...inboxstore.IncomingEvent) *inboxstore.Delivery {
+	return &inboxstore.Delivery{
 		Source: "bank", Provider: "standardwebhooks", Body: []byte(`{"type":"account.deposit"}`),
 		Headers: map[string]string{"Webhook-Id": events[0].ID}, Events: events,
 	}
@@ -46,7 +47,7 @@ func delivery(events ...inbox.IncomingEvent) *inbox.Delivery {
 func countJobs(t *testing.T, db *dbtest.DB) int {
 	t.Helper()
 	var n int
-	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE kind = $1`, inbox.JobKind).Scan(&n))
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE kind = $1`, inboxstore.JobKind).Scan(&n))
 	return n
 }
 
@@ -62,8 +63,8 @@ func TestIngest(t *testing.T) {
 		require.Equal(t, 1, res.New)
 		require.Equal(t, 0, res.Duplicates)
 
-		var args inbox.JobArgs
-		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT args FROM river_job WHERE kind = $1`, inbox.JobKind).Scan(&args))
+		var args inboxstore.JobArgs
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT args FROM river_job WHERE kind = $1`, inboxstore.JobKind).Scan(&args))
 		require.Equal(t, res.Claimed[0].ID, args.InboxID)
 		info, err := b.store.Lookup(ctx, "bank", "msg_1")
 		require.NoError(t, err)
@@ -97,7 +98,7 @@ func TestIngest(t *testing.T) {
 	t.Run("TwinKeyStopsASecondIDAndIsCountedApart", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		twin := func(id, key string) inbox.IncomingEvent {
+		twin := func(id, key string) inboxstore.IncomingEvent {
 			ev := event(id)
 			ev.TwinKey = key
 			return ev
@@ -123,7 +124,7 @@ func TestIngest(t *testing.T) {
 		first.TwinKey, second.TwinKey = "k", "k"
 		other := delivery(second)
 		other.Source = "other"
-		results, err := b.ingester.IngestGroup(ctx, []*inbox.Delivery{delivery(first), other})
+		results, err := b.ingester.IngestGroup(ctx, []*inboxstore.Delivery{delivery(first), other})
 		require.NoError(t, err)
 		require.Equal(t, 1, results[0].New)
 		require.Equal(t, 1, results[1].New)
@@ -133,14 +134,14 @@ func TestIngest(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		for round := range 10 {
-			var forward, backward []inbox.IncomingEvent
+			var forward, backward []inboxstore.IncomingEvent
 			for i := range 30 {
 				forward = append(forward, event(fmt.Sprintf("r%d_%02d", round, i)))
 				backward = append(backward, event(fmt.Sprintf("r%d_%02d", round, 29-i)))
 			}
-			results := make(chan *inbox.IngestResult, 2)
+			results := make(chan *inboxstore.IngestResult, 2)
 			errs := make(chan error, 2)
-			for _, events := range [][]inbox.IncomingEvent{forward, backward} {
+			for _, events := range [][]inboxstore.IncomingEvent{forward, backward} {
 				go func() {
 					res, err := b.ingester.Ingest(ctx, delivery(events...))
 					results <- res
@@ -161,7 +162,7 @@ func TestIngest(t *testing.T) {
 		b := setup(t)
 		other := delivery(event("msg_1"))
 		other.Source = "other"
-		results, err := b.ingester.IngestGroup(ctx, []*inbox.Delivery{delivery(event("msg_1")), other})
+		results, err := b.ingester.IngestGroup(ctx, []*inboxstore.Delivery{delivery(event("msg_1")), other})
 		require.NoError(t, err)
 		require.Equal(t, 1, results[0].New)
 		require.Equal(t, 1, results[1].New)
@@ -170,7 +171,7 @@ func TestIngest(t *testing.T) {
 	t.Run("UnparseableEventIsStoredFailedWithoutJob", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		d := delivery(inbox.IncomingEvent{ID: "sha256:abc", ParseError: errors.New("not JSON")})
+		d := delivery(inboxstore.IncomingEvent{ID: "sha256:abc", ParseError: errors.New("not JSON")})
 		d.Body = []byte("not json")
 		res, err := b.ingester.Ingest(ctx, d)
 		require.NoError(t, err)
@@ -206,10 +207,10 @@ func TestIngest(t *testing.T) {
 		client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 		require.NoError(t, err)
 		pinned := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-		in := inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{Now: func() time.Time { return pinned }})
+		in := inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{Now: func() time.Time { return pinned }})
 		res, err := in.Ingest(ctx, delivery(event("msg_1")))
 		require.NoError(t, err)
-		got, err := inbox.NewStore(db.Pool).Get(ctx, db.Pool, res.Claimed[0].ID)
+		got, err := inboxstore.New(db.Pool).Get(ctx, db.Pool, res.Claimed[0].ID)
 		require.NoError(t, err)
 		require.True(t, pinned.Equal(got.ReceivedAt))
 	})
@@ -219,7 +220,7 @@ func TestIngest(t *testing.T) {
 		b := setup(t)
 		const n = 50
 		var wg sync.WaitGroup
-		results := make(chan *inbox.IngestResult, n)
+		results := make(chan *inboxstore.IngestResult, n)
 		start := make(chan struct{})
 		for range n {
 			wg.Add(1)
@@ -346,7 +347,7 @@ func TestWorkTxOptions(t *testing.T) {
 		async bool
 		want  string
 	}{{true, "off"}, {false, "on"}} {
-		tx, err := db.Pool.BeginTx(ctx, inbox.WorkTxOptions(tc.async))
+		tx, err := db.Pool.BeginTx(ctx, inboxstore.WorkTxOptions(tc.async))
 		require.NoError(t, err)
 		var got string
 		require.NoError(t, tx.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&got))
@@ -383,7 +384,7 @@ func TestKeyLookupsAreNotCachedAsGenericPlans(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, b.store.SetNote(ctx, tx, id, "a note"))
 		require.NoError(t, b.store.RecordFailure(ctx, tx, id, 0, "x", false, time.Time{}))
-		_, err = b.store.ListOrphans(ctx, tx, &inbox.OrphanQuery{OrphanAfter: time.Minute, Limit: 10})
+		_, err = b.store.ListOrphans(ctx, tx, &inboxstore.OrphanQuery{OrphanAfter: time.Minute, Limit: 10})
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit(ctx))
 	}

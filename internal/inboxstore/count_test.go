@@ -1,4 +1,4 @@
-package inbox_test
+package inboxstore_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
@@ -17,7 +18,7 @@ func TestStoreBulkLoad(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.New(t)
-	store := inbox.NewStore(db.Pool)
+	store := inboxstore.New(db.Pool)
 	received := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 	const n = 10
@@ -47,22 +48,22 @@ func TestStoreBulkLoad(t *testing.T) {
 	require.True(t, received.Equal(got.ReceivedAt))
 
 	// The identity goes on after the reserved ids: a claim does not collide.
-	claimed, err := store.Claim(ctx, db.Pool, []*inbox.Delivery{delivery(event("other_1"))}, time.Time{})
+	claimed, err := store.Claim(ctx, db.Pool, []*inboxstore.Delivery{delivery(event("other_1"))}, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, base+n, claimed[0].ID)
 
-	c, err := store.Count(ctx, &inbox.Filter{Source: "bank", EventIDPrefix: "run1_"})
+	c, err := store.Count(ctx, &inboxstore.Filter{Source: "bank", EventIDPrefix: "run1_"})
 	require.NoError(t, err)
-	require.Equal(t, inbox.Counts{Pending: 5, Done: 4, Failed: 1}, *c)
+	require.Equal(t, inboxstore.Counts{Pending: 5, Done: 4, Failed: 1}, *c)
 	all, err := store.Count(ctx, nil)
 	require.NoError(t, err)
-	require.Equal(t, inbox.Counts{Pending: 6, Done: 4, Failed: 1}, *all)
-	none, err := store.Count(ctx, &inbox.Filter{Source: "other"})
+	require.Equal(t, inboxstore.Counts{Pending: 6, Done: 4, Failed: 1}, *all)
+	none, err := store.Count(ctx, &inboxstore.Filter{Source: "other"})
 	require.NoError(t, err)
-	require.Equal(t, inbox.Counts{}, *none)
-	failed, err := store.ListFailed(ctx, &inbox.Filter{EventIDPrefix: "run1_"})
+	require.Equal(t, inboxstore.Counts{}, *none)
+	failed, err := store.ListFailed(ctx, &inboxstore.Filter{EventIDPrefix: "run1_"})
 	require.NoError(t, err)
-	require.Equal(t, []inbox.Failure{{EventID: "run1_04", LastError: "unparseable delivery: not JSON"}}, failed)
+	require.Equal(t, []inboxstore.Failure{{EventID: "run1_04", LastError: "unparseable delivery: not JSON"}}, failed)
 }
 
 func TestStoreBulkLoadRefusesABatch(t *testing.T) {

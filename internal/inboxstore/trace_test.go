@@ -1,4 +1,4 @@
-package inbox_test
+package inboxstore_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // TestJobsCarryTheirDeliverysTraceContext claims three deliveries in one
@@ -27,13 +27,13 @@ func TestJobsCarryTheirDeliverysTraceContext(t *testing.T) {
 	again := delivery(event("msg_1"))
 	again.TraceContext = traceparent("b7ad6b7169203331")
 	untraced := delivery(event("msg_3"))
-	results, err := b.ingester.IngestGroup(ctx, []*inbox.Delivery{first, again, untraced})
+	results, err := b.ingester.IngestGroup(ctx, []*inboxstore.Delivery{first, again, untraced})
 	require.NoError(t, err)
 	require.Equal(t, 2, results[0].New)
 	require.Equal(t, 1, results[1].Duplicates)
 	require.Equal(t, 1, results[2].New)
 
-	rows, err := b.db.Pool.Query(ctx, `SELECT args->>'event_id', metadata FROM river_job WHERE kind = $1`, inbox.JobKind)
+	rows, err := b.db.Pool.Query(ctx, `SELECT args->>'event_id', metadata FROM river_job WHERE kind = $1`, inboxstore.JobKind)
 	require.NoError(t, err)
 	got := map[string]map[string]string{}
 	for rows.Next() {

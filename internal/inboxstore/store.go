@@ -1,4 +1,4 @@
-package inbox
+package inboxstore
 
 import (
 	"context"
@@ -47,8 +47,8 @@ type Store struct {
 	pool *pgxpool.Pool
 }
 
-// NewStore returns a Store whose own statements run on pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// New returns a Store whose own statements run on pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // ClaimedRow is a row the claim inserted.
 type ClaimedRow struct {

@@ -1,4 +1,4 @@
-package inbox_test
+package inboxstore_test
 
 import (
 	"testing"

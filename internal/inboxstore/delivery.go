@@ -1,4 +1,4 @@
-package inbox
+package inboxstore
 
 import (
 	"crypto/sha256"

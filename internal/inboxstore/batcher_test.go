@@ -1,4 +1,4 @@
-package inbox_test
+package inboxstore_test
 
 import (
 	"context"
@@ -12,24 +12,24 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
-func newBatcher(t *testing.T, db *dbtest.DB, config *inbox.BatcherConfig) *inbox.Batcher {
+func newBatcher(t *testing.T, db *dbtest.DB, config *inboxstore.BatcherConfig) *inboxstore.Batcher {
 	t.Helper()
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
 	config.Logger = zaptest.NewLogger(t)
-	b := inbox.NewBatcher(inbox.NewIngester(db.Pool, client, &inbox.IngesterConfig{}), config)
+	b := inboxstore.NewBatcher(inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{}), config)
 	t.Cleanup(b.Stop)
 	return b
 }
 
 // ingestAll runs one Ingest per delivery, all at once, and returns the
 // results and errors in delivery order.
-func ingestAll(b *inbox.Batcher, deliveries []*inbox.Delivery) ([]*inbox.IngestResult, []error) {
-	results := make([]*inbox.IngestResult, len(deliveries))
+func ingestAll(b *inboxstore.Batcher, deliveries []*inboxstore.Delivery) ([]*inboxstore.IngestResult, []error) {
+	results := make([]*inboxstore.IngestResult, len(deliveries))
 	errs := make([]error, len(deliveries))
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -63,8 +63,8 @@ func TestBatcher(t *testing.T) {
 		t.Parallel()
 		db := dbtest.New(t)
 		// The group flushes when it holds 8 events, long before MaxWait.
-		b := newBatcher(t, db, &inbox.BatcherConfig{MaxEvents: 8, MaxWait: time.Minute, Flushers: 1})
-		var deliveries []*inbox.Delivery
+		b := newBatcher(t, db, &inboxstore.BatcherConfig{MaxEvents: 8, MaxWait: time.Minute, Flushers: 1})
+		var deliveries []*inboxstore.Delivery
 		for i := range 8 {
 			deliveries = append(deliveries, delivery(event(fmt.Sprintf("evt_%d", i))))
 		}
@@ -82,9 +82,9 @@ func TestBatcher(t *testing.T) {
 	t.Run("PerDeliveryCountsAreExactUnderContention", func(t *testing.T) {
 		t.Parallel()
 		db := dbtest.New(t)
-		b := newBatcher(t, db, &inbox.BatcherConfig{})
+		b := newBatcher(t, db, &inboxstore.BatcherConfig{})
 		// 64 deliveries over 16 distinct events, two events each.
-		var deliveries []*inbox.Delivery
+		var deliveries []*inboxstore.Delivery
 		for i := range 64 {
 			deliveries = append(deliveries, delivery(
 				event(fmt.Sprintf("evt_%02d", i%16)), event(fmt.Sprintf("evt_%02d", (i+5)%16)),
@@ -119,8 +119,8 @@ BEGIN IF NEW.event_id = 'boom' THEN RAISE EXCEPTION 'commit-time failure'; END I
 CREATE CONSTRAINT TRIGGER boom AFTER INSERT ON webhook_inbox DEFERRABLE INITIALLY DEFERRED
 FOR EACH ROW EXECUTE FUNCTION boom();`)
 		require.NoError(t, err)
-		b := newBatcher(t, db, &inbox.BatcherConfig{MaxEvents: 4, MaxWait: time.Minute, Flushers: 1})
-		_, errs := ingestAll(b, []*inbox.Delivery{delivery(event("a")), delivery(event("b")), delivery(event("boom")), delivery(event("c"))})
+		b := newBatcher(t, db, &inboxstore.BatcherConfig{MaxEvents: 4, MaxWait: time.Minute, Flushers: 1})
+		_, errs := ingestAll(b, []*inboxstore.Delivery{delivery(event("a")), delivery(event("b")), delivery(event("boom")), delivery(event("c"))})
 		for i, err := range errs {
 			require.ErrorContains(t, err, "commit-time failure", "delivery %d", i)
 		}
@@ -133,8 +133,8 @@ FOR EACH ROW EXECUTE FUNCTION boom();`)
 		db := dbtest.New(t)
 		_, err := db.Pool.Exec(ctx, `ALTER TABLE webhook_inbox ADD CONSTRAINT no_poison CHECK (event_id <> 'poison')`)
 		require.NoError(t, err)
-		b := newBatcher(t, db, &inbox.BatcherConfig{MaxEvents: 4, MaxWait: time.Minute, Flushers: 1})
-		results, errs := ingestAll(b, []*inbox.Delivery{delivery(event("a")), delivery(event("poison")), delivery(event("b")), delivery(event("c"))})
+		b := newBatcher(t, db, &inboxstore.BatcherConfig{MaxEvents: 4, MaxWait: time.Minute, Flushers: 1})
+		results, errs := ingestAll(b, []*inboxstore.Delivery{delivery(event("a")), delivery(event("poison")), delivery(event("b")), delivery(event("c"))})
 		require.ErrorContains(t, errs[1], "no_poison")
 		for _, i := range []int{0, 2, 3} {
 			require.NoError(t, errs[i])
@@ -148,7 +148,7 @@ FOR EACH ROW EXECUTE FUNCTION boom();`)
 	t.Run("FullQueueIsRefusedAtOnce", func(t *testing.T) {
 		t.Parallel()
 		db := dbtest.New(t)
-		b := newBatcher(t, db, &inbox.BatcherConfig{Flushers: 1, QueueSize: 1})
+		b := newBatcher(t, db, &inboxstore.BatcherConfig{Flushers: 1, QueueSize: 1})
 		// Another transaction holds evt_1: the flusher's claim waits on it.
 		blocker, err := db.Pool.Begin(ctx)
 		require.NoError(t, err)
@@ -165,7 +165,7 @@ FOR EACH ROW EXECUTE FUNCTION boom();`)
 		require.Eventually(t, func() bool { return b.Queued() == 1 }, 30*time.Second, time.Millisecond)
 		// The queue is full: a third delivery is refused at once.
 		_, err = b.Ingest(ctx, delivery(event("evt_3")))
-		require.ErrorIs(t, err, inbox.ErrOverloaded)
+		require.ErrorIs(t, err, inboxstore.ErrOverloaded)
 
 		require.NoError(t, blocker.Rollback(ctx))
 		require.NoError(t, <-first)
@@ -175,7 +175,7 @@ FOR EACH ROW EXECUTE FUNCTION boom();`)
 	t.Run("ExpiredDeliveryIsNotClaimed", func(t *testing.T) {
 		t.Parallel()
 		db := dbtest.New(t)
-		b := newBatcher(t, db, &inbox.BatcherConfig{})
+		b := newBatcher(t, db, &inboxstore.BatcherConfig{})
 		expired, cancel := context.WithCancel(ctx)
 		cancel()
 		_, err := b.Ingest(expired, delivery(event("late")))

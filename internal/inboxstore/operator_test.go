@@ -1,4 +1,4 @@
-package inbox_test
+package inboxstore_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -23,7 +24,7 @@ func TestPurgedRowIsNeverRevived(t *testing.T) {
 		res, err := b.ingester.Ingest(ctx, delivery(event("evt_1")))
 		require.NoError(t, err)
 		id := res.Claimed[0].ID
-		erased, err := b.store.Purge(ctx, &inbox.Selection{Source: "bank", EventIDs: []string{"evt_1"}})
+		erased, err := b.store.Purge(ctx, &inboxstore.Selection{Source: "bank", EventIDs: []string{"evt_1"}})
 		require.NoError(t, err)
 		require.Len(t, erased, 1)
 		_, err = b.store.Pause(ctx, "bank", "test", "")
@@ -40,7 +41,7 @@ func TestPurgedRowIsNeverRevived(t *testing.T) {
 		client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{})
 		require.NoError(t, err)
 		jobsBefore := countJobs(t, b.db)
-		n, err := b.store.Resume(ctx, &inbox.ResumeParams{Source: "bank", Client: client, QueueFor: func(string) string { return river.QueueDefault }})
+		n, err := b.store.Resume(ctx, &inboxstore.ResumeParams{Source: "bank", Client: client, QueueFor: func(string) string { return river.QueueDefault }})
 		require.NoError(t, err)
 		require.Zero(t, n)
 		require.Equal(t, jobsBefore, countJobs(t, b.db), "no job for a purged row")
@@ -60,12 +61,12 @@ func TestPurgedRowIsNeverRevived(t *testing.T) {
 		held, err := b.store.Hold(ctx, id, "bank")
 		require.NoError(t, err)
 		require.True(t, held)
-		_, err = b.store.Purge(ctx, &inbox.Selection{Source: "bank", EventIDs: []string{"evt_1"}})
+		_, err = b.store.Purge(ctx, &inboxstore.Selection{Source: "bank", EventIDs: []string{"evt_1"}})
 		require.NoError(t, err)
 
 		client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{})
 		require.NoError(t, err)
-		n, err := b.store.Resume(ctx, &inbox.ResumeParams{Source: "bank", Client: client, QueueFor: func(string) string { return river.QueueDefault }})
+		n, err := b.store.Resume(ctx, &inboxstore.ResumeParams{Source: "bank", Client: client, QueueFor: func(string) string { return river.QueueDefault }})
 		require.NoError(t, err)
 		require.Zero(t, n)
 		got, err := b.store.Get(ctx, b.db.Pool, id)
@@ -130,7 +131,7 @@ func TestDoneClearsLastError(t *testing.T) {
 		require.NoError(t, pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
 			taken, err := b.store.TakeManyForWork(ctx, tx, []int64{id}, []int64{1}, time.Time{})
 			require.NoError(t, err)
-			return b.store.UndoTakes(ctx, tx, []*inbox.Taken{taken[id]})
+			return b.store.UndoTakes(ctx, tx, []*inboxstore.Taken{taken[id]})
 		}))
 		got, err := b.store.Get(ctx, b.db.Pool, id)
 		require.NoError(t, err)

@@ -1,4 +1,4 @@
-package inbox_test
+package inboxstore_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // TestClaimCommitsDurably checks, in the real store, the setting under
@@ -34,11 +34,11 @@ func TestClaimCommitsDurably(t *testing.T) {
 			pool := dbtest.SetSynchronousCommit(t, db, db.URL, tc.database)
 			client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
 			require.NoError(t, err)
-			ingester := inbox.NewIngester(pool, client, &inbox.IngesterConfig{})
+			ingester := inboxstore.NewIngester(pool, client, &inboxstore.IngesterConfig{})
 
 			_, err = ingester.Ingest(ctx, delivery(event("msg_one")))
 			require.NoError(t, err)
-			_, err = ingester.IngestGroup(ctx, []*inbox.Delivery{delivery(event("msg_g1")), delivery(event("msg_g2"))})
+			_, err = ingester.IngestGroup(ctx, []*inboxstore.Delivery{delivery(event("msg_g1")), delivery(event("msg_g2"))})
 			require.NoError(t, err)
 			got := recorded()
 			require.Subset(t, got, []string{"webhook_inbox INSERT " + tc.claim, "river_job INSERT " + tc.claim})
@@ -78,7 +78,7 @@ func TestDurableTxOptions(t *testing.T) {
 
 					for range 2 {
 						var inside string
-						require.NoError(t, inbox.BeginDurableFunc(ctx, pool, func(tx pgx.Tx) error {
+						require.NoError(t, inboxstore.BeginDurableFunc(ctx, pool, func(tx pgx.Tx) error {
 							return tx.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&inside)
 						}))
 						require.Equal(t, tc.inside, inside)

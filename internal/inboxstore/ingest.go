@@ -1,4 +1,4 @@
-package inbox
+package inboxstore
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/hookinbox/hookinbox/pkg/inbox/claim"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // Ingester claims a delivery's events and enqueues their jobs in one
@@ -44,7 +44,7 @@ func NewIngester(pool *pgxpool.Pool, riverClient *river.Client[pgx.Tx], config *
 	if c.Now == nil {
 		c.Now = func() time.Time { return time.Time{} }
 	}
-	return &Ingester{pool: pool, store: NewStore(pool), river: riverClient, config: &c}
+	return &Ingester{pool: pool, store: New(pool), river: riverClient, config: &c}
 }
 
 // IngestResult says what a delivery changed.
@@ -54,7 +54,7 @@ type IngestResult struct {
 	// Counts counts the claimed rows (New), the skipped events whose
 	// (source, event_id) was taken (Duplicates), and those stopped by their
 	// twin key alone (Twins).
-	claim.Counts
+	inbox.ClaimCounts
 }
 
 // Ingest applies the inbox's key policy to the delivery's events (see

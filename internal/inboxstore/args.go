@@ -1,4 +1,4 @@
-package inbox
+package inboxstore
 
 // JobKind is the River job kind of an inbox event's job.
 const JobKind = "hookinbox.event"
