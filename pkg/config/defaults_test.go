@@ -333,7 +333,7 @@ func documentedValue(key string, v any) string {
 	}
 	// A key that is off unless set (worker.admin.token, tracing.endpoint)
 	// is documented as "Default: empty".
-	if s, ok := v.(string); ok && s == "" {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.String && rv.Len() == 0 { // secret.String too
 		return "empty"
 	}
 	return fmt.Sprint(v)

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/spf13/viper"
+
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 // EnvPrefix prefixes the environment variables that override scalar keys:
@@ -72,7 +74,8 @@ func load(path string, needs Needs, env environment) (*Config, error) {
 	// Below both HOOKINBOX_DATABASE_URL and database.url. Taken literally:
 	// it is not subject to ${NAME} expansion.
 	if cfg.Database.URL == "" {
-		cfg.Database.URL, _ = env.lookup(DatabaseURLEnv)
+		url, _ := env.lookup(DatabaseURLEnv)
+		cfg.Database.URL = secret.URL(url)
 	}
 	if needs.covers("sources") {
 		cfg.readSecretsFiles(&p)
@@ -163,7 +166,9 @@ func (c *Config) readSecretsFiles(p *problems) {
 			p.add(keys[i]+".secrets_file", err)
 			continue
 		}
-		source.Secrets = append(source.Secrets, secrets...)
+		for _, s := range secrets {
+			source.Secrets = append(source.Secrets, secret.String(s))
+		}
 	}
 }
 

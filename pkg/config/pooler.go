@@ -1,7 +1,6 @@
 package config
 
 import (
-	"net/url"
 	"slices"
 	"strings"
 
@@ -75,22 +74,7 @@ func (d *DatabaseConfig) validatePooler(p *problems) {
 			"which may run each round trip on another server connection, where the statement %s prepared does not exist; use %s",
 			d.QueryMode, d.QueryMode, strings.Join(pooledQueryModes, ", "))
 	}
-	if urlSetsQueryMode(d.URL) {
+	if d.URL.HasParam("default_query_exec_mode") {
 		p.addf("database.url", "sets default_query_exec_mode; set database.query_mode instead")
 	}
-}
-
-// urlSetsQueryMode reports whether a database URL or key=value string sets
-// pgx's default_query_exec_mode, which database.query_mode replaces.
-func urlSetsQueryMode(s string) bool {
-	const key = "default_query_exec_mode"
-	if schemeRE.MatchString(s) {
-		u, err := url.Parse(s)
-		return err == nil && u.Query().Has(key)
-	}
-	pairs, err := parseDSN(s)
-	if err != nil {
-		return false
-	}
-	return slices.ContainsFunc(pairs, func(pair dsnPair) bool { return pair.key == key })
 }

@@ -57,7 +57,7 @@ func (c *Config) validate(p *problems) {
 func (c *Config) validateDatabase(p *problems) {
 	if c.Database.URL == "" {
 		p.addf("database.url", "required (set %s, database.url or %s)", EnvVar("database.url"), DatabaseURLEnv)
-	} else if err := checkDatabaseURL(c.Database.URL); err != nil {
+	} else if err := c.Database.URL.CheckPostgres(); err != nil {
 		p.addf("database.url", "%s", err)
 	}
 	positive(p, "database.max_conns", c.Database.MaxConns)
@@ -164,7 +164,7 @@ func (c *Config) validateWorker(p *problems) {
 		case strings.Contains(ba.Username, ":"):
 			p.addf(baKey+".username", "must not contain ':' (HTTP Basic cannot carry it)")
 		}
-		if strings.TrimSpace(ba.Password) == "" {
+		if strings.TrimSpace(ba.Password.Reveal()) == "" {
 			p.addf(baKey+".password", "must not be empty")
 		}
 	}

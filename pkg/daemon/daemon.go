@@ -114,7 +114,7 @@ func Boot(ctx context.Context, name string, args []string, verbs Verbs, minConns
 	}
 	env := &Env{Config: cfg, Logger: logger, Name: name, ConfigPath: path, Sets: sets}
 
-	poolCfg, err := pgxpool.ParseConfig(cfg.Database.URL)
+	poolCfg, err := pgxpool.ParseConfig(cfg.Database.URL.Reveal())
 	if err != nil {
 		// pgx's message may quote the URL; say which key is wrong instead.
 		return nil, nil, errors.New("database.url: not a valid PostgreSQL connection string")

@@ -93,7 +93,7 @@ func WorkerHandler(ctx context.Context, env *Env, w *worker.Worker) (http.Handle
 func guardUI(ui *config.WorkerUIConfig, next http.Handler) http.Handler {
 	accepted := make([]provider.BasicAuth, len(ui.BasicAuth))
 	for i, ba := range ui.BasicAuth {
-		accepted[i] = provider.BasicAuth{Username: ba.Username, Password: ba.Password}
+		accepted[i] = provider.BasicAuth{Username: ba.Username, Password: ba.Password.Reveal()}
 	}
 	readOnly := ui.ReadOnly
 	crossOrigin := http.NewCrossOriginProtection()

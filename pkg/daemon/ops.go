@@ -48,7 +48,7 @@ func reconcileSources(cfg *config.Config) ([]*reconcile.Source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sources[%s].reconcile: %w", s.Name, err)
 		}
-		fetcher, err := reconcile.NewStripe(&reconcile.StripeConfig{APIKey: s.Reconcile.APIKey, BaseURL: s.Reconcile.APIBaseURL, Parser: parser})
+		fetcher, err := reconcile.NewStripe(&reconcile.StripeConfig{APIKey: s.Reconcile.APIKey.Reveal(), BaseURL: s.Reconcile.APIBaseURL.Reveal(), Parser: parser})
 		if err != nil {
 			return nil, fmt.Errorf("sources[%s].reconcile: %w", s.Name, err)
 		}
@@ -79,7 +79,7 @@ func mountAdmin(mux *http.ServeMux, env *Env, client *river.Client[pgx.Tx]) erro
 	if err != nil {
 		return err
 	}
-	h, err := a.Handler(token, env.Logger.Named("admin"))
+	h, err := a.Handler(token.Reveal(), env.Logger.Named("admin"))
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ const natsDialTimeout = 5 * time.Second
 func newDestination(d *config.DestinationConfig, lease time.Duration) (outbox.Destination, error) {
 	switch d.Kind {
 	case config.DestinationHTTP:
-		return outbox.NewHTTP(&outbox.HTTPConfig{URL: d.URL, Secret: d.Secret, Timeout: d.Timeout})
+		return outbox.NewHTTP(&outbox.HTTPConfig{URL: d.URL.Reveal(), Secret: d.Secret.Reveal(), Timeout: d.Timeout})
 	case config.DestinationNATS:
 		// Connecting (and creating the stream) is bounded like a delivery,
 		// plus the time to dial.
@@ -63,7 +63,7 @@ func newDestination(d *config.DestinationConfig, lease time.Duration) (outbox.De
 		defer cancel()
 		return outbox.NewJetStream(ctx, &outbox.JetStreamConfig{
 			Publisher: jetstream.Config{
-				URL: d.URL, Stream: d.Stream, Subjects: d.Subjects, CreateStream: d.CreateStream, AckTimeout: d.Timeout,
+				URL: d.URL.Reveal(), Stream: d.Stream, Subjects: d.Subjects, CreateStream: d.CreateStream, AckTimeout: d.Timeout,
 				Duplicates: max(jetstream.DuplicatesDefault, 2*lease),
 			},
 			Subject: d.Subject,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/buildinfo"
 	"github.com/hookinbox/hookinbox/internal/tracing"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 // TracingShutdownTimeout bounds the export of the spans still buffered
@@ -39,7 +40,7 @@ func StartTracing(ctx context.Context, env *Env) (stop func(), err error) {
 	}
 	tp, err := tracing.New(ctx, &tracing.Config{
 		ServiceName: ServiceName(env), ServiceVersion: buildinfo.Version(),
-		Endpoint: tc.OTLPEndpoint, Headers: tc.Headers, SampleRatio: tc.SampleRatio,
+		Endpoint: tc.OTLPEndpoint.Reveal(), Headers: revealHeaders(tc.Headers), SampleRatio: tc.SampleRatio,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
@@ -50,7 +51,7 @@ func StartTracing(ctx context.Context, env *Env) (stop func(), err error) {
 	}))
 	otel.SetTracerProvider(tp)
 	env.TracerProvider = tp
-	logger.Info("tracing to OTLP endpoint", zap.String("otlp_endpoint", tc.OTLPEndpoint), zap.Float64("sample_ratio", tc.SampleRatio))
+	logger.Info("tracing to OTLP endpoint", zap.Stringer("otlp_endpoint", tc.OTLPEndpoint), zap.Float64("sample_ratio", tc.SampleRatio))
 	return func() {
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TracingShutdownTimeout)
 		defer cancel()
@@ -70,4 +71,13 @@ func insertTracing(tp trace.TracerProvider) rivertype.Plugin {
 		TracerProvider: tp,
 		MeterProvider:  metricnoop.NewMeterProvider(),
 	})
+}
+
+// revealHeaders returns tracing.headers' values for the exporter.
+func revealHeaders(headers map[string]secret.String) map[string]string {
+	out := make(map[string]string, len(headers))
+	for name, value := range headers {
+		out[name] = value.Reveal()
+	}
+	return out
 }
