@@ -9,7 +9,6 @@ import (
 
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
 // runProfiled runs the receiver or the worker exactly as cmd/receiver and
@@ -38,14 +37,14 @@ func runProfiled(ctx context.Context, mode string, args []string) error {
 	bootArgs := []string{"--config", *configPath}
 	switch mode {
 	case "receiver":
-		env, _, err := daemon.Boot(ctx, "receiver", bootArgs, daemon.Verbs{"": config.NeedReceiver}, nil, []*schema.Set{schema.Core()})
+		env, _, err := daemon.Boot(ctx, &daemon.BootConfig{Name: "receiver", Args: bootArgs, Verbs: daemon.Verbs{"": config.NeedReceiver}})
 		if err != nil {
 			return err
 		}
 		defer env.Close()
 		return daemon.RunReceiver(ctx, env)
 	case "worker":
-		env, _, err := daemon.Boot(ctx, "worker", bootArgs, daemon.Verbs{"": config.NeedWorker}, nil, []*schema.Set{schema.Core()})
+		env, _, err := daemon.Boot(ctx, &daemon.BootConfig{Name: "worker", Args: bootArgs, Verbs: daemon.Verbs{"": config.NeedWorker}})
 		if err != nil {
 			return err
 		}

@@ -42,7 +42,6 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
 // The exit statuses.
@@ -117,7 +116,7 @@ func boot(ctx context.Context, path, verb string) (*daemon.Env, error) {
 	if path != "" {
 		bootArgs = []string{"--config", path, verb}
 	}
-	env, _, err := daemon.Boot(ctx, "inboxctl", bootArgs, verbs, nil, []*schema.Set{schema.Core()})
+	env, _, err := daemon.Boot(ctx, &daemon.BootConfig{Name: "inboxctl", Args: bootArgs, Verbs: verbs})
 	return env, err
 }
 
