@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hookinbox/hookinbox/internal/receiver"
 )
 
 // The values of worker.unrouted.
@@ -92,7 +94,7 @@ func (c *Config) validateReceiver(p *problems) {
 	positive(p, "receiver.max_in_flight", r.MaxInFlight)
 	positive(p, "receiver.max_unverified_bytes", r.MaxUnverifiedBytes)
 	for _, s := range c.Sources {
-		if r.MaxUnverifiedBytes > 0 && 2*(s.MaxBodyBytes+1) > r.MaxUnverifiedBytes {
+		if r.MaxUnverifiedBytes > 0 && !receiver.BodyFits(s.MaxBodyBytes, r.MaxUnverifiedBytes) {
 			p.addf("receiver.max_unverified_bytes", "must be at least twice sources[%s].max_body_bytes plus one (%d), so that one client's half holds a body at the limit", s.Name, 2*(s.MaxBodyBytes+1))
 			break
 		}
