@@ -28,10 +28,10 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
-// ConnectTimeoutDefault bounds each connection attempt to PostgreSQL when
+// connectTimeoutDefault bounds each connection attempt to PostgreSQL when
 // database.url sets no connect_timeout, so an unreachable host fails an
 // attempt instead of hanging it.
-const ConnectTimeoutDefault = 10 * time.Second
+const connectTimeoutDefault = 10 * time.Second
 
 // Env is what every process starts with.
 type Env struct {
@@ -54,7 +54,7 @@ type Env struct {
 	MetricsCache time.Duration
 	// TracerProvider traces the receiver and the worker; nil traces
 	// nothing. RunReceiver and RunWorker set it from the config's tracing
-	// section (see StartTracing) unless it is set already (a test's).
+	// section (see startTracing) unless it is set already (a test's).
 	TracerProvider trace.TracerProvider
 
 	metrics *prometheus.Registry // see Metrics
@@ -147,7 +147,7 @@ func Boot(ctx context.Context, c *BootConfig) (*Env, []string, error) {
 	}
 	poolCfg.MaxConns = cfg.Database.MaxConns
 	if poolCfg.ConnConfig.ConnectTimeout == 0 {
-		poolCfg.ConnConfig.ConnectTimeout = ConnectTimeoutDefault
+		poolCfg.ConnConfig.ConnectTimeout = connectTimeoutDefault
 	}
 	// database.query_mode: behind a transaction pooler, a mode whose every
 	// round trip stands alone (see docs/pgbouncer.md).

@@ -18,9 +18,9 @@ import (
 // This file wires issue 14's operations features: rejection samples in
 // the receiver, reconciliation jobs and the admin API in the worker.
 
-// NewRejectionRecorder returns the receiver's rejection sampler, or nil
+// newRejectionRecorder returns the receiver's rejection sampler, or nil
 // when receiver.rejections.disabled is set. Stop it after the server.
-func NewRejectionRecorder(env *Env) *rejection.Recorder {
+func newRejectionRecorder(env *Env) *rejection.Recorder {
 	rc := env.Config.Receiver.Rejections
 	if rc.Disabled {
 		return nil
@@ -66,7 +66,7 @@ func NewAdmin(env *Env, client *river.Client[pgx.Tx]) (*admin.Admin, error) {
 	for i, s := range env.Config.Sources {
 		sources[i] = admin.Source{Name: s.Name, Provider: s.Provider}
 	}
-	return admin.New(env.Pool, &admin.Config{Sources: sources, Client: client, QueueFor: QueueFor(env.Config)})
+	return admin.New(env.Pool, &admin.Config{Sources: sources, Client: client, QueueFor: queueFor(env.Config)})
 }
 
 // mountAdmin serves the admin API on mux when worker.admin.token is set.

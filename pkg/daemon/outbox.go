@@ -12,11 +12,11 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 
-// OutboxRelay returns the outbox relay's configuration for env's worker,
+// outboxRelay returns the outbox relay's configuration for env's worker,
 // with a destination built for each of worker.destinations, and false when
 // the worker runs no relay: worker.outbox.relay.disabled is true, or no
 // destination is configured and the relay would have nothing to deliver to.
-func OutboxRelay(env *Env) (*outbox.RelayConfig, bool, error) {
+func outboxRelay(env *Env) (*outbox.RelayConfig, bool, error) {
 	wc := env.Config.Worker
 	if wc.Outbox.Relay.Disabled || len(wc.Destinations) == 0 {
 		return nil, false, nil
