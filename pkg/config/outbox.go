@@ -78,9 +78,10 @@ type DestinationConfig struct {
 	// (listed by `inboxctl outbox list`, put back by `inboxctl outbox
 	// replay`). Defaults to 20.
 	MaxAttempts int `mapstructure:"max_attempts"`
-	// BackoffMin and BackoffMax bound the wait between attempts (doubled
-	// per attempt, half of it random). Default to 1s and 1h.
+	// BackoffMin is the least wait between attempts (doubled per attempt,
+	// half of it random). Defaults to 1s.
 	BackoffMin time.Duration `mapstructure:"backoff_min"`
+	// BackoffMax caps the wait between attempts. Defaults to 1h.
 	BackoffMax time.Duration `mapstructure:"backoff_max"`
 	// Stream (nats) is the JetStream stream the subjects belong to.
 	// Required for nats.
