@@ -41,7 +41,7 @@ type DatabaseConfig struct {
 	// (the pooler bounds the server's connections), and query_mode
 	// defaults to exec. See docs/pgbouncer.md.
 	Pooler string `mapstructure:"pooler"`
-	// QueryMode is how pgx sends queries, one of QueryModes:
+	// QueryMode is how pgx sends queries, one of
 	// cache_statement (named prepared statements cached per connection),
 	// cache_describe, describe_exec, exec or simple_protocol. Behind a
 	// transaction pooler only cache_describe, exec and simple_protocol

@@ -10,18 +10,18 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
-// EnvPrefix prefixes the environment variables that override scalar keys:
+// envPrefix prefixes the environment variables that override scalar keys:
 // the key receiver.max_body_bytes is overridden by
 // HOOKINBOX_RECEIVER_MAX_BODY_BYTES, database.url by HOOKINBOX_DATABASE_URL.
-const EnvPrefix = "HOOKINBOX"
+const envPrefix = "HOOKINBOX"
 
 // PathEnv names the environment variable Load reads the config file's path
 // from when it is given an empty path.
 const PathEnv = "HOOKINBOX_CONFIG"
 
-// DatabaseURLEnv is the conventional environment variable Load falls back to
+// databaseURLEnv is the conventional environment variable Load falls back to
 // when neither HOOKINBOX_DATABASE_URL nor database.url is set.
-const DatabaseURLEnv = "DATABASE_URL"
+const databaseURLEnv = "DATABASE_URL"
 
 // Load reads the configuration, applies defaults and validates what needs
 // names (see Needs): a command is refused only for the settings it uses. It
@@ -74,7 +74,7 @@ func load(path string, needs Needs, env environment) (*Config, error) {
 	// Below both HOOKINBOX_DATABASE_URL and database.url. Taken literally:
 	// it is not subject to ${NAME} expansion.
 	if cfg.Database.URL == "" {
-		url, _ := env.lookup(DatabaseURLEnv)
+		url, _ := env.lookup(databaseURLEnv)
 		cfg.Database.URL = secret.URL(url)
 	}
 	if needs.covers("sources") {
@@ -150,7 +150,7 @@ func readSettings(path string) (map[string]any, error) {
 // EnvVar returns the environment variable that overrides the scalar key, e.g.
 // "worker.concurrency" → "HOOKINBOX_WORKER_CONCURRENCY".
 func EnvVar(key string) string {
-	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
 // readSecretsFiles appends each source's secrets_file to its secrets.

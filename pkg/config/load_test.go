@@ -623,7 +623,7 @@ func TestLoadDatabaseURLPrecedence(t *testing.T) {
 			t.Parallel()
 
 			env := map[string]string{}
-			for name, value := range map[string]string{"HOOKINBOX_DATABASE_URL": tt.prefixed, DatabaseURLEnv: tt.plain} {
+			for name, value := range map[string]string{"HOOKINBOX_DATABASE_URL": tt.prefixed, databaseURLEnv: tt.plain} {
 				if value != "" {
 					env[name] = value
 				}

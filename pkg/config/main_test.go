@@ -20,7 +20,7 @@ import (
 func TestMain(m *testing.M) {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, EnvPrefix+"_") || name == DatabaseURLEnv {
+		if strings.HasPrefix(name, envPrefix+"_") || name == databaseURLEnv {
 			os.Unsetenv(name)
 		}
 	}

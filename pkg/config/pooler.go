@@ -31,8 +31,8 @@ var queryModes = []struct {
 	{"simple_protocol", pgx.QueryExecModeSimpleProtocol},
 }
 
-// QueryModes returns the values of database.query_mode.
-func QueryModes() []string {
+// queryModeNames returns the values of database.query_mode.
+func queryModeNames() []string {
 	names := make([]string, len(queryModes))
 	for i, m := range queryModes {
 		names[i] = m.name
@@ -67,8 +67,8 @@ func (d *DatabaseConfig) validatePooler(p *problems) {
 		p.addf("database.pooler", "must be none or transaction, not %q", d.Pooler)
 	}
 	switch {
-	case !slices.Contains(QueryModes(), d.QueryMode):
-		p.addf("database.query_mode", "must be one of %s, not %q", strings.Join(QueryModes(), ", "), d.QueryMode)
+	case !slices.Contains(queryModeNames(), d.QueryMode):
+		p.addf("database.query_mode", "must be one of %s, not %q", strings.Join(queryModeNames(), ", "), d.QueryMode)
 	case d.TransactionPooled() && !slices.Contains(pooledQueryModes, d.QueryMode):
 		p.addf("database.query_mode", "%s does not work behind a transaction pooler (database.pooler: transaction), "+
 			"which may run each round trip on another server connection, where the statement %s prepared does not exist; use %s",
