@@ -7,9 +7,8 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/rejection"
-	"github.com/hookinbox/hookinbox/pkg/worker"
-
 	"github.com/hookinbox/hookinbox/pkg/secret"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // This file holds the operations keys of issue 14's second half, kept

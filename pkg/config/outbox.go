@@ -13,9 +13,8 @@ import (
 	"github.com/hookinbox/hookinbox/internal/jetstream"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
-	"github.com/hookinbox/hookinbox/pkg/worker"
-
 	"github.com/hookinbox/hookinbox/pkg/secret"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // The kinds of destination.

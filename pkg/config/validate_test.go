@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/pkg/provider"
-
 	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
