@@ -46,7 +46,6 @@ import (
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
 // The exit statuses.
@@ -121,7 +120,7 @@ func boot(ctx context.Context, path, verb string) (*daemon.Env, error) {
 	if path != "" {
 		bootArgs = []string{"--config", path, verb}
 	}
-	env, _, err := daemon.Boot(ctx, "inboxctl", bootArgs, verbs, nil, []*schema.Set{schema.Core()})
+	env, _, err := daemon.Boot(ctx, &daemon.BootConfig{Name: "inboxctl", Args: bootArgs, Verbs: verbs})
 	return env, err
 }
 

@@ -62,7 +62,7 @@ func send(ctx context.Context, cfg *config.Config, args []string, stdout io.Writ
 		Time: time.Now(), Body: []byte(a.data), Config: src.ProviderConfig(),
 	}
 	if len(src.Secrets) > 0 { // marqeta's HMAC is optional
-		params.Secret = src.Secrets[0]
+		params.Secret = src.Secrets[0].Reveal()
 	}
 	resp, err := webhook.Deliver(ctx, nil, strings.TrimSuffix(base, "/")+"/webhooks/"+src.Name, params)
 	if err != nil {

@@ -10,12 +10,11 @@ import (
 
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
 func main() {
 	daemon.Main(func(ctx context.Context, args []string) error {
-		env, _, err := daemon.Boot(ctx, "receiver", args, daemon.Verbs{"": config.NeedReceiver}, nil, []*schema.Set{schema.Core()})
+		env, _, err := daemon.Boot(ctx, &daemon.BootConfig{Name: "receiver", Args: args, Verbs: daemon.Verbs{"": config.NeedReceiver}})
 		if err != nil {
 			return err
 		}

@@ -11,12 +11,11 @@ import (
 
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
-	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
 func main() {
 	daemon.Main(func(ctx context.Context, args []string) error {
-		env, _, err := daemon.Boot(ctx, "worker", args, daemon.Verbs{"": config.NeedWorker}, nil, []*schema.Set{schema.Core()})
+		env, _, err := daemon.Boot(ctx, &daemon.BootConfig{Name: "worker", Args: args, Verbs: daemon.Verbs{"": config.NeedWorker}})
 		if err != nil {
 			return err
 		}

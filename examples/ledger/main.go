@@ -24,7 +24,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	sets := []*schema.Set{schema.Core(), Migrations()}
-	env, rest, err := daemon.Boot(ctx, "ledger", args, daemon.Verbs{"": config.NeedWorker}, nil, sets)
+	env, rest, err := daemon.Boot(ctx, &daemon.BootConfig{Name: "ledger", Args: args, Verbs: daemon.Verbs{"": config.NeedWorker}, Sets: sets})
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ const (
 func setupAdyenE2E(t *testing.T) *e2eBundle {
 	t.Helper()
 	return setupE2E(t, config.SourceConfig{
-		Name: "adyen", Provider: "adyen", Secrets: []string{adyenE2EOldKey, adyenE2ENewKey},
+		Name: "adyen", Provider: "adyen", Secrets: []config.Secret{adyenE2EOldKey, adyenE2ENewKey},
 		BasicAuth: []config.BasicAuthConfig{{Username: adyenE2EUser, Password: adyenE2EPassword}},
 	})
 }

@@ -28,7 +28,7 @@ func stripeDelivery(t *testing.T, secret string, body []byte) http.Header {
 func TestEndToEndStripe(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_e2e_stripe"
-	b := setupE2E(t, config.SourceConfig{Name: "stripe", Provider: "stripe", Secrets: []string{secret}})
+	b := setupE2E(t, config.SourceConfig{Name: "stripe", Provider: "stripe", Secrets: []config.Secret{secret}})
 	event := func(id, typ, object string) []byte {
 		return []byte(fmt.Sprintf(`{"id":%q,"object":"event","type":%q,"data":{"object":{"id":%q}}}`, id, typ, object))
 	}
@@ -65,7 +65,7 @@ func TestEndToEndStripe(t *testing.T) {
 func TestEndToEndStripeTwinTypesCanBeTurnedOff(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_e2e_stripe"
-	b := setupE2E(t, config.SourceConfig{Name: "stripe", Provider: "stripe", Secrets: []string{secret}, TwinTypes: []string{}})
+	b := setupE2E(t, config.SourceConfig{Name: "stripe", Provider: "stripe", Secrets: []config.Secret{secret}, TwinTypes: []string{}})
 	for _, id := range []string{"evt_1", "evt_2"} {
 		body := []byte(fmt.Sprintf(`{"id":%q,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_1"}}}`, id))
 		r := b.post(t, "stripe", stripeDelivery(t, secret, body), body)
@@ -76,7 +76,7 @@ func TestEndToEndStripeTwinTypesCanBeTurnedOff(t *testing.T) {
 func TestEndToEndShopify(t *testing.T) {
 	t.Parallel()
 	const secret = "shpss_e2e"
-	b := setupE2E(t, config.SourceConfig{Name: "shop", Provider: "shopify", Secrets: []string{secret}})
+	b := setupE2E(t, config.SourceConfig{Name: "shop", Provider: "shopify", Secrets: []config.Secret{secret}})
 	body := []byte(`{"id":820982911946154508,"email":"jon@example.com"}`)
 	delivery := func(webhookID, eventID, domain string) http.Header {
 		return http.Header{
@@ -109,7 +109,7 @@ func TestEndToEndShopify(t *testing.T) {
 func TestEndToEndStandardWebhooks(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	b := setupE2E(t, config.SourceConfig{Name: "bank", Provider: "standardwebhooks", Secrets: []string{"whsec_cm90YXRlZC1vdXQtb2xkLXNlY3JldA==", secret}})
+	b := setupE2E(t, config.SourceConfig{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{"whsec_cm90YXRlZC1vdXQtb2xkLXNlY3JldA==", secret}})
 	wh, err := standardwebhooks.NewWebhook(secret)
 	require.NoError(t, err)
 	body := []byte(`{"type":"account.deposit","data":{"account_id":"acc_1","amount":"1.00"}}`)
@@ -128,8 +128,8 @@ func TestEndToEndAllowIPs(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	b := setupE2E(t,
-		config.SourceConfig{Name: "open", Provider: "standardwebhooks", Secrets: []string{secret}, AllowIPs: []string{"127.0.0.0/8"}},
-		config.SourceConfig{Name: "closed", Provider: "standardwebhooks", Secrets: []string{secret}, AllowIPs: []string{"203.0.113.0/24"}},
+		config.SourceConfig{Name: "open", Provider: "standardwebhooks", Secrets: []config.Secret{secret}, AllowIPs: []string{"127.0.0.0/8"}},
+		config.SourceConfig{Name: "closed", Provider: "standardwebhooks", Secrets: []config.Secret{secret}, AllowIPs: []string{"203.0.113.0/24"}},
 	)
 	body := []byte(`{"type":"t"}`)
 	for source, status := range map[string]int{"open": http.StatusOK, "closed": http.StatusForbidden} {

@@ -29,7 +29,7 @@ func githubDelivery(secret, deliveryID, event string, body []byte) http.Header {
 func TestEndToEndGitHub(t *testing.T) {
 	t.Parallel()
 	const secret = "e2e github secret"
-	b := setupE2E(t, config.SourceConfig{Name: "gh", Provider: "github", Secrets: []string{"old github secret", secret}})
+	b := setupE2E(t, config.SourceConfig{Name: "gh", Provider: "github", Secrets: []config.Secret{"old github secret", secret}})
 
 	issue := []byte(`{"action":"opened","issue":{"number":1347,"title":"Found a bug"},"repository":{"full_name":"octo/hello"}}`)
 	r := b.post(t, "gh", githubDelivery(secret, "72d3162e-cc78-11e3-81ab-4c9367dc0958", "issues", issue), issue)
@@ -62,7 +62,7 @@ func TestEndToEndGitHubAcceptsPayloadsOverTheDefaultLimit(t *testing.T) {
 	// the receiver's 1 MiB default. GitHub never retries, so a 413 would
 	// lose the event. The ack timeout is generous: this test is about the
 	// size limit, and a 2 MB claim under -race on a busy machine is slow.
-	b := setupE2E(t, config.SourceConfig{Name: "gh", Provider: "github", Secrets: []string{secret}, AckTimeout: time.Minute})
+	b := setupE2E(t, config.SourceConfig{Name: "gh", Provider: "github", Secrets: []config.Secret{secret}, AckTimeout: time.Minute})
 	var body bytes.Buffer
 	body.WriteString(`{"ref":"refs/heads/main","commits":[`)
 	for i := range 20_000 {

@@ -29,7 +29,7 @@ func TestEndToEndGroupCommit(t *testing.T) {
 	)
 	// A generous ack timeout: this test is about exact counts, not speed,
 	// and -race on a busy 2-core machine is slow.
-	b := setupE2E(t, config.SourceConfig{Name: "bank", Provider: "standardwebhooks", Secrets: []string{secret}, AckTimeout: time.Minute})
+	b := setupE2E(t, config.SourceConfig{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}, AckTimeout: time.Minute})
 
 	type answer struct {
 		id     string

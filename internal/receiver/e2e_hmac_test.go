@@ -10,6 +10,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 // hmacE2ESource is a generic hmac source with every option on: a templated
@@ -17,12 +18,12 @@ import (
 // body, Basic Auth and an API key on top, and a challenge echo.
 func hmacE2ESource() config.SourceConfig {
 	return config.SourceConfig{
-		Name: "acme", Provider: "hmac", Secrets: []string{"acme_old_secret", "acme_secret"}, Algorithm: "sha512",
+		Name: "acme", Provider: "hmac", Secrets: []config.Secret{"acme_old_secret", "acme_secret"}, Algorithm: "sha512",
 		BasicAuth: []config.BasicAuthConfig{{Username: "acme", Password: "acme-basic-password"}},
 		HMAC: config.HMACConfig{
 			Header: "X-Acme-Signature", Prefix: "v1=", Encoding: "base64", Template: "{timestamp}.{id}.{body}",
 			TimestampHeader: "X-Acme-Timestamp", IDHeader: "X-Acme-Delivery", TypePath: "event.type",
-			APIKeyHeader: "X-Acme-Key", APIKeys: []string{"acme-api-key"}, ChallengePath: "challenge",
+			APIKeyHeader: "X-Acme-Key", APIKeys: []config.Secret{"acme-api-key"}, ChallengePath: "challenge",
 		},
 	}
 }
@@ -33,10 +34,10 @@ func hmacE2EConfig(sc config.SourceConfig) *provider.Config {
 	pc := &provider.Config{Algorithm: sc.Algorithm, HMAC: &provider.HMACConfig{
 		Header: h.Header, Prefix: h.Prefix, Encoding: h.Encoding, Template: h.Template,
 		TimestampHeader: h.TimestampHeader, IDHeader: h.IDHeader, IDPath: h.IDPath, TypeHeader: h.TypeHeader,
-		TypePath: h.TypePath, APIKeyHeader: h.APIKeyHeader, APIKeys: h.APIKeys, ChallengePath: h.ChallengePath,
+		TypePath: h.TypePath, APIKeyHeader: h.APIKeyHeader, APIKeys: secret.Reveal(h.APIKeys), ChallengePath: h.ChallengePath,
 	}}
 	for _, ba := range sc.BasicAuth {
-		pc.BasicAuth = append(pc.BasicAuth, provider.BasicAuth{Username: ba.Username, Password: ba.Password})
+		pc.BasicAuth = append(pc.BasicAuth, provider.BasicAuth{Username: ba.Username, Password: ba.Password.Reveal()})
 	}
 	return pc
 }
@@ -104,7 +105,7 @@ func TestEndToEndHMAC(t *testing.T) {
 func TestEndToEndHMACGitHubVector(t *testing.T) {
 	t.Parallel()
 	b := setupE2E(t, config.SourceConfig{
-		Name: "gh", Provider: "hmac", Secrets: []string{"It's a Secret to Everybody"},
+		Name: "gh", Provider: "hmac", Secrets: []config.Secret{"It's a Secret to Everybody"},
 		HMAC: config.HMACConfig{Header: "X-Hub-Signature-256", Prefix: "sha256=", IDHeader: "X-GitHub-Delivery", TypeHeader: "X-GitHub-Event"},
 	})
 	header := http.Header{
@@ -127,7 +128,7 @@ func TestEndToEndHMACGitHubVector(t *testing.T) {
 func TestEndToEndHMACIDFromTheBody(t *testing.T) {
 	t.Parallel()
 	b := setupE2E(t, config.SourceConfig{
-		Name: "plain", Provider: "hmac", Secrets: []string{"plain_secret"},
+		Name: "plain", Provider: "hmac", Secrets: []config.Secret{"plain_secret"},
 		HMAC: config.HMACConfig{Header: "X-Signature", IDPath: "data.id", TypePath: "type"},
 	})
 	pc := &provider.Config{HMAC: &provider.HMACConfig{Header: "X-Signature", IDPath: "data.id", TypePath: "type"}}

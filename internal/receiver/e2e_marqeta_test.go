@@ -24,7 +24,7 @@ const (
 func setupMarqetaE2E(t *testing.T) *e2eBundle {
 	t.Helper()
 	return setupE2E(t, config.SourceConfig{
-		Name: "mq", Provider: "marqeta", Secrets: []string{marqetaE2ESecret}, Algorithm: "sha1",
+		Name: "mq", Provider: "marqeta", Secrets: []config.Secret{marqetaE2ESecret}, Algorithm: "sha1",
 		BasicAuth: []config.BasicAuthConfig{{Username: marqetaE2EUser, Password: marqetaE2EPassword}},
 	})
 }

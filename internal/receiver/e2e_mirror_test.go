@@ -30,8 +30,8 @@ func TestEndToEndMirrorStorm(t *testing.T) {
 		perObject     = 8
 	)
 	b := setupE2E(t,
-		config.SourceConfig{Name: "stripe", Provider: "stripe", Secrets: []string{stripeSecret}},
-		config.SourceConfig{Name: "shop", Provider: "shopify", Secrets: []string{shopifySecret}})
+		config.SourceConfig{Name: "stripe", Provider: "stripe", Secrets: []config.Secret{stripeSecret}},
+		config.SourceConfig{Name: "shop", Provider: "shopify", Secrets: []config.Secret{shopifySecret}})
 	startMirror(t, b)
 
 	postStripe := func(eventID, customer string, created int64) {

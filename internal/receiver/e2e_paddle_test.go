@@ -23,7 +23,7 @@ func paddleDelivery(secret string, at time.Time, body []byte) http.Header {
 func TestEndToEndPaddle(t *testing.T) {
 	t.Parallel()
 	const secret = "pdl_ntfset_01hsdn8d43dt7mezr1ef2jtbaw_e2e"
-	b := setupE2E(t, config.SourceConfig{Name: "paddle", Provider: "paddle", Secrets: []string{secret}})
+	b := setupE2E(t, config.SourceConfig{Name: "paddle", Provider: "paddle", Secrets: []config.Secret{secret}})
 	body := []byte(`{"data":{"id":"txn_01hv8wptq8987qeep44cyrewp9","status":"completed"},"event_id":"evt_01hv8x2acma2gz4sx4d3yvqgzb",` +
 		`"event_type":"transaction.completed","occurred_at":"2026-11-29T10:00:00.000000Z","notification_id":"ntf_01hv8x2af4cxkq2b8v2tq3hyq8"}`)
 

@@ -31,7 +31,7 @@ func slackDelivery(secret string, body []byte, retry string) http.Header {
 func TestEndToEndSlack(t *testing.T) {
 	t.Parallel()
 	const secret = "8f742231b10e8888abcd99yyyzzz85a5"
-	b := setupE2E(t, config.SourceConfig{Name: "slack", Provider: "slack", Secrets: []string{secret}})
+	b := setupE2E(t, config.SourceConfig{Name: "slack", Provider: "slack", Secrets: []config.Secret{secret}})
 
 	// Configuring the request URL: the challenge is echoed, nothing stored.
 	handshake := []byte(`{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)

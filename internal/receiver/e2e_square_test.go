@@ -33,7 +33,7 @@ func squareDelivery(key, url string, body []byte, retry string) http.Header {
 func TestEndToEndSquare(t *testing.T) {
 	t.Parallel()
 	const key = "Ibxx_5AKakO-3qeNVR61Dw"
-	b := setupE2E(t, config.SourceConfig{Name: "sq", Provider: "square", Secrets: []string{key}, URL: squareURL})
+	b := setupE2E(t, config.SourceConfig{Name: "sq", Provider: "square", Secrets: []config.Secret{key}, URL: squareURL})
 	body := []byte(`{"merchant_id":"MLEFBHHSJGVHD","type":"payment.updated","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f",` +
 		`"created_at":"2026-11-29T10:00:00Z","data":{"type":"payment","id":"KkAkhdMsgzn59SM8A89WgKwekxLZY",` +
 		`"object":{"payment":{"id":"KkAkhdMsgzn59SM8A89WgKwekxLZY","status":"COMPLETED","version":3}}}}`)

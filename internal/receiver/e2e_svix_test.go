@@ -32,7 +32,7 @@ func svixDelivery(t *testing.T, secret, msgID string, body []byte, prefix string
 func TestEndToEndSvix(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	b := setupE2E(t, config.SourceConfig{Name: "svix", Provider: "svix", Secrets: []string{secret}})
+	b := setupE2E(t, config.SourceConfig{Name: "svix", Provider: "svix", Secrets: []config.Secret{secret}})
 	body := []byte(`{"type":"invoice.paid","data":{"invoice_id":"inv_1","amount":"12.00"}}`)
 
 	r := b.post(t, "svix", svixDelivery(t, secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", body, "svix"), body)

@@ -37,7 +37,7 @@ func setupE2E(t *testing.T, sources ...config.SourceConfig) *e2eBundle {
 		}
 	}
 	db := dbtest.New(t)
-	cfg := &config.Config{Database: config.DatabaseConfig{URL: db.URL}, Sources: sources}
+	cfg := &config.Config{Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)}, Sources: sources}
 	cfg.ApplyDefaults()
 	env := &daemon.Env{Config: cfg, Logger: zaptest.NewLogger(t), Pool: db.Pool}
 	srv, stop, err := daemon.NewReceiver(env)

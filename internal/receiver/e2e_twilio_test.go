@@ -48,7 +48,7 @@ func TestEndToEndTwilio(t *testing.T) {
 		token   = "twilio_e2e_auth_token"
 		hookURL = "https://hooks.example.com/webhooks/sms?tenant=acme"
 	)
-	b := setupE2E(t, config.SourceConfig{Name: "sms", Provider: "twilio", Secrets: []string{"twilio_old_token", token}, URL: hookURL})
+	b := setupE2E(t, config.SourceConfig{Name: "sms", Provider: "twilio", Secrets: []config.Secret{"twilio_old_token", token}, URL: hookURL})
 	status := func(sid, status string) url.Values {
 		return url.Values{
 			"MessageSid": {sid}, "SmsSid": {sid}, "MessageStatus": {status}, "SmsStatus": {status},
@@ -108,8 +108,8 @@ func TestEndToEndTwilio(t *testing.T) {
 func TestEndToEndTwilioGoldenVectors(t *testing.T) {
 	t.Parallel()
 	b := setupE2E(t,
-		config.SourceConfig{Name: "voice", Provider: "twilio", Secrets: []string{"12345"}, URL: "https://mycompany.com/myapp.php?foo=1&bar=2"},
-		config.SourceConfig{Name: "bare", Provider: "twilio", Secrets: []string{"12345"}, URL: "https://mycompany.com/myapp.php"},
+		config.SourceConfig{Name: "voice", Provider: "twilio", Secrets: []config.Secret{"12345"}, URL: "https://mycompany.com/myapp.php?foo=1&bar=2"},
+		config.SourceConfig{Name: "bare", Provider: "twilio", Secrets: []config.Secret{"12345"}, URL: "https://mycompany.com/myapp.php"},
 	)
 	form := url.Values{
 		"Digits": {"1234"}, "CallSid": {"CA1234567890ABCDE"}, "To": {"+18005551212"},
@@ -143,7 +143,7 @@ func TestEndToEndTwilioGoldenVectors(t *testing.T) {
 func TestEndToEndTwilioUnstorableFormIsRecordedAsFailed(t *testing.T) {
 	t.Parallel()
 	const token, hookURL = "twilio_e2e_auth_token", "https://hooks.example.com/sms"
-	b := setupE2E(t, config.SourceConfig{Name: "sms", Provider: "twilio", Secrets: []string{token}, URL: hookURL})
+	b := setupE2E(t, config.SourceConfig{Name: "sms", Provider: "twilio", Secrets: []config.Secret{token}, URL: hookURL})
 	params := url.Values{"MessageSid": {"SM9"}, "MessageStatus": {"received"}, "Body": {"caf\xe9 \x00"}}
 	r := b.twilioForm(t, "sms", token, hookURL, params, "idem-bad")
 	require.Equal(t, map[string]int{"new": 1, "duplicates": 0, "twins": 0}, r.counts(t))

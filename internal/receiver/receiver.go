@@ -176,9 +176,7 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 			return nil, fmt.Errorf("receiver: source %q has no verifier", src.Name)
 		case src.MaxBodyBytes <= 0 || src.AckTimeout <= 0:
 			return nil, fmt.Errorf("receiver: source %q needs a positive body limit and ack timeout", src.Name)
-		case src.MaxBodyBytes+1 > c.MaxUnverifiedBytes/2:
-			// Reading a body of unknown length to the limit holds one byte
-			// more, to tell that it ends there.
+		case !BodyFits(src.MaxBodyBytes, c.MaxUnverifiedBytes):
 			return nil, fmt.Errorf("receiver: source %q's body limit (%d bytes) plus one is over half the unverified-body budget (%d bytes)",
 				src.Name, src.MaxBodyBytes, c.MaxUnverifiedBytes)
 		}
@@ -200,12 +198,20 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 // plus one (a body of unknown length read to the limit holds one byte more)
 // when that is more.
 func UnverifiedBytesFor(bodyLimits ...int64) int64 {
+	// The least budget BodyFits accepts for each limit.
 	n := MaxUnverifiedBytesDefault
 	for _, limit := range bodyLimits {
 		n = max(n, 2*(limit+1))
 	}
 	return n
 }
+
+// BodyFits reports whether a body at limit fits one client's half of an
+// unverified-body budget of budget bytes: reading a body of unknown length
+// to the limit holds one byte more, to tell that it ends there. New refuses
+// a source it does not fit, and config validation says so first, naming the
+// keys; this is the rule both apply.
+func BodyFits(limit, budget int64) bool { return 2*(limit+1) <= budget }
 
 // InFlight returns the number of deliveries being handled (see
 // Config.MaxInFlight); 0 for a nil Server.

@@ -3,7 +3,11 @@
 // below, already defaulted, expanded and validated.
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/hookinbox/hookinbox/pkg/secret"
+)
 
 // Config is the whole configuration of the receiver, the worker and inboxctl.
 type Config struct {
@@ -22,7 +26,7 @@ type Config struct {
 type DatabaseConfig struct {
 	// URL is a libpq-style connection URL. Precedence: HOOKINBOX_DATABASE_URL,
 	// then database.url, then DATABASE_URL. Required.
-	URL string `mapstructure:"url"`
+	URL secret.URL `mapstructure:"url"`
 	// MaxConns is each process's connection pool size, the most
 	// connections it opens; a worker's concurrency does not change it.
 	// Defaults to 16.
@@ -37,7 +41,7 @@ type DatabaseConfig struct {
 	// (the pooler bounds the server's connections), and query_mode
 	// defaults to exec. See docs/pgbouncer.md.
 	Pooler string `mapstructure:"pooler"`
-	// QueryMode is how pgx sends queries, one of QueryModes:
+	// QueryMode is how pgx sends queries, one of
 	// cache_statement (named prepared statements cached per connection),
 	// cache_describe, describe_exec, exec or simple_protocol. Behind a
 	// transaction pooler only cache_describe, exec and simple_protocol
@@ -157,7 +161,7 @@ type SourceConfig struct {
 	// hex-encoded HMAC keys; twilio: auth tokens). Values may reference the
 	// environment as ${NAME}. Which providers require one is up to the
 	// provider (marqeta's HMAC is optional); none may be empty.
-	Secrets []string `mapstructure:"secrets"`
+	Secrets []secret.String `mapstructure:"secrets"`
 	// SecretsFile names a file with one secret per line (blank lines and
 	// lines starting with # are skipped); its secrets are appended to Secrets.
 	SecretsFile string `mapstructure:"secrets_file"`
@@ -179,7 +183,7 @@ type SourceConfig struct {
 	// URL is the notification URL exactly as registered at the provider,
 	// which square and twilio sign; matched byte for byte, never rebuilt
 	// from the request. Must be an absolute http:// or https:// URL.
-	URL string `mapstructure:"url"`
+	URL secret.URL `mapstructure:"url"`
 	// Algorithm picks the HMAC hash where the provider lets you choose:
 	// marqeta (sha1 or sha256, default sha256) and hmac (sha1, sha256 or
 	// sha512, default sha256). Empty means the provider's default.
@@ -225,7 +229,7 @@ type BasicAuthConfig struct {
 	Username string `mapstructure:"username"`
 	// Password is compared byte for byte. Reference the environment
 	// ("${MARQETA_WEBHOOK_PASSWORD}") rather than writing it in the file.
-	Password string `mapstructure:"password"`
+	Password secret.String `mapstructure:"password"`
 }
 
 // HMACConfig configures the generic hmac provider.
@@ -257,7 +261,7 @@ type HMACConfig struct {
 	APIKeyHeader string `mapstructure:"api_key_header"`
 	// APIKeys are the accepted API keys, any one of which may match; none
 	// may be empty. Redacted shows only their count.
-	APIKeys []string `mapstructure:"api_keys"`
+	APIKeys []secret.String `mapstructure:"api_keys"`
 	// ChallengePath makes a verified delivery with a string at this JSON
 	// path a handshake that is echoed back and never stored.
 	ChallengePath string `mapstructure:"challenge_path"`
@@ -400,3 +404,12 @@ type RouteConfig struct {
 	// (worker.RouteFrom). Required with forward.
 	Destinations []string `mapstructure:"destinations"`
 }
+
+// Secret is secret.String, the type of every secret-valued setting: it
+// prints as "redacted" wherever it is printed, and Reveal gives its value.
+type Secret = secret.String
+
+// SecretURL is secret.URL, the type of a URL setting that may carry a
+// password (database.url, a source's url): it prints with the password as
+// "xxxxx".
+type SecretURL = secret.URL

@@ -64,7 +64,7 @@ func (env environment) warnings() []string {
 	var warnings []string
 	for _, entry := range env.environ {
 		name, _, _ := strings.Cut(entry, "=")
-		if !strings.HasPrefix(name, EnvPrefix+"_") || known[name] {
+		if !strings.HasPrefix(name, envPrefix+"_") || known[name] {
 			continue
 		}
 		msg := fmt.Sprintf("%s matches no config key, so it is ignored", name)

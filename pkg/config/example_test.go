@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 const examplePath = "../../config/hookinbox.yaml"
@@ -60,11 +61,11 @@ func TestExampleFile(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cfg.Validate())
 
-	require.Equal(t, exampleEnv["DATABASE_URL"], cfg.Database.URL)
+	require.Equal(t, exampleEnv["DATABASE_URL"], cfg.Database.URL.Reveal())
 	require.Empty(t, cfg.Receiver.TrustedProxies)
 	stripe, ok := cfg.Source("stripe")
 	require.True(t, ok)
-	require.Equal(t, []string{"whsec_stripe"}, stripe.Secrets)
+	require.Equal(t, []string{"whsec_stripe"}, secret.Reveal(stripe.Secrets))
 	require.Nil(t, stripe.TwinTypes, "the example keeps the default twin types")
 	bank, ok := cfg.Source("bank")
 	require.True(t, ok)
@@ -80,7 +81,7 @@ func TestExampleFile(t *testing.T) {
 			Filter: []config.FilterConfig{{Path: "data.object.currency", In: []string{"usd", "eur"}}}, Destinations: []string{"billing"}},
 		{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}},
 	}, cfg.Worker.Routes)
-	require.Equal(t, exampleEnv["BILLING_WEBHOOK_SECRET"], cfg.Worker.Destinations["billing"].Secret)
+	require.Equal(t, exampleEnv["BILLING_WEBHOOK_SECRET"], cfg.Worker.Destinations["billing"].Secret.Reveal())
 
 	// github and slack leave their limits to the provider presets.
 	for _, name := range []string{"github", "slack"} {
@@ -93,10 +94,10 @@ func TestExampleFile(t *testing.T) {
 		require.Equal(t, cmp.Or(preset.AckTimeout, cfg.Receiver.AckTimeout), source.AckTimeout, name)
 	}
 	if marqeta, ok := cfg.Source("marqeta"); ok {
-		require.Equal(t, []config.BasicAuthConfig{{Username: "hookinbox", Password: exampleEnv["MARQETA_WEBHOOK_PASSWORD"]}}, marqeta.BasicAuth)
+		require.Equal(t, []config.BasicAuthConfig{{Username: "hookinbox", Password: secret.String(exampleEnv["MARQETA_WEBHOOK_PASSWORD"])}}, marqeta.BasicAuth)
 	}
 	if partner, ok := cfg.Source("partner"); ok {
-		require.Equal(t, []string{exampleEnv["PARTNER_API_KEY"]}, partner.HMAC.APIKeys)
+		require.Equal(t, []secret.String{secret.String(exampleEnv["PARTNER_API_KEY"])}, partner.HMAC.APIKeys)
 	}
 }
 
@@ -210,12 +211,4 @@ func ExampleEnvVar() {
 	// Output:
 	// HOOKINBOX_RECEIVER_MAX_BODY_BYTES
 	// HOOKINBOX_WORKER_CONCURRENCY
-}
-
-func ExampleRedactDatabaseURL() {
-	fmt.Println(config.RedactDatabaseURL("postgres://app:s3cret@db:5432/hookinbox"))
-	fmt.Println(config.RedactDatabaseURL("host=db user=app password=s3cret"))
-	// Output:
-	// postgres://app:xxxxx@db:5432/hookinbox
-	// host=db user=app password=xxxxx
 }

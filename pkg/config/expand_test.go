@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 func TestExpandEnv(t *testing.T) {
@@ -24,7 +26,7 @@ func TestExpandEnv(t *testing.T) {
 			Log:      LogConfig{Level: "${LEVEL}"},
 			Sources: []SourceConfig{{
 				Name:        "stripe",
-				Secrets:     []string{"${A}", "x-${B}-y"},
+				Secrets:     []secret.String{"${A}", "x-${B}-y"},
 				SecretsFile: "${DIR}/stripe",
 			}},
 			Worker: WorkerConfig{
@@ -37,9 +39,9 @@ func TestExpandEnv(t *testing.T) {
 			"QUEUE": "bank", "SOURCE": "stripe", "TYPE": "charge", "HANDLER": "log",
 		}))
 		require.NoError(t, err)
-		require.Equal(t, "postgres://db/hookinbox", cfg.Database.URL)
+		require.Equal(t, "postgres://db/hookinbox", cfg.Database.URL.Reveal())
 		require.Equal(t, "debug", cfg.Log.Level)
-		require.Equal(t, []string{"a$1", "x--y"}, cfg.Sources[0].Secrets, "values are not expanded again; set but empty expands to empty")
+		require.Equal(t, []string{"a$1", "x--y"}, secret.Reveal(cfg.Sources[0].Secrets), "values are not expanded again; set but empty expands to empty")
 		require.Equal(t, "/run/secrets/stripe", cfg.Sources[0].SecretsFile)
 		require.Equal(t, []string{"bank"}, cfg.Worker.Queues)
 		require.Equal(t, RouteConfig{Source: "stripe", Types: []string{"charge.*"}, Handlers: []string{"log"}}, cfg.Worker.Routes[0])
@@ -56,7 +58,7 @@ func TestExpandEnv(t *testing.T) {
 				Algorithm: "${ALG}",
 				TwinTypes: []string{"${TWIN}"},
 				AllowIPs:  []string{"${ALLOW}"},
-				HMAC:      HMACConfig{Header: "${HEADER}", APIKeys: []string{"${KEY_NEW}", "${KEY_OLD}"}},
+				HMAC:      HMACConfig{Header: "${HEADER}", APIKeys: []secret.String{"${KEY_NEW}", "${KEY_OLD}"}},
 			}},
 		}
 		require.NoError(t, expand(cfg, lookup(map[string]string{
@@ -71,7 +73,7 @@ func TestExpandEnv(t *testing.T) {
 			Algorithm: "sha1",
 			TwinTypes: []string{"invoice.paid"},
 			AllowIPs:  []string{"203.0.113.7"},
-			HMAC:      HMACConfig{Header: "X-Signature", APIKeys: []string{"key-new", "key-old"}},
+			HMAC:      HMACConfig{Header: "X-Signature", APIKeys: []secret.String{"key-new", "key-old"}},
 		}, cfg.Sources[0])
 	})
 
@@ -79,10 +81,10 @@ func TestExpandEnv(t *testing.T) {
 		t.Parallel()
 
 		cfg := &Config{Sources: []SourceConfig{
-			{Secrets: []string{"ok"}},
+			{Secrets: []secret.String{"ok"}},
 			{
 				BasicAuth: []BasicAuthConfig{{Username: "u", Password: "${SET}"}, {Username: "u2", Password: "${MARQETA_PW}"}},
-				HMAC:      HMACConfig{APIKeys: []string{"${API_KEY}"}},
+				HMAC:      HMACConfig{APIKeys: []secret.String{"${API_KEY}"}},
 			},
 		}}
 		err := expand(cfg, lookup(map[string]string{"SET": testSecret}))
@@ -94,10 +96,10 @@ func TestExpandEnv(t *testing.T) {
 		t.Parallel()
 
 		cfg := &Config{Sources: []SourceConfig{{
-			Secrets: []string{"$A", "$", "a$b", "${", "${1A}", "${ A }", "$$", "${}"},
+			Secrets: []secret.String{"$A", "$", "a$b", "${", "${1A}", "${ A }", "$$", "${}"},
 		}}}
 		require.NoError(t, expand(cfg, lookup(map[string]string{"A": "expanded"})))
-		require.Equal(t, []string{"$A", "$", "a$b", "${", "${1A}", "${ A }", "$$", "${}"}, cfg.Sources[0].Secrets)
+		require.Equal(t, []string{"$A", "$", "a$b", "${", "${1A}", "${ A }", "$$", "${}"}, secret.Reveal(cfg.Sources[0].Secrets))
 	})
 
 	t.Run("UnsetVariablesAreAllReportedByKey", func(t *testing.T) {
@@ -106,8 +108,8 @@ func TestExpandEnv(t *testing.T) {
 		cfg := &Config{
 			Database: DatabaseConfig{URL: "${DATABASE_URL}"},
 			Sources: []SourceConfig{
-				{Secrets: []string{"ok"}},
-				{Secrets: []string{"${SET}", "${STRIPE_WEBHOOK_SECRET}"}},
+				{Secrets: []secret.String{"ok"}},
+				{Secrets: []secret.String{"${SET}", "${STRIPE_WEBHOOK_SECRET}"}},
 			},
 			Worker: WorkerConfig{Routes: []RouteConfig{{Handlers: []string{"${H}"}}}},
 		}
@@ -121,10 +123,10 @@ func TestExpandEnv(t *testing.T) {
 		t.Parallel()
 
 		cfg := &Config{Sources: []SourceConfig{
-			{Name: "stripe", Secrets: []string{"${STRIPE}"}},
-			{Name: "Not Valid", Secrets: []string{"${BAD}"}},
-			{Name: "twin", Secrets: []string{"${TWIN_A}"}},
-			{Name: "twin", Secrets: []string{"${TWIN_B}"}},
+			{Name: "stripe", Secrets: []secret.String{"${STRIPE}"}},
+			{Name: "Not Valid", Secrets: []secret.String{"${BAD}"}},
+			{Name: "twin", Secrets: []secret.String{"${TWIN_A}"}},
+			{Name: "twin", Secrets: []secret.String{"${TWIN_B}"}},
 		}}
 		err := expand(cfg, lookup(nil))
 		require.EqualError(t, err, "sources[stripe].secrets[0]: environment variable STRIPE is not set\n"+

@@ -6,20 +6,22 @@ import (
 	"strings"
 
 	"github.com/spf13/viper"
+
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
-// EnvPrefix prefixes the environment variables that override scalar keys:
+// envPrefix prefixes the environment variables that override scalar keys:
 // the key receiver.max_body_bytes is overridden by
 // HOOKINBOX_RECEIVER_MAX_BODY_BYTES, database.url by HOOKINBOX_DATABASE_URL.
-const EnvPrefix = "HOOKINBOX"
+const envPrefix = "HOOKINBOX"
 
 // PathEnv names the environment variable Load reads the config file's path
 // from when it is given an empty path.
 const PathEnv = "HOOKINBOX_CONFIG"
 
-// DatabaseURLEnv is the conventional environment variable Load falls back to
+// databaseURLEnv is the conventional environment variable Load falls back to
 // when neither HOOKINBOX_DATABASE_URL nor database.url is set.
-const DatabaseURLEnv = "DATABASE_URL"
+const databaseURLEnv = "DATABASE_URL"
 
 // Load reads the configuration, applies defaults and validates what needs
 // names (see Needs): a command is refused only for the settings it uses. It
@@ -72,7 +74,8 @@ func load(path string, needs Needs, env environment) (*Config, error) {
 	// Below both HOOKINBOX_DATABASE_URL and database.url. Taken literally:
 	// it is not subject to ${NAME} expansion.
 	if cfg.Database.URL == "" {
-		cfg.Database.URL, _ = env.lookup(DatabaseURLEnv)
+		url, _ := env.lookup(databaseURLEnv)
+		cfg.Database.URL = secret.URL(url)
 	}
 	if needs.covers("sources") {
 		cfg.readSecretsFiles(&p)
@@ -147,7 +150,7 @@ func readSettings(path string) (map[string]any, error) {
 // EnvVar returns the environment variable that overrides the scalar key, e.g.
 // "worker.concurrency" → "HOOKINBOX_WORKER_CONCURRENCY".
 func EnvVar(key string) string {
-	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
 // readSecretsFiles appends each source's secrets_file to its secrets.
@@ -163,7 +166,9 @@ func (c *Config) readSecretsFiles(p *problems) {
 			p.add(keys[i]+".secrets_file", err)
 			continue
 		}
-		source.Secrets = append(source.Secrets, secrets...)
+		for _, s := range secrets {
+			source.Secrets = append(source.Secrets, secret.String(s))
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 func TestLoad(t *testing.T) {
@@ -48,7 +49,7 @@ worker:
 		require.Equal(t, []SourceConfig{{
 			Name:         "stripe",
 			Provider:     "stripe",
-			Secrets:      []string{testSecret},
+			Secrets:      []secret.String{testSecret},
 			Tolerance:    5 * time.Minute,
 			MaxBodyBytes: 2048,            // Inherited from receiver.
 			AckTimeout:   2 * time.Second, // Inherited from receiver.
@@ -102,7 +103,7 @@ worker:
 			Sources: []SourceConfig{{
 				Name:         "stripe",
 				Provider:     "stripe",
-				Secrets:      []string{testSecret},
+				Secrets:      []secret.String{testSecret},
 				Tolerance:    5 * time.Minute,
 				MaxBodyBytes: 1048576,
 				AckTimeout:   4 * time.Second,
@@ -297,7 +298,7 @@ receiver:
 		require.Equal(t, HMACConfig{
 			Header: "X-Signature", Prefix: "sha512=", Encoding: "base64", Template: "{timestamp}.{body}",
 			TimestampHeader: "X-Timestamp", IDPath: "data.id", TypeHeader: "X-Event",
-			APIKeyHeader: "X-Api-Key", APIKeys: []string{"key-" + testSecret}, ChallengePath: "challenge",
+			APIKeyHeader: "X-Api-Key", APIKeys: []secret.String{"key-" + testSecret}, ChallengePath: "challenge",
 		}, partner.HMAC)
 	})
 
@@ -356,7 +357,7 @@ sources:
 `)
 		cfg, err := loadIn(path, NeedDatabase|NeedReceiver, nil)
 		require.NoError(t, err)
-		require.Equal(t, []string{"a$b", "$HOME", "$", "${", "$${x"}, cfg.Sources[0].Secrets)
+		require.Equal(t, []string{"a$b", "$HOME", "$", "${", "$${x"}, secret.Reveal(cfg.Sources[0].Secrets))
 	})
 }
 
@@ -378,7 +379,7 @@ sources:
 `)
 		cfg, err := loadIn(path, NeedDatabase|NeedReceiver, nil)
 		require.NoError(t, err)
-		require.Equal(t, []string{"inline", "new-secret", "old-secret", "last-without-newline"}, cfg.Sources[0].Secrets)
+		require.Equal(t, []string{"inline", "new-secret", "old-secret", "last-without-newline"}, secret.Reveal(cfg.Sources[0].Secrets))
 		require.Equal(t, secretsPath, cfg.Sources[0].SecretsFile)
 	})
 
@@ -396,7 +397,7 @@ sources:
 `)
 		cfg, err := loadIn(path, NeedDatabase|NeedReceiver, nil)
 		require.NoError(t, err)
-		require.Equal(t, []string{testSecret}, cfg.Sources[0].Secrets)
+		require.Equal(t, []string{testSecret}, secret.Reveal(cfg.Sources[0].Secrets))
 	})
 
 	t.Run("OnlyCommentsMeansNoSecret", func(t *testing.T) {
@@ -497,7 +498,7 @@ log:
 			"HOOKINBOX_WORKER_LISTEN": ":9090",
 		})
 		require.NoError(t, err)
-		require.Equal(t, "postgres://localhost/hookinbox", cfg.Database.URL)
+		require.Equal(t, "postgres://localhost/hookinbox", cfg.Database.URL.Reveal())
 		require.Equal(t, ":9090", cfg.Worker.Listen)
 		require.Equal(t, "127.0.0.1:8080", cfg.Receiver.Listen)
 		require.Empty(t, cfg.Sources)
@@ -550,8 +551,8 @@ sources:
 			"SECRETS_DIR":               secretsDir,
 		})
 		require.NoError(t, err)
-		require.Equal(t, []string{testSecret, "prefix-whsec_old"}, cfg.Sources[0].Secrets)
-		require.Equal(t, []string{testBankSecret}, cfg.Sources[1].Secrets)
+		require.Equal(t, []string{testSecret, "prefix-whsec_old"}, secret.Reveal(cfg.Sources[0].Secrets))
+		require.Equal(t, []string{testBankSecret}, secret.Reveal(cfg.Sources[1].Secrets))
 	})
 
 	t.Run("UnsetEnvReferenceNamesKeyNotValue", func(t *testing.T) {
@@ -621,14 +622,14 @@ func TestLoadDatabaseURLPrecedence(t *testing.T) {
 			t.Parallel()
 
 			env := map[string]string{}
-			for name, value := range map[string]string{"HOOKINBOX_DATABASE_URL": tt.prefixed, DatabaseURLEnv: tt.plain} {
+			for name, value := range map[string]string{"HOOKINBOX_DATABASE_URL": tt.prefixed, databaseURLEnv: tt.plain} {
 				if value != "" {
 					env[name] = value
 				}
 			}
 			cfg, err := loadIn(fileWith(t, tt.file), NeedDatabase, env)
 			require.NoError(t, err)
-			require.Equal(t, tt.want, cfg.Database.URL)
+			require.Equal(t, tt.want, cfg.Database.URL.Reveal())
 		})
 	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 // TestMain unsets the variables Load reads, so that a developer's or CI's
@@ -18,7 +20,7 @@ import (
 func TestMain(m *testing.M) {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, EnvPrefix+"_") || name == DatabaseURLEnv {
+		if strings.HasPrefix(name, envPrefix+"_") || name == databaseURLEnv {
 			os.Unsetenv(name)
 		}
 	}
@@ -83,8 +85,8 @@ func validConfig() *Config {
 	cfg := &Config{
 		Database: DatabaseConfig{URL: "postgres://hookinbox:" + testDatabasePassword + "@localhost:5432/hookinbox"},
 		Sources: []SourceConfig{
-			{Name: "stripe", Provider: "stripe", Secrets: []string{testSecret}},
-			{Name: "bank", Provider: "standardwebhooks", Secrets: []string{testBankSecret}},
+			{Name: "stripe", Provider: "stripe", Secrets: []secret.String{testSecret}},
+			{Name: "bank", Provider: "standardwebhooks", Secrets: []secret.String{testBankSecret}},
 		},
 		Worker: WorkerConfig{
 			Routes: []RouteConfig{

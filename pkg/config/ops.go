@@ -2,13 +2,12 @@ package config
 
 import (
 	"cmp"
-	"maps"
 	"net/url"
-	"slices"
 	"time"
 
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/rejection"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -41,10 +40,10 @@ type ReconcileConfig struct {
 	// APIKey is the provider's API key: for Stripe a restricted key (rk_…)
 	// with read access to Events only. Reference the environment
 	// ("${STRIPE_RECONCILE_KEY}"). Required when Enabled.
-	APIKey string `mapstructure:"api_key"`
+	APIKey secret.String `mapstructure:"api_key"`
 	// APIBaseURL is the provider API's root. Defaults to
 	// https://api.stripe.com.
-	APIBaseURL string `mapstructure:"api_base_url"`
+	APIBaseURL secret.URL `mapstructure:"api_base_url"`
 	// Interval is how often the source is reconciled. Defaults to 15m.
 	Interval time.Duration `mapstructure:"interval"`
 	// Lookback is the window each run lists (events created in the last
@@ -59,7 +58,7 @@ type WorkerAdminConfig struct {
 	// Token is the bearer token every admin request must carry. The API is
 	// off when it is empty: never served open. Reference the environment
 	// ("${HOOKINBOX_ADMIN_TOKEN}"); at least 16 bytes. Defaults to empty.
-	Token string `mapstructure:"token"`
+	Token secret.String `mapstructure:"token"`
 }
 
 // The defaults of the keys above.
@@ -113,7 +112,7 @@ func (c *Config) validateOps(p *problems) {
 		if rc.APIKey == "" {
 			p.addf(key+".api_key", "required when reconcile.enabled is true (a restricted key with read access to events)")
 		}
-		if u, err := url.Parse(rc.APIBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		if u, err := url.Parse(rc.APIBaseURL.Reveal()); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			p.addf(key+".api_base_url", "must be an absolute http:// or https:// URL")
 		}
 		positive(p, key+".interval", rc.Interval)
@@ -129,58 +128,4 @@ func (c *Config) validateOps(p *problems) {
 	if t := c.Worker.Admin.Token; t != "" && len(t) < minAdminTokenBytes {
 		p.addf("worker.admin.token", "must be at least %d bytes (or empty to turn the admin API off)", minAdminTokenBytes)
 	}
-}
-
-func (r *RejectionsConfig) redacted() map[string]any {
-	return map[string]any{
-		"disabled": r.Disabled, "keep": r.Keep, "sample_burst": r.SampleBurst, "sample_every": duration(r.SampleEvery),
-	}
-}
-
-func (r *ReconcileConfig) redacted() map[string]any {
-	return map[string]any{
-		"enabled": r.Enabled, "api_key": redactValue(r.APIKey), "api_base_url": redactURL(r.APIBaseURL),
-		"interval": duration(r.Interval), "lookback": duration(r.Lookback),
-	}
-}
-
-func (a *WorkerAdminConfig) redacted() map[string]any {
-	return map[string]any{"token": redactValue(a.Token)}
-}
-
-// SecretValues returns every secret the config holds for the sources (their
-// signing secrets, Basic Auth passwords, API keys and reconciliation keys),
-// the admin token, the destinations' signing secrets and the values of
-// tracing.headers: what must never be stored or shown, and what the
-// rejection samples redact from any header value.
-func (c *Config) SecretValues() []string {
-	var out []string
-	for i := range c.Sources {
-		s := &c.Sources[i]
-		out = append(out, s.Secrets...)
-		for _, ba := range s.BasicAuth {
-			out = append(out, ba.Password)
-		}
-		out = append(out, s.HMAC.APIKeys...)
-		if s.Reconcile.APIKey != "" {
-			out = append(out, s.Reconcile.APIKey)
-		}
-	}
-	for _, ba := range c.Worker.UI.BasicAuth {
-		out = append(out, ba.Password)
-	}
-	if c.Worker.Admin.Token != "" {
-		out = append(out, c.Worker.Admin.Token)
-	}
-	for _, name := range slices.Sorted(maps.Keys(c.Tracing.Headers)) {
-		if v := c.Tracing.Headers[name]; v != "" {
-			out = append(out, v)
-		}
-	}
-	for _, d := range c.Worker.Destinations {
-		if d.Secret != "" {
-			out = append(out, d.Secret)
-		}
-	}
-	return out
 }

@@ -158,16 +158,6 @@ func (c *Config) routeProviders(source string) []string {
 	return out
 }
 
-// redactedOrdering adds the ordering options of a route to its logged form.
-func (r *RouteConfig) redactedOrdering(m map[string]any) {
-	m["isolation"] = r.Isolation
-	m["mirror"] = map[string]any{"kind": r.Mirror.Kind, "id": r.Mirror.ID, "version": r.Mirror.Version,
-		"event_time": r.Mirror.EventTime, "tie": r.Mirror.Tie}
-	m["lock"] = map[string]any{"key": r.Lock.Key, "snooze": duration(r.Lock.Snooze)}
-	m["sequence"] = map[string]any{"key": r.Sequence.Key, "order": r.Sequence.Order,
-		"hold_back": duration(r.Sequence.HoldBack), "poison_after": r.Sequence.PoisonAfter}
-}
-
 // WorkerRoute returns the worker.Route of the route, for a source of
 // provider (the mirror and sequence defaults depend on it; "" for a route
 // over several providers, which then takes no provider default).

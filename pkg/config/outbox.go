@@ -13,6 +13,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/jetstream"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -58,11 +59,11 @@ type DestinationConfig struct {
 	// URL is, for http, the absolute http(s) URL each message is POSTed
 	// to; for nats, the NATS server's URL ("nats://127.0.0.1:4222").
 	// Required.
-	URL string `mapstructure:"url"`
+	URL secret.URL `mapstructure:"url"`
 	// Secret (http) signs each POST per Standard Webhooks: "whsec_" and
 	// the base64 key. Reference the environment ("${BILLING_SECRET}").
 	// Defaults to none: unsigned.
-	Secret string `mapstructure:"secret"`
+	Secret secret.String `mapstructure:"secret"`
 	// Timeout bounds one delivery (http: the request; nats: the wait for
 	// the publish ack). Defaults to 10s.
 	Timeout time.Duration `mapstructure:"timeout"`
@@ -76,9 +77,10 @@ type DestinationConfig struct {
 	// (listed by `inboxctl outbox list`, put back by `inboxctl outbox
 	// replay`). Defaults to 20.
 	MaxAttempts int `mapstructure:"max_attempts"`
-	// BackoffMin and BackoffMax bound the wait between attempts (doubled
-	// per attempt, half of it random). Default to 1s and 1h.
+	// BackoffMin is the least wait between attempts (doubled per attempt,
+	// half of it random). Defaults to 1s.
 	BackoffMin time.Duration `mapstructure:"backoff_min"`
+	// BackoffMax caps the wait between attempts. Defaults to 1h.
 	BackoffMax time.Duration `mapstructure:"backoff_max"`
 	// Stream (nats) is the JetStream stream the subjects belong to.
 	// Required for nats.
@@ -139,11 +141,11 @@ func (c *Config) validateOutbox(p *problems) {
 		}
 		switch d.Kind {
 		case DestinationHTTP:
-			if u, err := url.Parse(d.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			if u, err := url.Parse(d.URL.Reveal()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				p.addf(key+".url", "must be an absolute http:// or https:// URL")
 			}
 			if d.Secret != "" {
-				if _, err := outbox.NewHTTP(&outbox.HTTPConfig{URL: "http://check", Secret: d.Secret}); err != nil {
+				if _, err := outbox.NewHTTP(&outbox.HTTPConfig{URL: "http://check", Secret: d.Secret.Reveal()}); err != nil {
 					p.addf(key+".secret", `must be "whsec_" followed by a base64 key`)
 				}
 			}
@@ -206,23 +208,4 @@ func (r *RouteConfig) workerFilter() []worker.Condition {
 		out[i] = worker.Condition{Path: f.Path, In: f.In}
 	}
 	return out
-}
-
-// redactedOutbox adds worker.outbox and worker.destinations to the worker's
-// logged form: secrets as "redacted", and a URL's password as "xxxxx".
-func (w *WorkerConfig) redactedOutbox(m map[string]any) {
-	r := &w.Outbox.Relay
-	m["outbox"] = map[string]any{"relay": map[string]any{
-		"disabled": r.Disabled, "batch": r.Batch, "lease": duration(r.Lease), "poll_interval": duration(r.PollInterval),
-	}}
-	dests := make(map[string]any, len(w.Destinations))
-	for name, d := range w.Destinations {
-		dests[name] = map[string]any{
-			"kind": d.Kind, "url": redactURL(d.URL), "secret": redactValue(d.Secret), "timeout": duration(d.Timeout),
-			"concurrency": d.Concurrency, "rate": d.Rate, "max_attempts": d.MaxAttempts,
-			"backoff_min": duration(d.BackoffMin), "backoff_max": duration(d.BackoffMax),
-			"stream": d.Stream, "subject": d.Subject, "subjects": d.Subjects, "create_stream": d.CreateStream,
-		}
-	}
-	m["destinations"] = dests
 }

@@ -52,7 +52,7 @@ worker:
 		require.Equal(t, 50, w.Outbox.Relay.Batch)
 		require.Equal(t, time.Second, w.Outbox.Relay.PollInterval)
 		billing := w.Destinations["billing"]
-		require.Equal(t, destinationSecret, billing.Secret, "expanded from the environment")
+		require.Equal(t, destinationSecret, billing.Secret.Reveal(), "expanded from the environment")
 		require.InDelta(t, 20.0, billing.Rate, 0)
 		require.Equal(t, 10*time.Second, billing.Timeout)
 		require.Equal(t, 8, billing.Concurrency)

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"net/url"
 	"slices"
 	"strings"
 
@@ -32,8 +31,8 @@ var queryModes = []struct {
 	{"simple_protocol", pgx.QueryExecModeSimpleProtocol},
 }
 
-// QueryModes returns the values of database.query_mode.
-func QueryModes() []string {
+// queryModeNames returns the values of database.query_mode.
+func queryModeNames() []string {
 	names := make([]string, len(queryModes))
 	for i, m := range queryModes {
 		names[i] = m.name
@@ -68,29 +67,14 @@ func (d *DatabaseConfig) validatePooler(p *problems) {
 		p.addf("database.pooler", "must be none or transaction, not %q", d.Pooler)
 	}
 	switch {
-	case !slices.Contains(QueryModes(), d.QueryMode):
-		p.addf("database.query_mode", "must be one of %s, not %q", strings.Join(QueryModes(), ", "), d.QueryMode)
+	case !slices.Contains(queryModeNames(), d.QueryMode):
+		p.addf("database.query_mode", "must be one of %s, not %q", strings.Join(queryModeNames(), ", "), d.QueryMode)
 	case d.TransactionPooled() && !slices.Contains(pooledQueryModes, d.QueryMode):
 		p.addf("database.query_mode", "%s does not work behind a transaction pooler (database.pooler: transaction), "+
 			"which may run each round trip on another server connection, where the statement %s prepared does not exist; use %s",
 			d.QueryMode, d.QueryMode, strings.Join(pooledQueryModes, ", "))
 	}
-	if urlSetsQueryMode(d.URL) {
+	if d.URL.HasParam("default_query_exec_mode") {
 		p.addf("database.url", "sets default_query_exec_mode; set database.query_mode instead")
 	}
-}
-
-// urlSetsQueryMode reports whether a database URL or key=value string sets
-// pgx's default_query_exec_mode, which database.query_mode replaces.
-func urlSetsQueryMode(s string) bool {
-	const key = "default_query_exec_mode"
-	if schemeRE.MatchString(s) {
-		u, err := url.Parse(s)
-		return err == nil && u.Query().Has(key)
-	}
-	pairs, err := parseDSN(s)
-	if err != nil {
-		return false
-	}
-	return slices.ContainsFunc(pairs, func(pair dsnPair) bool { return pair.key == key })
 }

@@ -41,8 +41,8 @@ func TestPooler(t *testing.T) {
 			"describe_exec": pgx.QueryExecModeDescribeExec, "exec": pgx.QueryExecModeExec,
 			"simple_protocol": pgx.QueryExecModeSimpleProtocol,
 		}
-		require.Len(t, QueryModes(), len(want))
-		for _, name := range QueryModes() {
+		require.Len(t, queryModeNames(), len(want))
+		for _, name := range queryModeNames() {
 			d := &DatabaseConfig{QueryMode: name}
 			require.Equal(t, want[name], d.QueryExecMode(), name)
 			// The names are those of pgx's own URL option.

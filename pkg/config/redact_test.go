@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 func TestRedacted(t *testing.T) {
@@ -17,13 +19,13 @@ func TestRedacted(t *testing.T) {
 	setup := func() *Config {
 		cfg := validConfig()
 		cfg.Receiver.TrustedProxies = []string{"10.0.0.0/8"}
-		cfg.Sources[0].Secrets = []string{testSecret, testSecret + "-old"}
+		cfg.Sources[0].Secrets = []secret.String{testSecret, testSecret + "-old"}
 		partner := hmacSource()
 		partner.BasicAuth = []BasicAuthConfig{{Username: "partner-user", Password: testPassword}}
 		partner.URL = "https://twilio:" + testPassword + "@hooks.example.com/partner?x=1"
 		partner.Algorithm = "sha512"
 		partner.AllowIPs = []string{"203.0.113.7"}
-		partner.HMAC.APIKeys = []string{testAPIKey, testAPIKey + "-old"}
+		partner.HMAC.APIKeys = []secret.String{testAPIKey, testAPIKey + "-old"}
 		cfg.Sources = append(cfg.Sources, partner)
 		return cfg
 	}

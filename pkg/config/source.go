@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 // hmacProvider is the config name of the generic provider that reads
@@ -20,14 +21,14 @@ const hmacProvider = "hmac"
 // succeeds.
 func (s *SourceConfig) ProviderConfig() *provider.Config {
 	pc := &provider.Config{
-		Secrets:   slices.Clone(s.Secrets),
+		Secrets:   secret.Reveal(s.Secrets),
 		Tolerance: s.Tolerance,
-		URL:       s.URL,
+		URL:       s.URL.Reveal(),
 		Algorithm: s.Algorithm,
 		TwinTypes: slices.Clone(s.TwinTypes), // Keeps nil (the default list) apart from empty (off).
 	}
 	for _, ba := range s.BasicAuth {
-		pc.BasicAuth = append(pc.BasicAuth, provider.BasicAuth{Username: ba.Username, Password: ba.Password})
+		pc.BasicAuth = append(pc.BasicAuth, provider.BasicAuth{Username: ba.Username, Password: ba.Password.Reveal()})
 	}
 	if s.Provider == hmacProvider {
 		h := &s.HMAC
@@ -42,7 +43,7 @@ func (s *SourceConfig) ProviderConfig() *provider.Config {
 			TypeHeader:      h.TypeHeader,
 			TypePath:        h.TypePath,
 			APIKeyHeader:    h.APIKeyHeader,
-			APIKeys:         slices.Clone(h.APIKeys),
+			APIKeys:         secret.Reveal(h.APIKeys),
 			ChallengePath:   h.ChallengePath,
 		}
 	}

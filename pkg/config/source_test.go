@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 func TestSourceConfigProviderConfig(t *testing.T) {
@@ -24,7 +25,7 @@ func TestSourceConfigProviderConfig(t *testing.T) {
 		s.HMAC = HMACConfig{
 			Header: "X-Sig", Prefix: "sha512=", Encoding: "base64", Template: "{timestamp}.{body}",
 			TimestampHeader: "X-Ts", IDHeader: "X-Id", IDPath: "data.id", TypeHeader: "X-Type", TypePath: "type",
-			APIKeyHeader: "X-Key", APIKeys: []string{"k1", "k2"}, ChallengePath: "challenge",
+			APIKeyHeader: "X-Key", APIKeys: []secret.String{"k1", "k2"}, ChallengePath: "challenge",
 		}
 
 		require.Equal(t, &provider.Config{
@@ -68,9 +69,9 @@ func TestSourceConfigProviderConfig(t *testing.T) {
 		pc.Secrets[0] = "changed"
 		pc.TwinTypes[0] = "changed"
 		pc.HMAC.APIKeys[0] = "changed"
-		require.Equal(t, []string{testSecret}, s.Secrets)
+		require.Equal(t, []string{testSecret}, secret.Reveal(s.Secrets))
 		require.Equal(t, []string{"invoice.paid"}, s.TwinTypes)
-		require.Equal(t, []string{"key-" + testSecret}, s.HMAC.APIKeys)
+		require.Equal(t, []string{"key-" + testSecret}, secret.Reveal(s.HMAC.APIKeys))
 	})
 
 	t.Run("BuildsAVerifier", func(t *testing.T) {
@@ -145,17 +146,17 @@ func TestValidateProviderRequirements(t *testing.T) {
 		missing SourceConfig // lacks what the provider requires
 		fix     func(*SourceConfig)
 	}{
-		{"GitHubNeedsSecrets", SourceConfig{Provider: "github"}, func(s *SourceConfig) { s.Secrets = []string{"gh"} }},
-		{"SquareNeedsURL", SourceConfig{Provider: "square", Secrets: []string{"key"}}, func(s *SourceConfig) { s.URL = "https://hooks.example.com/square" }},
-		{"TwilioNeedsURL", SourceConfig{Provider: "twilio", Secrets: []string{"token"}}, func(s *SourceConfig) { s.URL = "https://hooks.example.com/twilio" }},
+		{"GitHubNeedsSecrets", SourceConfig{Provider: "github"}, func(s *SourceConfig) { s.Secrets = []secret.String{"gh"} }},
+		{"SquareNeedsURL", SourceConfig{Provider: "square", Secrets: []secret.String{"key"}}, func(s *SourceConfig) { s.URL = "https://hooks.example.com/square" }},
+		{"TwilioNeedsURL", SourceConfig{Provider: "twilio", Secrets: []secret.String{"token"}}, func(s *SourceConfig) { s.URL = "https://hooks.example.com/twilio" }},
 		{"MarqetaNeedsBasicAuthButNoSecret", SourceConfig{Provider: "marqeta"}, func(s *SourceConfig) { s.BasicAuth = basicAuth }},
-		{"MarqetaAlgorithmIsSHA1OrSHA256", SourceConfig{Provider: "marqeta", BasicAuth: basicAuth, Secrets: []string{testSecret}, Algorithm: "sha512"}, func(s *SourceConfig) { s.Algorithm = "sha1" }},
-		{"AdyenNeedsBasicAuth", SourceConfig{Provider: "adyen", Secrets: []string{hexKey}}, func(s *SourceConfig) { s.BasicAuth = basicAuth }},
-		{"AdyenNeedsAHexKey", SourceConfig{Provider: "adyen", BasicAuth: basicAuth, Secrets: []string{"not-hex"}}, func(s *SourceConfig) { s.Secrets = []string{hexKey} }},
-		{"HMACNeedsHeader", SourceConfig{Provider: "hmac", Secrets: []string{testSecret}, HMAC: HMACConfig{IDPath: "id"}}, func(s *SourceConfig) { s.HMAC.Header = "X-Signature" }},
-		{"SlackNeedsSecrets", SourceConfig{Provider: "slack"}, func(s *SourceConfig) { s.Secrets = []string{"signing"} }},
-		{"PaddleNeedsSecrets", SourceConfig{Provider: "paddle"}, func(s *SourceConfig) { s.Secrets = []string{"pdl_ntfset_x"} }},
-		{"SvixNeedsSecrets", SourceConfig{Provider: "svix"}, func(s *SourceConfig) { s.Secrets = []string{testBankSecret} }},
+		{"MarqetaAlgorithmIsSHA1OrSHA256", SourceConfig{Provider: "marqeta", BasicAuth: basicAuth, Secrets: []secret.String{testSecret}, Algorithm: "sha512"}, func(s *SourceConfig) { s.Algorithm = "sha1" }},
+		{"AdyenNeedsBasicAuth", SourceConfig{Provider: "adyen", Secrets: []secret.String{hexKey}}, func(s *SourceConfig) { s.BasicAuth = basicAuth }},
+		{"AdyenNeedsAHexKey", SourceConfig{Provider: "adyen", BasicAuth: basicAuth, Secrets: []secret.String{"not-hex"}}, func(s *SourceConfig) { s.Secrets = []secret.String{hexKey} }},
+		{"HMACNeedsHeader", SourceConfig{Provider: "hmac", Secrets: []secret.String{testSecret}, HMAC: HMACConfig{IDPath: "id"}}, func(s *SourceConfig) { s.HMAC.Header = "X-Signature" }},
+		{"SlackNeedsSecrets", SourceConfig{Provider: "slack"}, func(s *SourceConfig) { s.Secrets = []secret.String{"signing"} }},
+		{"PaddleNeedsSecrets", SourceConfig{Provider: "paddle"}, func(s *SourceConfig) { s.Secrets = []secret.String{"pdl_ntfset_x"} }},
+		{"SvixNeedsSecrets", SourceConfig{Provider: "svix"}, func(s *SourceConfig) { s.Secrets = []secret.String{testBankSecret} }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

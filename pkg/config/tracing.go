@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 // TracingConfig configures OpenTelemetry tracing in the receiver and the
@@ -19,12 +21,12 @@ type TracingConfig struct {
 	// collector's standard endpoint is written
 	// "http://otel-collector:4318/v1/traces". http:// sends in clear text,
 	// https:// uses TLS. Required when Enabled. Defaults to empty.
-	OTLPEndpoint string `mapstructure:"otlp_endpoint"`
+	OTLPEndpoint secret.URL `mapstructure:"otlp_endpoint"`
 	// Headers are sent with every export request (a vendor's API key, an
 	// Authorization header). Their values are secrets: reference the
 	// environment ("${OTLP_API_KEY}"), and they are redacted wherever the
 	// config is shown. Defaults to none.
-	Headers map[string]string `mapstructure:"headers"`
+	Headers map[string]secret.String `mapstructure:"headers"`
 	// SampleRatio is the share of deliveries traced, greater than 0 and at
 	// most 1; 0 (left out) means 1. The worker follows the receiver's
 	// decision for each event, so a delivery is traced end to end or not
@@ -59,7 +61,7 @@ func (c *Config) validateTracing(p *problems) {
 		p.addf("tracing.otlp_endpoint", "required when tracing.enabled is true (the full URL, such as http://otel-collector:4318/v1/traces)")
 		return
 	}
-	u, err := url.Parse(t.OTLPEndpoint)
+	u, err := url.Parse(t.OTLPEndpoint.Reveal())
 	switch {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		p.addf("tracing.otlp_endpoint", "must be an absolute http:// or https:// URL")
@@ -81,23 +83,3 @@ func validHeaderName(name string) bool {
 		return r > '~' || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
 	}) < 0
 }
-
-func (t *TracingConfig) redacted() map[string]any {
-	headers := make(map[string]any, len(t.Headers))
-	for name, value := range t.Headers {
-		headers[name] = redactValue(value)
-	}
-	return map[string]any{
-		"enabled":       t.Enabled,
-		"otlp_endpoint": redactURL(t.OTLPEndpoint),
-		"headers":       headers,
-		"sample_ratio":  t.SampleRatio,
-	}
-}
-
-// String returns the tracing settings as JSON with the header values
-// redacted.
-func (t TracingConfig) String() string { return toJSON(t.redacted()) }
-
-// GoString is String, so %#v never leaks a header value.
-func (t TracingConfig) GoString() string { return t.String() }

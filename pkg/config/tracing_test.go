@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 func TestTracing(t *testing.T) {
@@ -37,7 +39,7 @@ tracing:
 		cfg, err := loadIn(writeFile(t, "hookinbox.yaml", yaml), NeedDatabase|NeedReceiver, map[string]string{"OTLP_KEY": apiKey})
 		require.NoError(t, err)
 		// YAML keys are read case-insensitively (HTTP header names are too).
-		require.Equal(t, map[string]string{"authorization": "Bearer " + apiKey, "x-tenant": "ops"}, cfg.Tracing.Headers)
+		require.Equal(t, map[string]secret.String{"authorization": "Bearer " + apiKey, "x-tenant": "ops"}, cfg.Tracing.Headers)
 		require.InDelta(t, 0.25, cfg.Tracing.SampleRatio, 0)
 		require.Contains(t, cfg.SecretValues(), "Bearer "+apiKey)
 		require.Contains(t, cfg.SecretValues(), "ops")
@@ -45,7 +47,7 @@ tracing:
 		redacted := cfg.Redacted()["tracing"].(map[string]any)
 		require.Equal(t, map[string]any{"authorization": "redacted", "x-tenant": "redacted"}, redacted["headers"])
 		require.Equal(t, "https://otlp.example.com/v1/traces", redacted["otlp_endpoint"])
-		for _, s := range []string{cfg.String(), fmt.Sprintf("%#v", *cfg), cfg.Tracing.String(), fmt.Sprintf("%v", cfg.Tracing)} {
+		for _, s := range []string{cfg.String(), fmt.Sprintf("%#v", *cfg), fmt.Sprintf("%+v", cfg.Tracing), fmt.Sprintf("%v", cfg.Tracing)} {
 			require.NotContains(t, s, apiKey)
 		}
 	})
@@ -103,6 +105,6 @@ tracing:
 		})
 		require.NoError(t, err)
 		require.True(t, cfg.Tracing.Enabled)
-		require.Equal(t, "http://127.0.0.1:4318/v1/traces", cfg.Tracing.OTLPEndpoint)
+		require.Equal(t, "http://127.0.0.1:4318/v1/traces", cfg.Tracing.OTLPEndpoint.Reveal())
 	})
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hookinbox/hookinbox/internal/receiver"
 )
 
 // The values of worker.unrouted.
@@ -56,8 +58,8 @@ func (c *Config) validate(p *problems) {
 
 func (c *Config) validateDatabase(p *problems) {
 	if c.Database.URL == "" {
-		p.addf("database.url", "required (set %s, database.url or %s)", EnvVar("database.url"), DatabaseURLEnv)
-	} else if err := checkDatabaseURL(c.Database.URL); err != nil {
+		p.addf("database.url", "required (set %s, database.url or %s)", EnvVar("database.url"), databaseURLEnv)
+	} else if err := c.Database.URL.CheckPostgres(); err != nil {
 		p.addf("database.url", "%s", err)
 	}
 	positive(p, "database.max_conns", c.Database.MaxConns)
@@ -92,7 +94,7 @@ func (c *Config) validateReceiver(p *problems) {
 	positive(p, "receiver.max_in_flight", r.MaxInFlight)
 	positive(p, "receiver.max_unverified_bytes", r.MaxUnverifiedBytes)
 	for _, s := range c.Sources {
-		if r.MaxUnverifiedBytes > 0 && 2*(s.MaxBodyBytes+1) > r.MaxUnverifiedBytes {
+		if r.MaxUnverifiedBytes > 0 && !receiver.BodyFits(s.MaxBodyBytes, r.MaxUnverifiedBytes) {
 			p.addf("receiver.max_unverified_bytes", "must be at least twice sources[%s].max_body_bytes plus one (%d), so that one client's half holds a body at the limit", s.Name, 2*(s.MaxBodyBytes+1))
 			break
 		}
@@ -164,7 +166,7 @@ func (c *Config) validateWorker(p *problems) {
 		case strings.Contains(ba.Username, ":"):
 			p.addf(baKey+".username", "must not contain ':' (HTTP Basic cannot carry it)")
 		}
-		if strings.TrimSpace(ba.Password) == "" {
+		if strings.TrimSpace(ba.Password.Reveal()) == "" {
 			p.addf(baKey+".password", "must not be empty")
 		}
 	}

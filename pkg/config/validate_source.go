@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -68,7 +69,7 @@ func (c *Config) validateSources(p *problems) {
 func validateVerifierKeys(p *problems, key string, s *SourceConfig) {
 	// An empty secret or password would let anyone in, so one is never ignored.
 	for j, secret := range s.Secrets {
-		if strings.TrimSpace(secret) == "" {
+		if strings.TrimSpace(secret.Reveal()) == "" {
 			p.addf(fmt.Sprintf("%s.secrets[%d]", key, j), "must not be empty")
 		}
 	}
@@ -81,12 +82,12 @@ func validateVerifierKeys(p *problems, key string, s *SourceConfig) {
 		case strings.Contains(ba.Username, ":"):
 			p.addf(baKey+".username", "must not contain ':' (HTTP Basic cannot carry it)")
 		}
-		if strings.TrimSpace(ba.Password) == "" {
+		if strings.TrimSpace(ba.Password.Reveal()) == "" {
 			p.addf(baKey+".password", "must not be empty")
 		}
 	}
 	if s.URL != "" {
-		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		if u, err := url.Parse(s.URL.Reveal()); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			p.addf(key+".url", "must be an absolute https:// or http:// URL, exactly as registered at the provider")
 		}
 	}
@@ -167,7 +168,7 @@ func validateHMAC(p *problems, key string, s *SourceConfig) {
 		p.addf(key+".hmac.api_key_header", "required when hmac.api_keys is set")
 	}
 	for j, apiKey := range h.APIKeys {
-		if strings.TrimSpace(apiKey) == "" {
+		if strings.TrimSpace(apiKey.Reveal()) == "" {
 			p.addf(fmt.Sprintf("%s.hmac.api_keys[%d]", key, j), "must not be empty")
 		}
 	}
@@ -181,10 +182,8 @@ const minScrubbedLen = 8
 // scrub replaces every credential of s that appears in msg, so that an error
 // from provider.New cannot carry one into a log.
 func (s *SourceConfig) scrub(msg string) string {
-	credentials := slices.Concat(s.Secrets, s.HMAC.APIKeys)
-	for _, ba := range s.BasicAuth {
-		credentials = append(credentials, ba.Password)
-	}
+	var credentials []string
+	collectSecrets(reflect.ValueOf(s).Elem(), &credentials)
 	// Longest first, so that a credential containing another goes whole.
 	slices.SortFunc(credentials, func(a, b string) int { return len(b) - len(a) })
 	for _, credential := range credentials {

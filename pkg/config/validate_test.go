@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 func TestValidate(t *testing.T) {
@@ -105,9 +106,9 @@ func TestValidate(t *testing.T) {
 			{"ProviderMissing", func(c *Config) { c.Sources[0].Provider = "" }, "sources[stripe].provider: required (one of " + strings.Join(provider.Names(), ", ") + ")"},
 			{"ProviderUnknown", func(c *Config) { c.Sources[0].Provider = "carrier-pigeon" }, `sources[stripe].provider: unknown "carrier-pigeon" (known: ` + strings.Join(provider.Names(), ", ") + ")"},
 			{"SecretsMissingPerProvider", func(c *Config) { c.Sources[0].Secrets = nil }, "sources[stripe]: stripe: secrets: at least one is required"},
-			{"SecretRejectedByProvider", func(c *Config) { c.Sources[1].Secrets = []string{"not-a-whsec"} }, "sources[bank]: standardwebhooks: secrets[0]"},
-			{"SecretEmpty", func(c *Config) { c.Sources[0].Secrets = []string{testSecret, ""} }, "sources[stripe].secrets[1]: must not be empty"},
-			{"SecretBlank", func(c *Config) { c.Sources[0].Secrets = []string{" \t"} }, "sources[stripe].secrets[0]: must not be empty"},
+			{"SecretRejectedByProvider", func(c *Config) { c.Sources[1].Secrets = []secret.String{"not-a-whsec"} }, "sources[bank]: standardwebhooks: secrets[0]"},
+			{"SecretEmpty", func(c *Config) { c.Sources[0].Secrets = []secret.String{testSecret, ""} }, "sources[stripe].secrets[1]: must not be empty"},
+			{"SecretBlank", func(c *Config) { c.Sources[0].Secrets = []secret.String{" \t"} }, "sources[stripe].secrets[0]: must not be empty"},
 			{"SourceTolerance", func(c *Config) { c.Sources[0].Tolerance = -time.Minute }, "sources[stripe].tolerance: must be positive"},
 			{"SourceMaxBodyBytes", func(c *Config) { c.Sources[0].MaxBodyBytes = -1 }, "sources[stripe].max_body_bytes: must be positive"},
 			{"SourceAckTimeout", func(c *Config) { c.Sources[0].AckTimeout = -time.Second }, "sources[stripe].ack_timeout: must be positive"},
@@ -133,14 +134,17 @@ func TestValidate(t *testing.T) {
 			{"TwinTypeRefundRecurs", func(c *Config) { c.Sources[0].TwinTypes = []string{"charge.refunded"} }, `sources[stripe].twin_types[0]: "charge.refunded" can happen more than once per object`},
 			{"TwinTypeUpdatedRecurs", func(c *Config) { c.Sources[0].TwinTypes = []string{"customer.subscription.updated"} }, `sources[stripe].twin_types[0]: "customer.subscription.updated" can happen`},
 			{"TwinTypeFailureRecurs", func(c *Config) { c.Sources[0].TwinTypes = []string{"invoice.payment_failed"} }, `sources[stripe].twin_types[0]: "invoice.payment_failed" can happen`},
-			{"HMACOnOtherProvider", func(c *Config) { c.Sources[0].HMAC.APIKeys = []string{testSecret} }, "sources[stripe].hmac: only the hmac provider reads hmac"},
+			{"HMACOnOtherProvider", func(c *Config) { c.Sources[0].HMAC.APIKeys = []secret.String{testSecret} }, "sources[stripe].hmac: only the hmac provider reads hmac"},
 			{"BasicAuthOnOtherProvider", func(c *Config) { c.Sources[0].BasicAuth = []BasicAuthConfig{{Username: "u", Password: testSecret}} }, "sources[stripe].basic_auth: only the marqeta, adyen and hmac providers read basic_auth"},
 			{"URLOnOtherProvider", func(c *Config) { c.Sources[1].URL = "https://hooks.example.com/bank" }, "sources[bank].url: only the square and twilio providers read url"},
 			{"AlgorithmOnOtherProvider", func(c *Config) { c.Sources[0].Algorithm = "sha1" }, "sources[stripe].algorithm: only the marqeta and hmac providers read algorithm"},
 			{"HMACEncoding", func(c *Config) { c.Sources[0] = hmacSource(); c.Sources[0].HMAC.Encoding = "base32" }, `sources[partner].hmac.encoding: must be hex or base64, not "base32"`},
 			{"HMACAPIKeysWithoutHeader", func(c *Config) { c.Sources[0] = hmacSource(); c.Sources[0].HMAC.APIKeyHeader = "" }, "sources[partner].hmac.api_key_header: required when hmac.api_keys is set"},
 			{"HMACHeaderWithoutAPIKeys", func(c *Config) { c.Sources[0] = hmacSource(); c.Sources[0].HMAC.APIKeys = nil }, "sources[partner].hmac.api_keys: at least one key is required when hmac.api_key_header is set"},
-			{"HMACAPIKeyEmpty", func(c *Config) { c.Sources[0] = hmacSource(); c.Sources[0].HMAC.APIKeys = []string{testSecret, ""} }, "sources[partner].hmac.api_keys[1]: must not be empty"},
+			{"HMACAPIKeyEmpty", func(c *Config) {
+				c.Sources[0] = hmacSource()
+				c.Sources[0].HMAC.APIKeys = []secret.String{testSecret, ""}
+			}, "sources[partner].hmac.api_keys[1]: must not be empty"},
 			{"TrustedProxies", func(c *Config) { c.Receiver.TrustedProxies = []string{"10.0.0.0/8", "ingress"} }, `receiver.trusted_proxies[1]: "ingress" is not a CIDR prefix (10.0.0.0/8) or an IP address`},
 			{"TrustedProxiesHostBits", func(c *Config) { c.Receiver.TrustedProxies = []string{"2001:db8::1/32"} }, `receiver.trusted_proxies[0]: "2001:db8::1/32" has host bits set; write 2001:db8::/32 for the network, or 2001:db8::1/128 for the one host`},
 			{"SourceQueueEmpty", func(c *Config) { c.Sources[0].Queue = "" }, "sources[stripe].queue: required"},
@@ -207,9 +211,9 @@ func TestValidate(t *testing.T) {
 
 		// A provider error that quoted a credential must not carry it on.
 		s := &SourceConfig{
-			Secrets:   []string{testSecret},
+			Secrets:   []secret.String{testSecret},
 			BasicAuth: []BasicAuthConfig{{Username: "user", Password: "pw-" + testSecret}},
-			HMAC:      HMACConfig{APIKeys: []string{"key-" + testSecret}},
+			HMAC:      HMACConfig{APIKeys: []secret.String{"key-" + testSecret}},
 		}
 		require.Equal(t, "bad [redacted], [redacted] and [redacted] (user)",
 			s.scrub("bad "+testSecret+", pw-"+testSecret+" and key-"+testSecret+" (user)"))
@@ -222,8 +226,8 @@ func TestValidate(t *testing.T) {
 // hmacSource returns an hmac source with every generic key set validly.
 func hmacSource() SourceConfig {
 	return SourceConfig{
-		Name: "partner", Provider: "hmac", Secrets: []string{testSecret},
+		Name: "partner", Provider: "hmac", Secrets: []secret.String{testSecret},
 		Tolerance: 5 * time.Minute, MaxBodyBytes: 1 << 20, AckTimeout: 4 * time.Second, Queue: "default",
-		HMAC: HMACConfig{Header: "X-Signature", Encoding: "base64", APIKeyHeader: "X-Api-Key", APIKeys: []string{"key-" + testSecret}},
+		HMAC: HMACConfig{Header: "X-Signature", Encoding: "base64", APIKeyHeader: "X-Api-Key", APIKeys: []secret.String{"key-" + testSecret}},
 	}
 }

@@ -5,6 +5,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -27,10 +28,10 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
-// ConnectTimeoutDefault bounds each connection attempt to PostgreSQL when
+// connectTimeoutDefault bounds each connection attempt to PostgreSQL when
 // database.url sets no connect_timeout, so an unreachable host fails an
 // attempt instead of hanging it.
-const ConnectTimeoutDefault = 10 * time.Second
+const connectTimeoutDefault = 10 * time.Second
 
 // Env is what every process starts with.
 type Env struct {
@@ -53,7 +54,7 @@ type Env struct {
 	MetricsCache time.Duration
 	// TracerProvider traces the receiver and the worker; nil traces
 	// nothing. RunReceiver and RunWorker set it from the config's tracing
-	// section (see StartTracing) unless it is set already (a test's).
+	// section (see startTracing) unless it is set already (a test's).
 	TracerProvider trace.TracerProvider
 
 	metrics *prometheus.Registry // see Metrics
@@ -91,16 +92,41 @@ func loadConfig(name string, args []string, verbs Verbs) (cfg *config.Config, pa
 	return cfg, path, rest, nil
 }
 
-// Boot loads the config named by --config, given before or after the verb,
-// demanding what verbs says the verb needs; builds the logger and logs the
-// config's warnings; and builds a pool of at least minConns(config)
-// connections (minConns may be nil). It does not reach the database:
-// RunReceiver and RunWorker wait for it, Migrate and CheckSchema try once.
-// sets are the migration sets the binary needs (Core, and a worker binary's
-// own). It returns the arguments left after --config: the verb first, then
-// its own.
-func Boot(ctx context.Context, name string, args []string, verbs Verbs, minConns func(*config.Config) int32, sets []*schema.Set) (*Env, []string, error) {
-	cfg, path, rest, err := loadConfig(name, args, verbs)
+// BootConfig is what Boot needs to know of the binary. Its zero value
+// boots a binary named "hookinbox" with no verbs and the core schema.
+type BootConfig struct {
+	// Name is the binary's name ("receiver", "ledger"): the logger's name,
+	// and the name in messages. Defaults to "hookinbox".
+	Name string
+	// Args are the command-line arguments after the program's name
+	// (os.Args[1:], as Main passes them); --config is taken from them,
+	// before or after the verb. Defaults to none.
+	Args []string
+	// Verbs says what each of the binary's verbs demands of the config; ""
+	// is the binary run without one. Defaults to none: every verb demands
+	// only the database.
+	Verbs Verbs
+	// Sets are the migration sets the binary needs: schema.Core(), and a
+	// worker binary's own. Defaults to [schema.Core()].
+	Sets []*schema.Set
+}
+
+// Boot loads the config named by --config in c.Args, demanding what c.Verbs
+// says the verb needs; builds the logger and logs the config's warnings; and
+// builds the connection pool. It does not reach the database: RunReceiver
+// and RunWorker wait for it, Migrate and CheckSchema try once. It returns the
+// arguments left after --config: the verb first, then its own. A nil c is
+// the zero BootConfig.
+func Boot(ctx context.Context, c *BootConfig) (*Env, []string, error) {
+	if c == nil {
+		c = &BootConfig{}
+	}
+	name := cmp.Or(c.Name, "hookinbox")
+	sets := c.Sets
+	if len(sets) == 0 {
+		sets = []*schema.Set{schema.Core()}
+	}
+	cfg, path, rest, err := loadConfig(name, c.Args, c.Verbs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -114,17 +140,14 @@ func Boot(ctx context.Context, name string, args []string, verbs Verbs, minConns
 	}
 	env := &Env{Config: cfg, Logger: logger, Name: name, ConfigPath: path, Sets: sets}
 
-	poolCfg, err := pgxpool.ParseConfig(cfg.Database.URL)
+	poolCfg, err := pgxpool.ParseConfig(cfg.Database.URL.Reveal())
 	if err != nil {
 		// pgx's message may quote the URL; say which key is wrong instead.
 		return nil, nil, errors.New("database.url: not a valid PostgreSQL connection string")
 	}
 	poolCfg.MaxConns = cfg.Database.MaxConns
-	if minConns != nil {
-		poolCfg.MaxConns = max(poolCfg.MaxConns, minConns(cfg))
-	}
 	if poolCfg.ConnConfig.ConnectTimeout == 0 {
-		poolCfg.ConnConfig.ConnectTimeout = ConnectTimeoutDefault
+		poolCfg.ConnConfig.ConnectTimeout = connectTimeoutDefault
 	}
 	// database.query_mode: behind a transaction pooler, a mode whose every
 	// round trip stands alone (see docs/pgbouncer.md).

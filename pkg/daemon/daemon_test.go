@@ -33,8 +33,8 @@ func TestReceiverAndWorkerFromConfig(t *testing.T) {
 	t.Parallel()
 	db := dbtest.New(t)
 	cfg := &config.Config{
-		Database: config.DatabaseConfig{URL: db.URL},
-		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []string{secret}, Queue: "bank"}},
+		Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
+		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}, Queue: "bank"}},
 		Worker: config.WorkerConfig{
 			Listen: "127.0.0.1:0", Queues: []string{"bank"}, Concurrency: 4,
 			Routes: []config.RouteConfig{{Source: "bank", Types: []string{"account.*"}, Handlers: []string{"count"}}},

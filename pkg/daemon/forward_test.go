@@ -78,14 +78,14 @@ func TestForwardEndToEnd(t *testing.T) {
 
 	db := dbtest.New(t)
 	cfg := &config.Config{
-		Database: config.DatabaseConfig{URL: db.URL},
-		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []string{secret}}},
+		Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
+		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}}},
 		Worker: config.WorkerConfig{
 			Listen: "127.0.0.1:0", Concurrency: 4,
 			Outbox: config.OutboxConfig{Relay: config.OutboxRelayConfig{PollInterval: 20 * time.Millisecond}},
 			Destinations: map[string]config.DestinationConfig{
-				"billing": {Kind: config.DestinationHTTP, URL: sink.URL, Secret: secret, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
-				"feed": {Kind: config.DestinationNATS, URL: natsURL, Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true,
+				"billing": {Kind: config.DestinationHTTP, URL: config.SecretURL(sink.URL), Secret: secret, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
+				"feed": {Kind: config.DestinationNATS, URL: config.SecretURL(natsURL), Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true,
 					Subject: prefix + ".{source}.{type}"},
 			},
 			Routes: []config.RouteConfig{{Source: "bank", Types: []string{"account.*"}, Handlers: []string{"forward"},

@@ -18,12 +18,12 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
-// RiverUIPrefix is where the worker serves River UI on worker.listen.
-const RiverUIPrefix = "/riverui"
+// riverUIPrefix is where the worker serves River UI on worker.listen.
+const riverUIPrefix = "/riverui"
 
 // Metrics returns the registry that e's /metrics serves, made on first use
 // with the Go and process collectors and the backlog collector (the inbox's
-// pending and failed rows, River's queue depth). NewReceiver and NewWorker
+// pending and failed rows, River's queue depth). NewReceiver and newWorker
 // register their metrics on it.
 func (e *Env) Metrics() *prometheus.Registry {
 	if e.metrics == nil {
@@ -39,20 +39,20 @@ func (e *Env) Metrics() *prometheus.Registry {
 	return e.metrics
 }
 
-// ReceiverHandler is what the receiver serves once the database is ready:
+// receiverHandler is what the receiver serves once the database is ready:
 // GET /metrics, unauthenticated, and srv's handler for everything else.
-func ReceiverHandler(env *Env, srv *receiver.Server) http.Handler {
+func receiverHandler(env *Env, srv *receiver.Server) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(env.Metrics()))
 	mux.Handle("/", srv.Handler())
 	return mux
 }
 
-// WorkerHandler is what the worker serves on worker.listen once River has
+// workerHandler is what the worker serves on worker.listen once River has
 // started: /healthz, /readyz and /metrics, unauthenticated, and, when
 // worker.ui.enabled, River UI at /riverui/ behind Basic Auth. River UI's
 // background services run until ctx is done.
-func WorkerHandler(ctx context.Context, env *Env, w *worker.Worker) (http.Handler, error) {
+func workerHandler(ctx context.Context, env *Env, w *worker.Worker) (http.Handler, error) {
 	mux := healthMux(env)
 	mux.Handle("GET /metrics", metrics.Handler(env.Metrics()))
 	if err := mountAdmin(mux, env, w.Client()); err != nil {
@@ -69,7 +69,7 @@ func WorkerHandler(ctx context.Context, env *Env, w *worker.Worker) (http.Handle
 	h, err := riverui.NewHandler(&riverui.HandlerOpts{
 		Endpoints: riverui.NewEndpoints(w.Client(), nil),
 		Logger:    logging.Slog(env.Logger.Named("riverui")),
-		Prefix:    RiverUIPrefix,
+		Prefix:    riverUIPrefix,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river ui: %w", err)
@@ -78,9 +78,9 @@ func WorkerHandler(ctx context.Context, env *Env, w *worker.Worker) (http.Handle
 		return nil, fmt.Errorf("river ui: %w", err)
 	}
 	guarded := guardUI(&ui, h)
-	mux.Handle(RiverUIPrefix, guarded)
-	mux.Handle(RiverUIPrefix+"/", guarded)
-	env.Logger.Info("River UI enabled", zap.String("path", RiverUIPrefix+"/"), zap.Bool("read_only", ui.ReadOnly))
+	mux.Handle(riverUIPrefix, guarded)
+	mux.Handle(riverUIPrefix+"/", guarded)
+	env.Logger.Info("River UI enabled", zap.String("path", riverUIPrefix+"/"), zap.Bool("read_only", ui.ReadOnly))
 	return mux, nil
 }
 
@@ -93,7 +93,7 @@ func WorkerHandler(ctx context.Context, env *Env, w *worker.Worker) (http.Handle
 func guardUI(ui *config.WorkerUIConfig, next http.Handler) http.Handler {
 	accepted := make([]provider.BasicAuth, len(ui.BasicAuth))
 	for i, ba := range ui.BasicAuth {
-		accepted[i] = provider.BasicAuth{Username: ba.Username, Password: ba.Password}
+		accepted[i] = provider.BasicAuth{Username: ba.Username, Password: ba.Password.Reveal()}
 	}
 	readOnly := ui.ReadOnly
 	crossOrigin := http.NewCrossOriginProtection()

@@ -59,8 +59,8 @@ func observeSetup(t *testing.T) *observeBundle {
 	t.Helper()
 	db := dbtest.New(t)
 	cfg := &config.Config{
-		Database: config.DatabaseConfig{URL: db.URL},
-		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []string{secret}}},
+		Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
+		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}}},
 		Worker: config.WorkerConfig{
 			Listen: "127.0.0.1:0", Concurrency: 4, MaxAttempts: 1,
 			Routes: []config.RouteConfig{{Source: "bank", Handlers: []string{"ledger"}}},

@@ -17,9 +17,9 @@ import (
 // This file wires issue 14's operations features: rejection samples in
 // the receiver, reconciliation jobs and the admin API in the worker.
 
-// NewRejectionRecorder returns the receiver's rejection sampler, or nil
+// newRejectionRecorder returns the receiver's rejection sampler, or nil
 // when receiver.rejections.disabled is set. Stop it after the server.
-func NewRejectionRecorder(env *Env) *rejection.Recorder {
+func newRejectionRecorder(env *Env) *rejection.Recorder {
 	rc := env.Config.Receiver.Rejections
 	if rc.Disabled {
 		return nil
@@ -47,7 +47,7 @@ func reconcileSources(cfg *config.Config) ([]*reconcile.Source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sources[%s].reconcile: %w", s.Name, err)
 		}
-		fetcher, err := reconcile.NewStripe(&reconcile.StripeConfig{APIKey: s.Reconcile.APIKey, BaseURL: s.Reconcile.APIBaseURL, Parser: parser})
+		fetcher, err := reconcile.NewStripe(&reconcile.StripeConfig{APIKey: s.Reconcile.APIKey.Reveal(), BaseURL: s.Reconcile.APIBaseURL.Reveal(), Parser: parser})
 		if err != nil {
 			return nil, fmt.Errorf("sources[%s].reconcile: %w", s.Name, err)
 		}
@@ -65,7 +65,7 @@ func NewAdmin(env *Env, client *river.Client[pgx.Tx]) (*admin.Admin, error) {
 	for i, s := range env.Config.Sources {
 		sources[i] = admin.Source{Name: s.Name, Provider: s.Provider}
 	}
-	return admin.New(env.Pool, &admin.Config{Sources: sources, Client: client, QueueFor: QueueFor(env.Config)})
+	return admin.New(env.Pool, &admin.Config{Sources: sources, Client: client, QueueFor: queueFor(env.Config)})
 }
 
 // mountAdmin serves the admin API on mux when worker.admin.token is set.
@@ -78,7 +78,7 @@ func mountAdmin(mux *http.ServeMux, env *Env, client *river.Client[pgx.Tx]) erro
 	if err != nil {
 		return err
 	}
-	h, err := a.Handler(token, env.Logger.Named("admin"))
+	h, err := a.Handler(token.Reveal(), env.Logger.Named("admin"))
 	if err != nil {
 		return err
 	}

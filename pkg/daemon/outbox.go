@@ -12,11 +12,11 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 
-// OutboxRelay returns the outbox relay's configuration for env's worker,
+// outboxRelay returns the outbox relay's configuration for env's worker,
 // with a destination built for each of worker.destinations, and false when
 // the worker runs no relay: worker.outbox.relay.disabled is true, or no
 // destination is configured and the relay would have nothing to deliver to.
-func OutboxRelay(env *Env) (*outbox.RelayConfig, bool, error) {
+func outboxRelay(env *Env) (*outbox.RelayConfig, bool, error) {
 	wc := env.Config.Worker
 	if wc.Outbox.Relay.Disabled || len(wc.Destinations) == 0 {
 		return nil, false, nil
@@ -55,7 +55,7 @@ const natsDialTimeout = 5 * time.Second
 func newDestination(d *config.DestinationConfig, lease time.Duration) (outbox.Destination, error) {
 	switch d.Kind {
 	case config.DestinationHTTP:
-		return outbox.NewHTTP(&outbox.HTTPConfig{URL: d.URL, Secret: d.Secret, Timeout: d.Timeout})
+		return outbox.NewHTTP(&outbox.HTTPConfig{URL: d.URL.Reveal(), Secret: d.Secret.Reveal(), Timeout: d.Timeout})
 	case config.DestinationNATS:
 		// Connecting (and creating the stream) is bounded like a delivery,
 		// plus the time to dial.
@@ -63,7 +63,7 @@ func newDestination(d *config.DestinationConfig, lease time.Duration) (outbox.De
 		defer cancel()
 		return jetstream.NewDestination(ctx, &jetstream.DestinationConfig{
 			Publisher: jetstream.Config{
-				URL: d.URL, Stream: d.Stream, Subjects: d.Subjects, CreateStream: d.CreateStream, AckTimeout: d.Timeout,
+				URL: d.URL.Reveal(), Stream: d.Stream, Subjects: d.Subjects, CreateStream: d.CreateStream, AckTimeout: d.Timeout,
 				Duplicates: max(jetstream.DuplicatesDefault, 2*lease),
 			},
 			Subject: d.Subject,

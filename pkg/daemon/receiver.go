@@ -39,11 +39,11 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
-	ingester := inboxstore.NewIngester(env.Pool, riverClient, &inboxstore.IngesterConfig{QueueFor: QueueFor(cfg)})
+	ingester := inboxstore.NewIngester(env.Pool, riverClient, &inboxstore.IngesterConfig{QueueFor: queueFor(cfg)})
 
 	sources := make([]receiver.Source, 0, len(cfg.Sources))
 	for i := range cfg.Sources {
-		src, err := NewSource(&cfg.Sources[i])
+		src, err := newSource(&cfg.Sources[i])
 		if err != nil {
 			return nil, nil, fmt.Errorf("sources[%d]: %w", i, err)
 		}
@@ -73,7 +73,7 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		batcher.Stop()
 		return nil, nil, fmt.Errorf("receiver.delivery_log_level: %w", err)
 	}
-	rejections := NewRejectionRecorder(env)
+	rejections := newRejectionRecorder(env)
 	stopAll := func() {
 		batcher.Stop()
 		if rejections != nil {
@@ -89,7 +89,7 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		MinBodyRate:            cfg.Receiver.MinBodyRate,
 		DeliveryLogLevel:       deliveryLevel,
 		TrustedProxies:         trustedProxies,
-		Ready:                  Ready(env, schema.Core()),
+		Ready:                  readyCheck(env, schema.Core()),
 		Logger:                 env.Logger,
 		Metrics:                m,
 		Rejections:             rejections,
@@ -109,7 +109,7 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 func RunReceiver(ctx context.Context, env *Env) error {
 	cfg := env.Config
 	env.Logger.Info("starting", zap.String("version", buildinfo.Version()), zap.Any("config", cfg.Redacted()), zap.Int32("pool_max_conns", env.Pool.Config().MaxConns))
-	stopTracing, err := StartTracing(ctx, env)
+	stopTracing, err := startTracing(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -137,14 +137,14 @@ func RunReceiver(ctx context.Context, env *Env) error {
 		return err
 	}
 	if err := env.AwaitSchema(ctx); err != nil {
-		if errors.Is(err, ErrPoolTooLarge) {
+		if errors.Is(err, errPoolTooLarge) {
 			_ = door.shutdown(cfg.Receiver.ShutdownTimeout)
 			return err
 		}
 		env.Logger.Info("stopping before the database was ready")
 		return door.shutdown(cfg.Receiver.ShutdownTimeout)
 	}
-	door.open(ReceiverHandler(env, srv))
+	door.open(receiverHandler(env, srv))
 	env.Logger.Info("receiver accepting webhooks")
 	select {
 	case <-ctx.Done():
@@ -191,8 +191,8 @@ func unreadyFor(door *frontDoor, delay time.Duration, logger *zap.Logger) error 
 	}
 }
 
-// QueueFor maps a source to its configured River queue.
-func QueueFor(cfg *config.Config) func(string) string {
+// queueFor maps a source to its configured River queue.
+func queueFor(cfg *config.Config) func(string) string {
 	queues := make(map[string]string, len(cfg.Sources))
 	for _, s := range cfg.Sources {
 		queues[s.Name] = s.Queue
@@ -205,8 +205,8 @@ func QueueFor(cfg *config.Config) func(string) string {
 	}
 }
 
-// Ready reports whether the database is reachable and its schema new enough.
-func Ready(env *Env, sets ...*schema.Set) func(context.Context) error {
+// readyCheck reports whether the database is reachable and its schema new enough.
+func readyCheck(env *Env, sets ...*schema.Set) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if err := env.Pool.Ping(ctx); err != nil {
 			return err

@@ -32,15 +32,15 @@ func TestRejectionSamples(t *testing.T) {
 		reconKey   = "rk_test_reconcile_0451"
 	)
 	cfg := &config.Config{
-		Database: config.DatabaseConfig{URL: db.URL},
+		Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
 		Receiver: config.ReceiverConfig{Rejections: config.RejectionsConfig{Keep: 4, SampleBurst: 3, SampleEvery: time.Hour}},
 		Sources: []config.SourceConfig{
-			{Name: "bank", Provider: "standardwebhooks", Secrets: []string{whsec}},
-			{Name: "stripe", Provider: "stripe", Secrets: []string{"whsec_stripe_secret_for_test"},
+			{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{whsec}},
+			{Name: "stripe", Provider: "stripe", Secrets: []config.Secret{"whsec_stripe_secret_for_test"},
 				Reconcile: config.ReconcileConfig{Enabled: true, APIKey: reconKey}},
 			{Name: "marqeta", Provider: "marqeta", BasicAuth: []config.BasicAuthConfig{{Username: "hookinbox", Password: password}}},
-			{Name: "partner", Provider: "hmac", Secrets: []string{hmacSecret},
-				HMAC: config.HMACConfig{Header: "X-Signature", IDHeader: "X-Id", APIKeyHeader: "X-Partner-Key", APIKeys: []string{apiKey}}},
+			{Name: "partner", Provider: "hmac", Secrets: []config.Secret{hmacSecret},
+				HMAC: config.HMACConfig{Header: "X-Signature", IDHeader: "X-Id", APIKeyHeader: "X-Partner-Key", APIKeys: []config.Secret{apiKey}}},
 		},
 		Worker: config.WorkerConfig{Listen: "127.0.0.1:0", Routes: []config.RouteConfig{{Source: "*", Handlers: []string{"noop"}}},
 			Admin: config.WorkerAdminConfig{Token: adminToken}},

@@ -6,10 +6,10 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
-// NewSource builds a receiver source from its config: the provider's
+// newSource builds a receiver source from its config: the provider's
 // verifier with the source's credentials (config.SourceConfig.ProviderConfig),
 // and the limits and allowed networks the receiver enforces around it.
-func NewSource(sc *config.SourceConfig) (*receiver.Source, error) {
+func newSource(sc *config.SourceConfig) (*receiver.Source, error) {
 	v, err := provider.New(sc.Provider, sc.ProviderConfig())
 	if err != nil {
 		return nil, err

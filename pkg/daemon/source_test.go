@@ -20,7 +20,7 @@ func TestNewSource(t *testing.T) {
 	t.Parallel()
 
 	setup := func() *config.SourceConfig {
-		cfg := &config.Config{Sources: []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []string{secret}}}}
+		cfg := &config.Config{Sources: []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}}}}
 		cfg.ApplyDefaults()
 		return &cfg.Sources[0]
 	}
@@ -72,10 +72,10 @@ func TestReceiverTrustedProxies(t *testing.T) {
 	serve := func(t *testing.T, trusted []string) string {
 		t.Helper()
 		cfg := &config.Config{
-			Database: config.DatabaseConfig{URL: db.URL},
+			Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
 			Receiver: config.ReceiverConfig{TrustedProxies: trusted},
 			Sources: []config.SourceConfig{{
-				Name: "bank", Provider: "standardwebhooks", Secrets: []string{secret},
+				Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret},
 				AllowIPs: []string{"203.0.113.0/24"},
 			}},
 		}
@@ -127,9 +127,9 @@ func TestNewReceiverRefusesBadTrustedProxies(t *testing.T) {
 
 	db := dbtest.New(t)
 	cfg := &config.Config{
-		Database: config.DatabaseConfig{URL: db.URL},
+		Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
 		Receiver: config.ReceiverConfig{TrustedProxies: []string{"ingress"}},
-		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []string{secret}}},
+		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}}},
 	}
 	cfg.ApplyDefaults()
 	_, _, err := daemon.NewReceiver(&daemon.Env{Config: cfg, Logger: zaptest.NewLogger(t), Pool: db.Pool})

@@ -13,18 +13,18 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
-// Start-up retry defaults: the first retry after RetryInitialDefault, each
-// next one after twice the delay, never more than RetryMaxDefault.
+// Start-up retry defaults: the first retry after retryInitialDefault, each
+// next one after twice the delay, never more than retryMaxDefault.
 const (
-	RetryInitialDefault = 250 * time.Millisecond
-	RetryMaxDefault     = 10 * time.Second
+	retryInitialDefault = 250 * time.Millisecond
+	retryMaxDefault     = 10 * time.Second
 )
 
-// ErrPoolTooLarge is returned by AwaitSchema when database.max_conns is more
+// errPoolTooLarge is returned by AwaitSchema when database.max_conns is more
 // than the server lets ordinary clients open: the pool would meet "too many
 // clients already" under load, and so would the other clients of the
 // database.
-var ErrPoolTooLarge = errors.New("database.max_conns exceeds what the PostgreSQL server allows")
+var errPoolTooLarge = errors.New("database.max_conns exceeds what the PostgreSQL server allows")
 
 // checkTimeout bounds one attempt at CheckSchema.
 const checkTimeout = 15 * time.Second
@@ -32,9 +32,9 @@ const checkTimeout = 15 * time.Second
 // Retry is how a daemon retries reaching its database at start-up: after
 // Initial, then doubling up to Max, for as long as it runs.
 type Retry struct {
-	// Initial is the first delay. Defaults to RetryInitialDefault.
+	// Initial is the first delay. Defaults to 250ms.
 	Initial time.Duration
-	// Max caps the delay. Defaults to RetryMaxDefault.
+	// Max caps the delay. Defaults to 10s.
 	Max time.Duration
 }
 
@@ -64,7 +64,7 @@ func (e *Env) explain(err error) error {
 	}
 }
 
-// CheckPoolBudget returns an error wrapping ErrPoolTooLarge when the pool's
+// CheckPoolBudget returns an error wrapping errPoolTooLarge when the pool's
 // size (database.max_conns) is more than the server's max_connections less
 // its reserved connections (superuser_reserved_connections, and
 // reserved_connections on PostgreSQL 16 and later), naming both numbers.
@@ -89,7 +89,7 @@ SELECT current_setting('max_connections')::int, current_setting('superuser_reser
 	if size := e.Pool.Config().MaxConns; size > allowed {
 		return fmt.Errorf("%w: database.max_conns is %d, but the server allows %d connections (max_connections %d less %d reserved); "+
 			"lower database.max_conns, keeping the sum over every receiver and worker replica within %d",
-			ErrPoolTooLarge, size, allowed, maxConns, superReserved+reserved, allowed)
+			errPoolTooLarge, size, allowed, maxConns, superReserved+reserved, allowed)
 	}
 	return nil
 }
@@ -105,13 +105,13 @@ SELECT current_setting('max_connections')::int, current_setting('superuser_reser
 // with the migrate command: in Kubernetes the pod then waits, unready, for
 // the migration Job instead of crash-looping.
 func (e *Env) AwaitSchema(ctx context.Context) error {
-	delay := cmp.Or(e.Retry.Initial, RetryInitialDefault)
-	maxDelay := cmp.Or(e.Retry.Max, RetryMaxDefault)
+	delay := cmp.Or(e.Retry.Initial, retryInitialDefault)
+	maxDelay := cmp.Or(e.Retry.Max, retryMaxDefault)
 	for attempt := 1; ; attempt++ {
 		err := e.CheckSchema(ctx)
 		if err == nil {
 			err = e.CheckPoolBudget(ctx)
-			if errors.Is(err, ErrPoolTooLarge) {
+			if errors.Is(err, errPoolTooLarge) {
 				return err
 			}
 		}

@@ -14,32 +14,33 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/buildinfo"
 	"github.com/hookinbox/hookinbox/internal/tracing"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
-// TracingShutdownTimeout bounds the export of the spans still buffered
+// tracingShutdownTimeout bounds the export of the spans still buffered
 // when a daemon stops.
-const TracingShutdownTimeout = 5 * time.Second
+const tracingShutdownTimeout = 5 * time.Second
 
-// ServiceName is the OpenTelemetry service.name of the binary env.Name
+// serviceName is the OpenTelemetry service.name of the binary env.Name
 // names: "hookinbox-receiver", "hookinbox-worker", "hookinbox-ledger".
 // OTEL_SERVICE_NAME overrides it.
-func ServiceName(env *Env) string { return "hookinbox-" + env.Name }
+func serviceName(env *Env) string { return "hookinbox-" + env.Name }
 
-// StartTracing sets env.TracerProvider from the config's tracing section,
+// startTracing sets env.TracerProvider from the config's tracing section,
 // unless it is set already: with tracing.enabled, a provider exporting to
 // tracing.otlp_endpoint, also made the process's global provider (so that
 // handlers' own spans, started with otel.Tracer, join the worker's), with
 // export errors logged at warn. With tracing off it does nothing: no
 // exporter, no span. Call stop when the daemon has stopped: it exports the
-// spans still buffered, for TracingShutdownTimeout at most.
-func StartTracing(ctx context.Context, env *Env) (stop func(), err error) {
+// spans still buffered, for tracingShutdownTimeout at most.
+func startTracing(ctx context.Context, env *Env) (stop func(), err error) {
 	tc := env.Config.Tracing
 	if env.TracerProvider != nil || !tc.Enabled {
 		return func() {}, nil
 	}
 	tp, err := tracing.New(ctx, &tracing.Config{
-		ServiceName: ServiceName(env), ServiceVersion: buildinfo.Version(),
-		Endpoint: tc.OTLPEndpoint, Headers: tc.Headers, SampleRatio: tc.SampleRatio,
+		ServiceName: serviceName(env), ServiceVersion: buildinfo.Version(),
+		Endpoint: tc.OTLPEndpoint.Reveal(), Headers: revealHeaders(tc.Headers), SampleRatio: tc.SampleRatio,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
@@ -50,9 +51,9 @@ func StartTracing(ctx context.Context, env *Env) (stop func(), err error) {
 	}))
 	otel.SetTracerProvider(tp)
 	env.TracerProvider = tp
-	logger.Info("tracing to OTLP endpoint", zap.String("otlp_endpoint", tc.OTLPEndpoint), zap.Float64("sample_ratio", tc.SampleRatio))
+	logger.Info("tracing to OTLP endpoint", zap.Stringer("otlp_endpoint", tc.OTLPEndpoint), zap.Float64("sample_ratio", tc.SampleRatio))
 	return func() {
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TracingShutdownTimeout)
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingShutdownTimeout)
 		defer cancel()
 		if err := tp.Shutdown(shutdownCtx); err != nil {
 			logger.Warn("tracing: spans lost at shutdown", zap.Error(err))
@@ -70,4 +71,13 @@ func insertTracing(tp trace.TracerProvider) rivertype.Plugin {
 		TracerProvider: tp,
 		MeterProvider:  metricnoop.NewMeterProvider(),
 	})
+}
+
+// revealHeaders returns tracing.headers' values for the exporter.
+func revealHeaders(headers map[string]secret.String) map[string]string {
+	out := make(map[string]string, len(headers))
+	for name, value := range headers {
+		out[name] = value.Reveal()
+	}
+	return out
 }

@@ -51,9 +51,9 @@ func traceSetup(t *testing.T, tp trace.TracerProvider, tc config.TracingConfig) 
 	t.Helper()
 	db := dbtest.New(t)
 	cfg := &config.Config{
-		Database: config.DatabaseConfig{URL: db.URL},
+		Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
 		Receiver: config.ReceiverConfig{BatchMaxEvents: 2, BatchMaxWait: time.Minute, BatchFlushers: 1},
-		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []string{secret}, AckTimeout: time.Minute}},
+		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}, AckTimeout: time.Minute}},
 		Worker: config.WorkerConfig{
 			Listen: "127.0.0.1:0", Concurrency: 4,
 			Routes: []config.RouteConfig{{Source: "bank", Handlers: []string{"record"}}},
@@ -330,7 +330,7 @@ func TestTracingOffMakesNoSpan(t *testing.T) {
 	t.Parallel()
 
 	collector := tracingtest.NewCollector(t)
-	b := traceSetup(t, nil, config.TracingConfig{Enabled: false, OTLPEndpoint: collector.URL + "/v1/traces"})
+	b := traceSetup(t, nil, config.TracingConfig{Enabled: false, OTLPEndpoint: config.SecretURL(collector.URL + "/v1/traces")})
 	stop, err := daemon.StartTracing(context.Background(), b.env)
 	require.NoError(t, err)
 	require.Nil(t, b.env.TracerProvider, "no provider, no exporter")
@@ -360,7 +360,7 @@ func TestTracingExportsWithOTLP(t *testing.T) {
 
 	collector := tracingtest.NewCollector(t)
 	b := traceSetup(t, nil, config.TracingConfig{
-		Enabled: true, OTLPEndpoint: collector.URL + "/v1/traces", Headers: map[string]string{"authorization": "Bearer otlp-test"},
+		Enabled: true, OTLPEndpoint: config.SecretURL(collector.URL + "/v1/traces"), Headers: map[string]config.Secret{"authorization": "Bearer otlp-test"},
 	})
 	stop, err := daemon.StartTracing(context.Background(), b.env)
 	require.NoError(t, err)

@@ -26,9 +26,9 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
-// NewWorker builds a Worker from env's config, resolving route handler names
+// newWorker builds a Worker from env's config, resolving route handler names
 // against registry (nil for the built-ins only).
-func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
+func newWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	wc := env.Config.Worker
 	queues := make(map[string]int, len(wc.Queues))
 	for _, q := range wc.Queues {
@@ -46,10 +46,10 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	}
 	// Every source's queue, so that the worker can refuse routes that leave
 	// a source on its queues without a route.
-	queueFor := QueueFor(env.Config)
+	queueOf := queueFor(env.Config)
 	sources := make(map[string]string, len(env.Config.Sources))
 	for _, s := range env.Config.Sources {
-		sources[s.Name] = queueFor(s.Name)
+		sources[s.Name] = queueOf(s.Name)
 	}
 	if registry == nil {
 		registry = worker.NewRegistry(env.Logger)
@@ -60,14 +60,14 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		return nil, err
 	}
 	var relay *outbox.RelayConfig // nil: this worker runs no relay
-	if rc, ok, err := OutboxRelay(env); err != nil {
+	if rc, ok, err := outboxRelay(env); err != nil {
 		return nil, err
 	} else if ok {
 		relay = rc
 	}
 	var addWorkers func(*river.Workers)
 	if len(reconciled) > 0 {
-		rw := reconcile.NewWorker(env.Pool, reconciled, queueFor, env.Logger.Named("reconcile"))
+		rw := reconcile.NewWorker(env.Pool, reconciled, queueOf, env.Logger.Named("reconcile"))
 		addWorkers = func(ws *river.Workers) { river.AddWorker(ws, rw) }
 	}
 	return worker.New(env.Pool, &worker.Config{
@@ -86,7 +86,7 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		Routes:            routes,
 		Sources:           sources,
 		Registry:          registry,
-		QueueFor:          queueFor,
+		QueueFor:          queueOf,
 		SoftStopTimeout:   wc.SoftStopTimeout,
 		GroupMaxEvents:    wc.GroupMaxEvents,
 		Retention:         policies,
@@ -110,8 +110,8 @@ func NewWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 // degrades, it does not crash. Any other error is returned, w stopped. It
 // returns false when ctx ends first, w stopped.
 func startWorker(ctx context.Context, env *Env, w *worker.Worker) (bool, error) {
-	delay := cmp.Or(env.Retry.Initial, RetryInitialDefault)
-	maxDelay := cmp.Or(env.Retry.Max, RetryMaxDefault)
+	delay := cmp.Or(env.Retry.Initial, retryInitialDefault)
+	maxDelay := cmp.Or(env.Retry.Max, retryMaxDefault)
 	for attempt := 1; ; attempt++ {
 		err := w.Start(context.WithoutCancel(ctx))
 		if err == nil {
@@ -134,7 +134,7 @@ func startWorker(ctx context.Context, env *Env, w *worker.Worker) (bool, error) 
 }
 
 // RunWorker works jobs and serves /healthz, /readyz, /metrics and River UI
-// (see WorkerHandler) until ctx is done,
+// (see workerHandler) until ctx is done,
 // then stops softly, and hard after worker.hard_stop_timeout more. It
 // listens at once, then waits for the database (AwaitSchema) before it
 // starts River: meanwhile /healthz answers 200 and /readyz 503. When ctx
@@ -142,13 +142,13 @@ func startWorker(ctx context.Context, env *Env, w *worker.Worker) (bool, error) 
 func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
 	wc := env.Config.Worker
 	env.Logger.Info("starting", zap.String("version", buildinfo.Version()), zap.Any("config", env.Config.Redacted()), zap.Int32("pool_max_conns", env.Pool.Config().MaxConns))
-	stopTracing, err := StartTracing(ctx, env)
+	stopTracing, err := startTracing(ctx, env)
 	if err != nil {
 		return err
 	}
 	// Deferred first, so run last: after the worker stopped.
 	defer stopTracing()
-	w, err := NewWorker(env, registry)
+	w, err := newWorker(env, registry)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
 		return err
 	}
 	if err := env.AwaitSchema(ctx); err != nil {
-		if errors.Is(err, ErrPoolTooLarge) {
+		if errors.Is(err, errPoolTooLarge) {
 			_ = door.shutdown(wc.HardStopTimeout)
 			return err
 		}
@@ -175,7 +175,7 @@ func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
 	}
 	uiCtx, stopUI := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopUI()
-	handler, err := WorkerHandler(uiCtx, env, w)
+	handler, err := workerHandler(uiCtx, env, w)
 	if err != nil {
 		_ = w.Stop(context.WithoutCancel(ctx))
 		_ = door.shutdown(wc.HardStopTimeout)
@@ -214,7 +214,7 @@ func healthMux(env *Env) *http.ServeMux {
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
 		checkCtx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := Ready(env, env.Sets...)(checkCtx); err != nil {
+		if err := readyCheck(env, env.Sets...)(checkCtx); err != nil {
 			env.Logger.Warn("not ready", zap.Error(err))
 			http.Error(rw, "not ready", http.StatusServiceUnavailable)
 			return
@@ -252,6 +252,6 @@ func NewReplayManager(env *Env) (*replay.Manager, error) {
 		queue = river.QueueDefault
 	}
 	return replay.NewManager(env.Pool, client, &replay.Config{
-		Rate: cfg.Worker.ReplayRate, Batch: cfg.Worker.ReplayBatch, Queue: queue, QueueFor: QueueFor(cfg),
+		Rate: cfg.Worker.ReplayRate, Batch: cfg.Worker.ReplayBatch, Queue: queue, QueueFor: queueFor(cfg),
 	})
 }

@@ -12,13 +12,12 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/schema"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 func main() {
 	daemon.Main(func(ctx context.Context, args []string) error {
-		env, _, err := daemon.Boot(ctx, "worker", args, daemon.Verbs{"": config.NeedWorker}, nil, []*schema.Set{schema.Core()})
+		env, _, err := daemon.Boot(ctx, &daemon.BootConfig{Name: "worker", Args: args, Verbs: daemon.Verbs{"": config.NeedWorker}})
 		if err != nil {
 			return err
 		}

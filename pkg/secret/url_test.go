@@ -1,4 +1,4 @@
-package config
+package secret
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestRedactDatabaseURL(t *testing.T) {
+func TestURL(t *testing.T) {
 	t.Parallel()
 
 	for _, tt := range []struct {
@@ -25,7 +25,7 @@ func TestRedactDatabaseURL(t *testing.T) {
 		{"DSNQuotedEscapedPassword", `host=db password='a \' ` + testDatabasePassword + `' application_name='my app'`, "host=db password=xxxxx application_name='my app'"},
 		{"DSNUnparseable", "host=db password='" + testDatabasePassword, "xxxxx"},
 	} {
-		got := RedactDatabaseURL(tt.in)
+		got := URL(tt.in).String()
 		require.Equal(t, tt.want, got, tt.name)
 		require.NotContains(t, got, testDatabasePassword, tt.name)
 	}
@@ -45,3 +45,6 @@ func TestParseDSN(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 }
+
+// testDatabasePassword must never appear in a URL's String.
+const testDatabasePassword = "PW-must-not-leak"

@@ -1,13 +1,17 @@
-package config
+package secret
 
 import (
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 )
 
-// redactedPassword replaces passwords in RedactDatabaseURL's output.
+// redactedPassword replaces the passwords in a URL's String.
 const redactedPassword = "xxxxx"
 
 // schemeRE matches the scheme of a URL.
@@ -19,10 +23,37 @@ var dsnKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // sensitiveDSNKeys are the libpq keywords whose values are redacted.
 var sensitiveDSNKeys = []string{"password", "sslpassword"}
 
-// checkDatabaseURL accepts a postgres:// or postgresql:// URL or a libpq
+// URL is a setting that holds a URL or a libpq key=value connection string
+// which may carry a password (database.url, a source's url, a destination's
+// url). It prints with any password replaced by "xxxxx" (String, GoString,
+// MarshalJSON, MarshalYAML, slog's LogValue); a string it cannot parse
+// prints as "xxxxx" whole. Reveal returns the value itself.
+type URL string
+
+// Reveal returns the URL itself, password included, for the code that
+// connects with it. Never log it.
+func (u URL) Reveal() string { return string(u) }
+
+// String returns the URL with any password replaced by "xxxxx".
+func (u URL) String() string { return redactConnString(string(u)) }
+
+// GoString is String quoted, so %#v never leaks the password either.
+func (u URL) GoString() string { return strconv.Quote(u.String()) }
+
+// MarshalJSON encodes String.
+func (u URL) MarshalJSON() ([]byte, error) { return json.Marshal(u.String()) }
+
+// MarshalYAML encodes String.
+func (u URL) MarshalYAML() (any, error) { return u.String(), nil }
+
+// LogValue makes slog log String.
+func (u URL) LogValue() slog.Value { return slog.StringValue(u.String()) }
+
+// CheckPostgres accepts a postgres:// or postgresql:// URL or a libpq
 // key=value connection string. Its errors never quote the string, which
 // holds a password.
-func checkDatabaseURL(s string) error {
+func (u URL) CheckPostgres() error {
+	s := string(u)
 	if scheme := schemeRE.FindStringSubmatch(s); scheme != nil {
 		if !isPostgresScheme(scheme[1]) {
 			return errors.New("URL scheme must be postgres:// or postgresql://")
@@ -44,10 +75,25 @@ func isPostgresScheme(scheme string) bool {
 	return scheme == "postgres" || scheme == "postgresql"
 }
 
-// RedactDatabaseURL returns s, a database URL or key=value connection string,
-// with any password replaced by "xxxxx". A string it cannot parse is
-// replaced whole.
-func RedactDatabaseURL(s string) string {
+// HasParam reports whether the URL's query, or the key=value connection
+// string, sets key.
+func (u URL) HasParam(key string) bool {
+	s := string(u)
+	if schemeRE.MatchString(s) {
+		parsed, err := url.Parse(s)
+		return err == nil && parsed.Query().Has(key)
+	}
+	pairs, err := parseDSN(s)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(pairs, func(pair dsnPair) bool { return pair.key == key })
+}
+
+// redactConnString returns s, a URL or key=value connection string, with
+// any password replaced by "xxxxx". A string it cannot parse is replaced
+// whole.
+func redactConnString(s string) string {
 	if s == "" {
 		return ""
 	}

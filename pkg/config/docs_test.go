@@ -1,0 +1,145 @@
+package config
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// configurationDoc is the configuration reference whose table
+// TestConfigurationDoc keeps equal to the Config structs.
+const configurationDoc = "../../docs/configuration.md"
+
+// The generated table sits between these markers.
+const (
+	docTableBegin = "<!-- BEGIN GENERATED: go test ./pkg/config -run TestConfigurationDoc (UPDATE_CONFIGURATION_DOC=1 rewrites it) -->"
+	docTableEnd   = "<!-- END GENERATED -->"
+)
+
+// TestConfigurationDoc fails when docs/configuration.md's table disagrees
+// with the Config structs: one row per key, in the structs' order, with the
+// default ApplyDefaults applies (for the scalar keys, as
+// TestDocumentedDefaultsMatchTheConstants checks config/hookinbox.yaml
+// against) and the field's doc comment. Run it with UPDATE_CONFIGURATION_DOC=1
+// to rewrite the table after changing a field.
+func TestConfigurationDoc(t *testing.T) {
+	t.Parallel()
+
+	comments := fieldComments(t)
+	defaults := &Config{Sources: []SourceConfig{{}}}
+	defaults.ApplyDefaults()
+	documented := map[string]string{}
+	for _, key := range scalarKeys(reflect.TypeFor[Config]()) {
+		if key != "database.url" {
+			documented[key] = documentedValue(key, fieldByKey(defaults, key).Interface())
+		}
+	}
+	documented["worker.rescue_after"] = "job_timeout + " + formatDuration(defaultWorkerRescueMargin)
+	for _, key := range []string{"tolerance", "queue"} {
+		f, _ := fieldNamed(reflect.ValueOf(&defaults.Sources[0]).Elem(), key)
+		documented["sources[]."+key] = documentedValue("sources[]."+key, f.Interface())
+	}
+
+	var table strings.Builder
+	table.WriteString("| Key | Default | Meaning |\n|---|---|---|\n")
+	var rows func(typ reflect.Type, prefix string)
+	rows = func(typ reflect.Type, prefix string) {
+		for i := range typ.NumField() {
+			field := typ.Field(i)
+			name := tagName(field)
+			if name == "" || name == "-" {
+				continue
+			}
+			key := prefix + name
+			ft := field.Type
+			switch {
+			case ft.Kind() == reflect.Struct:
+				rows(ft, key+".")
+				continue
+			case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+				rows(ft.Elem(), key+"[].")
+				continue
+			case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
+				rows(ft.Elem(), key+".<name>.")
+				continue
+			}
+			def := "see meaning"
+			if d, ok := documented[key]; ok {
+				def = "`" + d + "`"
+			}
+			comment := comments[typ.Name()+"."+field.Name]
+			require.NotEmpty(t, comment, "%s.%s (%s) has no doc comment", typ.Name(), field.Name, key)
+			fmt.Fprintf(&table, "| `%s` | %s | %s |\n", key, def, strings.ReplaceAll(comment, "|", `\|`))
+		}
+	}
+	rows(reflect.TypeFor[Config](), "")
+	want := docTableBegin + "\n" + table.String() + docTableEnd
+
+	data, err := os.ReadFile(configurationDoc)
+	require.NoError(t, err)
+	doc := string(data)
+	begin, end := strings.Index(doc, docTableBegin), strings.Index(doc, docTableEnd)
+	require.True(t, begin >= 0 && end > begin, "%s has no generated table markers", configurationDoc)
+	got := doc[begin : end+len(docTableEnd)]
+	if os.Getenv("UPDATE_CONFIGURATION_DOC") == "1" && got != want {
+		require.NoError(t, os.WriteFile(configurationDoc, []byte(doc[:begin]+want+doc[end+len(docTableEnd):]), 0o644))
+		return
+	}
+	require.Equal(t, want, got, "%s's table disagrees with the Config structs; rerun with UPDATE_CONFIGURATION_DOC=1", configurationDoc)
+
+	// Every documented default appears in the table as it does in
+	// config/hookinbox.yaml's comments.
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for key := range documented {
+			if !yield(key) {
+				return
+			}
+		}
+	})
+	for _, key := range keys {
+		require.Contains(t, got, "| `"+key+"` | `"+documented[key]+"` |", key)
+	}
+}
+
+// fieldComments returns the doc comment of every struct field declared in
+// this package's non-test files, keyed "Type.Field", on one line.
+func fieldComments(t *testing.T) map[string]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	names, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		require.NoError(t, err)
+		ast.Inspect(file, func(n ast.Node) bool {
+			spec, ok := n.(*ast.TypeSpec)
+			if !ok {
+				return true
+			}
+			st, ok := spec.Type.(*ast.StructType)
+			if !ok {
+				return false
+			}
+			for _, f := range st.Fields.List {
+				for _, name := range f.Names {
+					out[spec.Name.Name+"."+name.Name] = strings.Join(strings.Fields(f.Doc.Text()), " ")
+				}
+			}
+			return false
+		})
+	}
+	return out
+}
