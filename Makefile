@@ -32,8 +32,8 @@ build: ## build the commands and examples into bin/
 # 90-206 s (pkg/faults, examples/ledger, pkg/worker) in five clean-clone
 # `make test -race` runs on 2 cores at load averages of 5 to 27 (b4cf388,
 # 2026-12-03); 6m is 1.75x the worst of them.
-test: ## run all tests (private PostgreSQL unless DATABASE_URL is set; TESTFLAGS=-race)
-	scripts/with-postgres.sh $(GO) test -count=1 $(TESTFLAGS) -timeout 6m ./...
+test: ## run all tests, the bench module's too (private PostgreSQL unless DATABASE_URL is set; TESTFLAGS=-race)
+	scripts/with-postgres.sh sh -c 'set -e; $(GO) test -count=1 $(TESTFLAGS) -timeout 6m ./...; cd bench && $(GO) test -count=1 $(TESTFLAGS) -timeout 6m ./...'
 
 chart-test: ## lint and render charts/hookinbox with Helm (tools/helm/go.mod) for each value set, and test its invariants
 	scripts/chart-test.sh
