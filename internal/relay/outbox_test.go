@@ -1,4 +1,4 @@
-package outbox_test
+package relay_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
@@ -69,7 +70,7 @@ func TestRelay(t *testing.T) {
 		t.Parallel()
 		db := dbtest.New(t)
 		s := newSink(t)
-		startRelay(t, db, &outbox.RelayConfig{Destinations: map[string]*outbox.RelayDestination{
+		startRelay(t, db, &relay.Config{Destinations: map[string]*relay.DestinationConfig{
 			"billing": {Destination: s.destination(t)},
 		}})
 		keys := enqueue(t, db, "billing", 0, 50)
@@ -88,7 +89,7 @@ func TestRelay(t *testing.T) {
 		s := newSink(t)
 		enqueue(t, db, "billing", 0, 300)
 		for range 2 {
-			startRelay(t, db, &outbox.RelayConfig{Batch: 10, Destinations: map[string]*outbox.RelayDestination{
+			startRelay(t, db, &relay.Config{Batch: 10, Destinations: map[string]*relay.DestinationConfig{
 				"billing": {Destination: s.destination(t), Concurrency: 4},
 			}})
 		}
@@ -108,7 +109,7 @@ func TestRelay(t *testing.T) {
 			}
 			return http.StatusOK, nil
 		}
-		startRelay(t, db, &outbox.RelayConfig{PollInterval: 10 * time.Millisecond, Destinations: map[string]*outbox.RelayDestination{
+		startRelay(t, db, &relay.Config{PollInterval: 10 * time.Millisecond, Destinations: map[string]*relay.DestinationConfig{
 			"billing": {Destination: s.destination(t), Concurrency: 1, BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond},
 		}})
 		enqueue(t, db, "billing", 0, 3)
@@ -137,7 +138,7 @@ SELECT max(delivered_at) - min(created_at) FROM hookinbox_outbox`).Scan(&spread)
 		s.status = func(int, *http.Request) (int, http.Header) {
 			return http.StatusTooManyRequests, http.Header{"Retry-After": {"120"}}
 		}
-		startRelay(t, db, &outbox.RelayConfig{Destinations: map[string]*outbox.RelayDestination{
+		startRelay(t, db, &relay.Config{Destinations: map[string]*relay.DestinationConfig{
 			"billing": {Destination: s.destination(t)},
 		}})
 		enqueue(t, db, "billing", 0, 1)
@@ -163,11 +164,11 @@ SELECT next_attempt_at - now() FROM hookinbox_outbox WHERE last_error IS NOT NUL
 			}
 			return http.StatusOK, nil
 		}
-		startRelay(t, db, &outbox.RelayConfig{PollInterval: 10 * time.Millisecond, Destinations: map[string]*outbox.RelayDestination{
+		startRelay(t, db, &relay.Config{PollInterval: 10 * time.Millisecond, Destinations: map[string]*relay.DestinationConfig{
 			"billing": {Destination: s.destination(t), Concurrency: 1},
 		}})
 		enqueue(t, db, "billing", 0, 5)
-		store := outbox.NewStore(db.Pool)
+		store := relay.NewStore(db.Pool)
 		waitFor(t, "disabled", func() bool {
 			d, err := store.Disabled(ctx)
 			require.NoError(t, err)
@@ -187,7 +188,7 @@ SELECT next_attempt_at - now() FROM hookinbox_outbox WHERE last_error IS NOT NUL
 		gone = false
 		s.mu.Unlock()
 		require.NoError(t, store.Enable(ctx, "billing"))
-		require.ErrorIs(t, store.Enable(ctx, "billing"), outbox.ErrNotDisabled)
+		require.ErrorIs(t, store.Enable(ctx, "billing"), relay.ErrNotDisabled)
 		waitFor(t, "all delivered", func() bool { return statusCounts(t, db)["delivered"] == 5 })
 	})
 
@@ -203,13 +204,13 @@ SELECT next_attempt_at - now() FROM hookinbox_outbox WHERE last_error IS NOT NUL
 			}
 			return http.StatusOK, nil
 		}
-		startRelay(t, db, &outbox.RelayConfig{PollInterval: 10 * time.Millisecond, Destinations: map[string]*outbox.RelayDestination{
+		startRelay(t, db, &relay.Config{PollInterval: 10 * time.Millisecond, Destinations: map[string]*relay.DestinationConfig{
 			"billing": {Destination: s.destination(t), MaxAttempts: 2, BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond},
 		}})
 		keys := enqueue(t, db, "billing", 0, 2)
 		waitFor(t, "failed", func() bool { return statusCounts(t, db)["failed"] == 2 })
-		store := outbox.NewStore(db.Pool)
-		failed, err := store.List(ctx, &outbox.ListParams{})
+		store := relay.NewStore(db.Pool)
+		failed, err := store.List(ctx, &relay.ListParams{})
 		require.NoError(t, err)
 		require.Len(t, failed, 2)
 		require.Equal(t, 2, failed[0].Attempts)
@@ -218,7 +219,7 @@ SELECT next_attempt_at - now() FROM hookinbox_outbox WHERE last_error IS NOT NUL
 		s.mu.Lock()
 		down = false
 		s.mu.Unlock()
-		n, err := store.Replay(ctx, &outbox.ReplayParams{Keys: keys[:1]})
+		n, err := store.Replay(ctx, &relay.ReplayParams{Keys: keys[:1]})
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n)
 		waitFor(t, "replayed one delivered", func() bool { return statusCounts(t, db)["delivered"] == 1 })
