@@ -8,12 +8,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 
 // openOutbox boots with the config, checks the schema, and returns the
 // outbox's store; done releases the pool.
-func openOutbox(cmd *cobra.Command, path string) (*outbox.Store, func(), error) {
+func openOutbox(cmd *cobra.Command, path string) (*relay.Store, func(), error) {
 	env, err := boot(cmd.Context(), path, "outbox")
 	if err != nil {
 		return nil, nil, err
@@ -22,7 +23,7 @@ func openOutbox(cmd *cobra.Command, path string) (*outbox.Store, func(), error) 
 		env.Close()
 		return nil, nil, err
 	}
-	return outbox.NewStore(env.Pool), env.Close, nil
+	return relay.NewStore(env.Pool), env.Close, nil
 }
 
 // newOutboxCommand is `inboxctl outbox`: list failed outbox messages (and
@@ -56,7 +57,7 @@ func newOutboxListCommand(path string) *cobra.Command {
 				return err
 			}
 			defer done()
-			recs, err := store.List(cmd.Context(), &outbox.ListParams{Status: outbox.Status(status), Destination: destination, Limit: limit})
+			recs, err := store.List(cmd.Context(), &relay.ListParams{Status: outbox.Status(status), Destination: destination, Limit: limit})
 			if err != nil {
 				return err
 			}
@@ -126,7 +127,7 @@ attempts reset; their history stays. Name the messages by key, or pass --all
 				return err
 			}
 			defer done()
-			n, err := store.Replay(cmd.Context(), &outbox.ReplayParams{Keys: keys, Destination: destination})
+			n, err := store.Replay(cmd.Context(), &relay.ReplayParams{Keys: keys, Destination: destination})
 			if err != nil {
 				return err
 			}
@@ -150,7 +151,7 @@ func newOutboxEnableCommand(path string) *cobra.Command {
 				return err
 			}
 			defer done()
-			if err := store.Enable(cmd.Context(), a[0]); errors.Is(err, outbox.ErrNotDisabled) {
+			if err := store.Enable(cmd.Context(), a[0]); errors.Is(err, relay.ErrNotDisabled) {
 				return fmt.Errorf("destination %s is not disabled", a[0])
 			} else if err != nil {
 				return err

@@ -21,8 +21,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/outbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -54,7 +54,7 @@ func TestDepositThroughTheOutbox(t *testing.T) {
 		}
 	}))
 	t.Cleanup(feed.Close)
-	dest, err := outbox.NewHTTP(&outbox.HTTPConfig{URL: feed.URL, Secret: bankSecret})
+	dest, err := relay.NewHTTP(&relay.HTTPConfig{URL: feed.URL, Secret: bankSecret})
 	require.NoError(t, err)
 
 	var broken atomic.Bool
@@ -74,7 +74,7 @@ func TestDepositThroughTheOutbox(t *testing.T) {
 			Destinations: []string{"feed"}}},
 		Registry: registry,
 		Logger:   zaptest.NewLogger(t),
-		Outbox: &outbox.RelayConfig{PollInterval: 20 * time.Millisecond, Destinations: map[string]*outbox.RelayDestination{
+		Outbox: &relay.Config{PollInterval: 20 * time.Millisecond, Destinations: map[string]*relay.DestinationConfig{
 			"feed": {Destination: dest},
 		}},
 		RiverConfig: func(rc *river.Config) {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/jetstream"
-	"github.com/hookinbox/hookinbox/pkg/outbox"
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -31,7 +31,7 @@ type OutboxConfig struct {
 	Relay OutboxRelayConfig `mapstructure:"relay"`
 }
 
-// OutboxRelayConfig configures the relay (pkg/outbox). Behind a transaction
+// OutboxRelayConfig configures the relay (internal/relay). Behind a transaction
 // pooler (database.pooler: transaction) it polls: a LISTEN needs a session.
 type OutboxRelayConfig struct {
 	// Disabled turns the relay off in this worker (another deployment
@@ -106,23 +106,23 @@ type FilterConfig struct {
 	In []string `mapstructure:"in"`
 }
 
-// The relay's and destinations' defaults are pkg/outbox's.
-const defaultDestinationTimeout = outbox.HTTPTimeoutDefault
+// The relay's and destinations' defaults are internal/relay's.
+const defaultDestinationTimeout = relay.HTTPTimeoutDefault
 
 var destinationNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
 // applyOutboxDefaults fills the relay's and the destinations' defaults.
 func applyOutboxDefaults(w *WorkerConfig) {
 	r := &w.Outbox.Relay
-	r.Batch = cmp.Or(r.Batch, outbox.BatchDefault)
-	r.Lease = cmp.Or(r.Lease, outbox.LeaseDefault)
-	r.PollInterval = cmp.Or(r.PollInterval, outbox.PollIntervalDefault)
+	r.Batch = cmp.Or(r.Batch, relay.BatchDefault)
+	r.Lease = cmp.Or(r.Lease, relay.LeaseDefault)
+	r.PollInterval = cmp.Or(r.PollInterval, relay.PollIntervalDefault)
 	for name, d := range w.Destinations {
 		d.Timeout = cmp.Or(d.Timeout, defaultDestinationTimeout)
-		d.Concurrency = cmp.Or(d.Concurrency, outbox.ConcurrencyDefault)
-		d.MaxAttempts = cmp.Or(d.MaxAttempts, outbox.MaxAttemptsDefault)
-		d.BackoffMin = cmp.Or(d.BackoffMin, outbox.BackoffMinDefault)
-		d.BackoffMax = cmp.Or(d.BackoffMax, outbox.BackoffMaxDefault)
+		d.Concurrency = cmp.Or(d.Concurrency, relay.ConcurrencyDefault)
+		d.MaxAttempts = cmp.Or(d.MaxAttempts, relay.MaxAttemptsDefault)
+		d.BackoffMin = cmp.Or(d.BackoffMin, relay.BackoffMinDefault)
+		d.BackoffMax = cmp.Or(d.BackoffMax, relay.BackoffMaxDefault)
 		w.Destinations[name] = d
 	}
 }
@@ -145,7 +145,7 @@ func (c *Config) validateOutbox(p *problems) {
 				p.addf(key+".url", "must be an absolute http:// or https:// URL")
 			}
 			if d.Secret != "" {
-				if _, err := outbox.NewHTTP(&outbox.HTTPConfig{URL: "http://check", Secret: d.Secret.Reveal()}); err != nil {
+				if _, err := relay.NewHTTP(&relay.HTTPConfig{URL: "http://check", Secret: d.Secret.Reveal()}); err != nil {
 					p.addf(key+".secret", `must be "whsec_" followed by a base64 key`)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookinbox/hookinbox/internal/jetstream"
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
@@ -16,13 +17,13 @@ import (
 // with a destination built for each of worker.destinations, and false when
 // the worker runs no relay: worker.outbox.relay.disabled is true, or no
 // destination is configured and the relay would have nothing to deliver to.
-func outboxRelay(env *Env) (*outbox.RelayConfig, bool, error) {
+func outboxRelay(env *Env) (*relay.Config, bool, error) {
 	wc := env.Config.Worker
 	if wc.Outbox.Relay.Disabled || len(wc.Destinations) == 0 {
 		return nil, false, nil
 	}
-	rc := &outbox.RelayConfig{
-		Destinations: make(map[string]*outbox.RelayDestination, len(wc.Destinations)),
+	rc := &relay.Config{
+		Destinations: make(map[string]*relay.DestinationConfig, len(wc.Destinations)),
 		Batch:        wc.Outbox.Relay.Batch,
 		Lease:        wc.Outbox.Relay.Lease,
 		PollInterval: wc.Outbox.Relay.PollInterval,
@@ -36,7 +37,7 @@ func outboxRelay(env *Env) (*outbox.RelayConfig, bool, error) {
 			closeDestinations(rc)
 			return nil, false, fmt.Errorf("worker.destinations.%s: %w", name, err)
 		}
-		rc.Destinations[name] = &outbox.RelayDestination{
+		rc.Destinations[name] = &relay.DestinationConfig{
 			Destination: dest, Concurrency: d.Concurrency, Rate: d.Rate, MaxAttempts: d.MaxAttempts,
 			BackoffMin: d.BackoffMin, BackoffMax: d.BackoffMax,
 		}
@@ -55,7 +56,7 @@ const natsDialTimeout = 5 * time.Second
 func newDestination(d *config.DestinationConfig, lease time.Duration) (outbox.Destination, error) {
 	switch d.Kind {
 	case config.DestinationHTTP:
-		return outbox.NewHTTP(&outbox.HTTPConfig{URL: d.URL.Reveal(), Secret: d.Secret.Reveal(), Timeout: d.Timeout})
+		return relay.NewHTTP(&relay.HTTPConfig{URL: d.URL.Reveal(), Secret: d.Secret.Reveal(), Timeout: d.Timeout})
 	case config.DestinationNATS:
 		// Connecting (and creating the stream) is bounded like a delivery,
 		// plus the time to dial.
@@ -74,7 +75,7 @@ func newDestination(d *config.DestinationConfig, lease time.Duration) (outbox.De
 
 // closeDestinations closes the destinations built so far that hold a
 // connection.
-func closeDestinations(rc *outbox.RelayConfig) {
+func closeDestinations(rc *relay.Config) {
 	for _, d := range rc.Destinations {
 		if c, ok := d.Destination.(interface{ Close() }); ok {
 			c.Close()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
@@ -28,7 +29,7 @@ func TestInboxctlOutbox(t *testing.T) {
 	_, err := db.Pool.Exec(ctx, `UPDATE hookinbox_outbox SET status = 'failed', attempts = 20, last_error = 'POST answered 500'
 WHERE event_id <> 'evt_3'`)
 	require.NoError(t, err)
-	require.NoError(t, outbox.NewStore(db.Pool).Disable(ctx, "billing", "POST answered 410 Gone"))
+	require.NoError(t, relay.NewStore(db.Pool).Disable(ctx, "billing", "POST answered 410 Gone"))
 	path := writeConfig(t, daemonConfig(db.URL))
 
 	code, out := run(t, "inboxctl", "outbox", "list", "--config", path)

@@ -19,10 +19,10 @@ import (
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/reconcile"
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/outbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -59,7 +59,7 @@ func newWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	var relay *outbox.RelayConfig // nil: this worker runs no relay
+	var relay *relay.Config // nil: this worker runs no relay
 	if rc, ok, err := outboxRelay(env); err != nil {
 		return nil, err
 	} else if ok {

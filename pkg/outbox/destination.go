@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -55,28 +54,3 @@ func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
 
 // Unwrap returns the wrapped error.
 func (e *PermanentError) Unwrap() error { return e.Err }
-
-// outcome classifies a delivery error for the relay.
-type outcome int
-
-const (
-	outcomeRetry outcome = iota
-	outcomeRetryAfter
-	outcomeDisable
-	outcomePermanent
-)
-
-func classify(err error) (outcome, time.Duration) {
-	var ra *RetryAfterError
-	var de *DisableError
-	var pe *PermanentError
-	switch {
-	case errors.As(err, &de):
-		return outcomeDisable, 0
-	case errors.As(err, &pe):
-		return outcomePermanent, 0
-	case errors.As(err, &ra):
-		return outcomeRetryAfter, ra.After
-	}
-	return outcomeRetry, 0
-}

@@ -1,7 +1,10 @@
-// Package outbox is hookinbox's transactional outbox: a handler writes
-// "deliver this" in its event's transaction (Enqueue), and a Relay inside the
-// worker process delivers it afterwards to a Destination (an HTTP endpoint,
-// a NATS JetStream stream, or any Destination a worker binary brings).
+// Package outbox is hookinbox's transactional outbox as a handler sees it: a
+// handler writes "deliver this" in its event's transaction (Enqueue), and
+// the relay inside the worker process (internal/relay) delivers it
+// afterwards to a Destination (an HTTP endpoint, a NATS JetStream stream, or
+// any Destination a worker binary brings). A Destination gets each message
+// as a Record and answers with nil, or with one of the errors below that
+// tell the relay how to go on.
 //
 // # Guarantees
 //
@@ -30,7 +33,7 @@
 // # Retries
 //
 // A failed delivery is retried with exponential backoff and full jitter
-// (per destination: RelayDestination.Backoff), honouring a Retry-After
+// (per destination: its backoff_min and backoff_max), honouring a Retry-After
 // (RetryAfter). After the destination's MaxAttempts the message is failed:
 // never deleted, listed by `inboxctl outbox list` and put back by
 // `inboxctl outbox replay`. A 410 Gone (Disable) disables the destination,

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
-	"github.com/hookinbox/hookinbox/pkg/outbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -71,7 +71,7 @@ func TestForward(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	sink, url := newBillingSink(t)
-	dest, err := outbox.NewHTTP(&outbox.HTTPConfig{URL: url, Secret: forwardSecret})
+	dest, err := relay.NewHTTP(&relay.HTTPConfig{URL: url, Secret: forwardSecret})
 	require.NoError(t, err)
 	b.flakyFailures.Store(math.MaxInt32)
 	b.start(t, func(c *worker.Config) {
@@ -80,7 +80,7 @@ func TestForward(t *testing.T) {
 			Filter:       []worker.Condition{{Path: "data.currency", In: []string{"usd", "eur"}}},
 			Destinations: []string{"billing"},
 		}}
-		c.Outbox = &outbox.RelayConfig{PollInterval: 20 * time.Millisecond, Destinations: map[string]*outbox.RelayDestination{
+		c.Outbox = &relay.Config{PollInterval: 20 * time.Millisecond, Destinations: map[string]*relay.DestinationConfig{
 			"billing": {Destination: dest},
 		}}
 	})

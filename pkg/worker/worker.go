@@ -28,9 +28,9 @@ import (
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/logging"
 	"github.com/hookinbox/hookinbox/internal/metrics"
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/internal/retention"
-	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 
 // The defaults New applies to a zero Config field.
@@ -194,12 +194,12 @@ type Config struct {
 	// middleware, linked to the span of the delivery that enqueued it) and
 	// each event's handlers (see tracing.go). nil traces nothing.
 	TracerProvider trace.TracerProvider
-	// Outbox, when set, runs an outbox relay (pkg/outbox) in the worker,
+	// Outbox, when set, runs an outbox relay (internal/relay) in the worker,
 	// started by Start and stopped by Stop: it delivers the messages
 	// handlers enqueue (the forward handler's among them) to these
 	// destinations. Its PollOnly is forced on with the worker's. nil runs
 	// none: another worker delivers them.
-	Outbox *outbox.RelayConfig
+	Outbox *relay.Config
 	// RiverConfig, when set, receives the river.Config before the client is
 	// built, for settings this Config does not cover (tests shorten River's
 	// timings with it).
@@ -277,7 +277,7 @@ type Worker struct {
 	registration *registration
 	group        *groupCommitter // nil without group commit
 	pauses       *pauseWatch
-	relay        *outbox.Relay // nil without Config.Outbox
+	relay        *relay.Relay // nil without Config.Outbox
 }
 
 // New builds a Worker on pool. It refuses routes that leave a source on a
@@ -372,7 +372,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		if rc.Logger == nil {
 			rc.Logger = c.Logger.Named("outbox")
 		}
-		if w.relay, err = outbox.NewRelay(pool, &rc); err != nil {
+		if w.relay, err = relay.New(pool, &rc); err != nil {
 			return nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"cmp"
@@ -11,34 +11,36 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookinbox/hookinbox/pkg/outbox"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 )
 
-// The defaults NewRelay applies to zero fields.
+// The defaults New applies to zero fields.
 const (
-	// BatchDefault is RelayConfig.Batch's default.
+	// BatchDefault is Config.Batch's default.
 	BatchDefault = 100
-	// LeaseDefault is RelayConfig.Lease's default.
+	// LeaseDefault is Config.Lease's default.
 	LeaseDefault = 2 * time.Minute
-	// PollIntervalDefault is RelayConfig.PollInterval's default.
+	// PollIntervalDefault is Config.PollInterval's default.
 	PollIntervalDefault = time.Second
-	// ConcurrencyDefault is RelayDestination.Concurrency's default.
+	// ConcurrencyDefault is DestinationConfig.Concurrency's default.
 	ConcurrencyDefault = 8
-	// MaxAttemptsDefault is RelayDestination.MaxAttempts's default.
+	// MaxAttemptsDefault is DestinationConfig.MaxAttempts's default.
 	MaxAttemptsDefault = 20
-	// BackoffMinDefault is RelayDestination.BackoffMin's default.
+	// BackoffMinDefault is DestinationConfig.BackoffMin's default.
 	BackoffMinDefault = time.Second
-	// BackoffMaxDefault is RelayDestination.BackoffMax's default.
+	// BackoffMaxDefault is DestinationConfig.BackoffMax's default.
 	BackoffMaxDefault = time.Hour
 	// notifyChannel is the channel Enqueue's trigger notifies at commit.
 	notifyChannel = "hookinbox_outbox"
 )
 
-// RelayDestination is a destination as the relay delivers to it.
-type RelayDestination struct {
+// DestinationConfig is a destination as the relay delivers to it.
+type DestinationConfig struct {
 	// Destination delivers the messages. Required.
-	Destination Destination
+	Destination outbox.Destination
 	// Concurrency caps the deliveries in flight at once, per relay.
 	// Defaults to 8.
 	Concurrency int
@@ -55,11 +57,11 @@ type RelayDestination struct {
 	BackoffMin, BackoffMax time.Duration
 }
 
-// RelayConfig configures a Relay.
-type RelayConfig struct {
+// Config configures a Relay.
+type Config struct {
 	// Destinations the relay delivers to, by name; a message whose
 	// destination is not here is left pending for a relay that has it.
-	Destinations map[string]*RelayDestination
+	Destinations map[string]*DestinationConfig
 	// Batch is the most messages of one destination claimed at once.
 	// Defaults to 100. A crash re-sends at most the claimed batch.
 	Batch int
@@ -87,7 +89,7 @@ type RelayConfig struct {
 type Relay struct {
 	store  *Store
 	pool   *pgxpool.Pool
-	config RelayConfig
+	config Config
 	loops  []*destinationLoop
 
 	stopOnce  sync.Once
@@ -97,8 +99,8 @@ type Relay struct {
 	wg        sync.WaitGroup
 }
 
-// NewRelay returns a Relay on pool; Start starts it.
-func NewRelay(pool *pgxpool.Pool, config *RelayConfig) (*Relay, error) {
+// New returns a Relay on pool; Start starts it.
+func New(pool *pgxpool.Pool, config *Config) (*Relay, error) {
 	c := *config
 	c.Batch = cmp.Or(c.Batch, BatchDefault)
 	c.Lease = cmp.Or(c.Lease, LeaseDefault)
@@ -235,7 +237,7 @@ func (r *Relay) listenOnce(ctx context.Context) error {
 type destinationLoop struct {
 	relay  *Relay
 	name   string
-	d      RelayDestination
+	d      DestinationConfig
 	wake   chan struct{}
 	logger *zap.Logger
 
@@ -341,7 +343,7 @@ func (l *destinationLoop) awaitSlot(ctx context.Context) bool {
 }
 
 // deliver delivers one claimed message and records the outcome.
-func (l *destinationLoop) deliver(ctx context.Context, rec *Record) {
+func (l *destinationLoop) deliver(ctx context.Context, rec *outbox.Record) {
 	l.mu.Lock()
 	disabled, pause := l.disabled, time.Until(l.pausedUntil)
 	l.mu.Unlock()
@@ -407,7 +409,7 @@ func (l *destinationLoop) deliver(ctx context.Context, rec *Record) {
 	}
 }
 
-func (l *destinationLoop) release(ctx context.Context, rec *Record, delay time.Duration) {
+func (l *destinationLoop) release(ctx context.Context, rec *outbox.Record, delay time.Duration) {
 	if err := l.relay.store.Release(ctx, rec, delay); err != nil {
 		l.logger.Warn("outbox relay: could not release a message; it is due again when its lease ends", zap.String("key", rec.Key), zap.Error(err))
 	}

@@ -1,4 +1,4 @@
-package outbox_test
+package relay_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/jetstream"
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/natstest"
-	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 
 // TestJetStreamDestination relays messages to a real JetStream stream on
@@ -30,7 +30,7 @@ func TestJetStreamDestination(t *testing.T) {
 		Subject:   prefix + ".{source}.{type}",
 	})
 	require.NoError(t, err)
-	startRelay(t, db, &outbox.RelayConfig{PollInterval: 20 * time.Millisecond, Destinations: map[string]*outbox.RelayDestination{
+	startRelay(t, db, &relay.Config{PollInterval: 20 * time.Millisecond, Destinations: map[string]*relay.DestinationConfig{
 		"customers": {Destination: dest},
 	}})
 	keys := enqueue(t, db, "customers", 0, 5)

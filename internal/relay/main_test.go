@@ -1,4 +1,4 @@
-package outbox_test
+package relay_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/hookinbox/hookinbox/pkg/outbox"
 
 	"github.com/hookinbox/hookinbox/internal/sign"
 )
@@ -74,12 +76,12 @@ func NewHTTP(config *HTTPConfig) (*HTTP, error) {
 }
 
 // Deliver implements Destination.
-func (h *HTTP) Deliver(ctx context.Context, r *Record) error {
+func (h *HTTP) Deliver(ctx context.Context, r *outbox.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, h.config.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.config.URL, bytes.NewReader(r.Payload))
 	if err != nil {
-		return &PermanentError{Err: err}
+		return &outbox.PermanentError{Err: err}
 	}
 	for k, v := range r.Headers {
 		req.Header.Set(k, v)
@@ -92,7 +94,7 @@ func (h *HTTP) Deliver(ctx context.Context, r *Record) error {
 	if h.config.Secret != "" {
 		sig, err := sign.StandardWebhooks(h.config.Secret, r.Key, now, r.Payload)
 		if err != nil {
-			return &PermanentError{Err: err}
+			return &outbox.PermanentError{Err: err}
 		}
 		req.Header.Set("webhook-signature", sig)
 	}
@@ -114,15 +116,15 @@ func statusError(resp *http.Response, now time.Time) error {
 	err := fmt.Errorf("POST answered %d %s", code, http.StatusText(code))
 	switch {
 	case code == http.StatusGone:
-		return &DisableError{Err: err}
+		return &outbox.DisableError{Err: err}
 	case code == http.StatusRequestTimeout, code == http.StatusConflict, code == http.StatusTooEarly,
 		code == http.StatusTooManyRequests, code >= 500:
 		if after, ok := retryAfter(resp.Header.Get("Retry-After"), now); ok {
-			return &RetryAfterError{After: after, Err: err}
+			return &outbox.RetryAfterError{After: after, Err: err}
 		}
 		return err
 	}
-	return &PermanentError{Err: err}
+	return &outbox.PermanentError{Err: err}
 }
 
 // retryAfter parses a Retry-After value: seconds, or an HTTP date.
@@ -139,4 +141,4 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-var _ Destination = (*HTTP)(nil)
+var _ outbox.Destination = (*HTTP)(nil)

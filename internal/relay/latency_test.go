@@ -1,4 +1,4 @@
-package outbox_test
+package relay_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
@@ -37,8 +38,8 @@ func TestRelayLatency(t *testing.T) {
 			const n = 100
 			db := dbtest.New(t)
 			s := newSink(t)
-			startRelay(t, db, &outbox.RelayConfig{PollOnly: tc.pollOnly, PollInterval: tc.poll,
-				Destinations: map[string]*outbox.RelayDestination{"billing": {Destination: s.destination(t)}}})
+			startRelay(t, db, &relay.Config{PollOnly: tc.pollOnly, PollInterval: tc.poll,
+				Destinations: map[string]*relay.DestinationConfig{"billing": {Destination: s.destination(t)}}})
 			ctx := context.Background()
 			latencies := make([]time.Duration, 0, n)
 			for i := range n {
@@ -72,7 +73,7 @@ func BenchmarkRelayThroughput(b *testing.B) {
 	db := dbtest.New(b)
 	s := &sinkCounter{}
 	server := s.start(b)
-	dest, err := outbox.NewHTTP(&outbox.HTTPConfig{URL: server, Secret: testSecret})
+	dest, err := relay.NewHTTP(&relay.HTTPConfig{URL: server, Secret: testSecret})
 	require.NoError(b, err)
 	ctx := context.Background()
 	tx, err := db.Pool.Begin(ctx)
@@ -83,7 +84,7 @@ func BenchmarkRelayThroughput(b *testing.B) {
 	}
 	require.NoError(b, tx.Commit(ctx))
 	b.ResetTimer()
-	relay, err := outbox.NewRelay(db.Pool, &outbox.RelayConfig{Destinations: map[string]*outbox.RelayDestination{
+	relay, err := relay.New(db.Pool, &relay.Config{Destinations: map[string]*relay.DestinationConfig{
 		"billing": {Destination: dest, Concurrency: 16},
 	}})
 	require.NoError(b, err)

@@ -1,4 +1,4 @@
-package outbox_test
+package relay_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
@@ -99,9 +100,9 @@ func (s *sink) counts(t *testing.T) (map[string]int, int) {
 	return out, s.requests
 }
 
-func (s *sink) destination(t *testing.T) *outbox.HTTP {
+func (s *sink) destination(t *testing.T) *relay.HTTP {
 	t.Helper()
-	d, err := outbox.NewHTTP(&outbox.HTTPConfig{URL: s.server.URL, Secret: testSecret, Timeout: 5 * time.Second})
+	d, err := relay.NewHTTP(&relay.HTTPConfig{URL: s.server.URL, Secret: testSecret, Timeout: 5 * time.Second})
 	require.NoError(t, err)
 	return d
 }
@@ -145,9 +146,9 @@ func statusCounts(t *testing.T, db *dbtest.DB) map[string]int {
 }
 
 // startRelay starts a relay with dests and stops it at the test's end.
-func startRelay(t *testing.T, db *dbtest.DB, config *outbox.RelayConfig) *outbox.Relay {
+func startRelay(t *testing.T, db *dbtest.DB, config *relay.Config) *relay.Relay {
 	t.Helper()
-	r, err := outbox.NewRelay(db.Pool, config)
+	r, err := relay.New(db.Pool, config)
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
 	t.Cleanup(func() {

@@ -1,4 +1,4 @@
-package outbox_test
+package relay_test
 
 import (
 	"os"
@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
-	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 
 // TestRelayKilledMidBatch kills a relay process with SIGKILL while its whole
@@ -55,7 +55,7 @@ func TestRelayKilledMidBatch(t *testing.T) {
 	s.mu.Unlock()
 	close(held)
 
-	startRelay(t, db, &outbox.RelayConfig{PollInterval: 20 * time.Millisecond, Destinations: map[string]*outbox.RelayDestination{
+	startRelay(t, db, &relay.Config{PollInterval: 20 * time.Millisecond, Destinations: map[string]*relay.DestinationConfig{
 		"billing": {Destination: s.destination(t)},
 	}})
 	waitFor(t, "all delivered", func() bool { return statusCounts(t, db)["delivered"] == total })

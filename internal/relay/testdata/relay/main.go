@@ -1,4 +1,4 @@
-// Command relay runs an outbox relay for pkg/outbox's crash test: one HTTP
+// Command relay runs an outbox relay for internal/relay's crash test: one HTTP
 // destination, "billing", at SINK_URL, signed with SINK_SECRET, on the
 // database at DATABASE_URL, with the batch and lease RELAY_BATCH and
 // RELAY_LEASE give. It prints "relay started" and runs until SIGTERM.
@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookinbox/hookinbox/pkg/outbox"
+	"github.com/hookinbox/hookinbox/internal/relay"
 )
 
 func main() {
@@ -33,7 +33,7 @@ func run() error {
 		return err
 	}
 	defer pool.Close()
-	dest, err := outbox.NewHTTP(&outbox.HTTPConfig{URL: os.Getenv("SINK_URL"), Secret: os.Getenv("SINK_SECRET")})
+	dest, err := relay.NewHTTP(&relay.HTTPConfig{URL: os.Getenv("SINK_URL"), Secret: os.Getenv("SINK_SECRET")})
 	if err != nil {
 		return err
 	}
@@ -42,17 +42,17 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	relay, err := outbox.NewRelay(pool, &outbox.RelayConfig{
+	r, err := relay.New(pool, &relay.Config{
 		Batch: batch, Lease: lease,
-		Destinations: map[string]*outbox.RelayDestination{"billing": {Destination: dest, Concurrency: batch}},
+		Destinations: map[string]*relay.DestinationConfig{"billing": {Destination: dest, Concurrency: batch}},
 	})
 	if err != nil {
 		return err
 	}
-	if err := relay.Start(ctx); err != nil {
+	if err := r.Start(ctx); err != nil {
 		return err
 	}
 	fmt.Println("relay started")
 	<-ctx.Done()
-	return relay.Stop(context.Background())
+	return r.Stop(context.Background())
 }

@@ -1,4 +1,4 @@
-package outbox_test
+package relay_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
@@ -32,7 +33,7 @@ func TestClaimCommitsDurably(t *testing.T) {
 			recorded := dbtest.RecordSynchronousCommit(t, db, "hookinbox_outbox")
 			pool := dbtest.SetSynchronousCommit(t, db, db.URL, tc.database)
 
-			recs, err := outbox.NewStore(pool).Claim(ctx, "billing", 10, time.Minute)
+			recs, err := relay.NewStore(pool).Claim(ctx, "billing", 10, time.Minute)
 			require.NoError(t, err)
 			require.Len(t, recs, 1)
 			require.Equal(t, []string{"hookinbox_outbox UPDATE " + tc.claim}, recorded())

@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"context"
@@ -7,44 +7,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hookinbox/hookinbox/pkg/outbox"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
-
-// Status is an outbox message's state.
-type Status string
-
-// The statuses of an outbox message.
-const (
-	// StatusPending messages wait for the relay (or for their retry).
-	StatusPending Status = "pending"
-	// StatusDelivered messages were acknowledged by their destination.
-	StatusDelivered Status = "delivered"
-	// StatusFailed messages ran out of attempts, or were refused for good.
-	StatusFailed Status = "failed"
-)
-
-// Record is an outbox row, as the relay delivers it and inboxctl lists it.
-type Record struct {
-	ID          int64
-	Key         string
-	Destination string
-	Source      string
-	EventID     string
-	EventType   string
-	Payload     []byte
-	Headers     map[string]string
-	Status      Status
-	// Attempts counts the deliveries started, this one included when the
-	// relay hands the record to a destination.
-	Attempts      int
-	NextAttemptAt time.Time
-	LastError     string
-	CreatedAt     time.Time
-	DeliveredAt   *time.Time
-}
 
 // Store runs every statement on the outbox tables but Enqueue's.
 type Store struct {
@@ -57,8 +26,8 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 const recordColumns = `id, key, destination, source, event_id, event_type, payload, headers, status,
     attempts, next_attempt_at, coalesce(last_error, ''), created_at, delivered_at`
 
-func scanRecord(row pgx.CollectableRow) (*Record, error) {
-	var r Record
+func scanRecord(row pgx.CollectableRow) (*outbox.Record, error) {
+	var r outbox.Record
 	var headers []byte
 	err := row.Scan(&r.ID, &r.Key, &r.Destination, &r.Source, &r.EventID, &r.EventType, &r.Payload, &headers,
 		&r.Status, &r.Attempts, &r.NextAttemptAt, &r.LastError, &r.CreatedAt, &r.DeliveredAt)
@@ -86,8 +55,8 @@ func scanRecord(row pgx.CollectableRow) (*Record, error) {
 // handler transaction committed with synchronous_commit off (the worker's
 // default) is therefore durable before its message leaves PostgreSQL; a
 // crash cannot lose an effect whose message was delivered.
-func (s *Store) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]*Record, error) {
-	var recs []*Record
+func (s *Store) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]*outbox.Record, error) {
+	var recs []*outbox.Record
 	err := inboxstore.BeginDurableFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 WITH due AS (
@@ -125,11 +94,11 @@ func historyEntry(attempt, status, errText string) string {
 // MarkDelivered records that the claimed attempt of r was acknowledged. The
 // mark is fenced by the attempt: a relay whose lease ran out, and whose
 // message another relay claimed since, marks nothing.
-func (s *Store) MarkDelivered(ctx context.Context, r *Record) error {
+func (s *Store) MarkDelivered(ctx context.Context, r *outbox.Record) error {
 	_, err := s.pool.Exec(ctx, `
 UPDATE hookinbox_outbox SET status = $3, delivered_at = now(), last_error = NULL, history = `+historyEntry("$2", "$3", "NULL")+`
 WHERE id = $1 AND attempts = $2 AND status = 'pending'`,
-		r.ID, r.Attempts, StatusDelivered)
+		r.ID, r.Attempts, outbox.StatusDelivered)
 	if err != nil {
 		return fmt.Errorf("outbox: mark %q delivered: %w", r.Key, err)
 	}
@@ -139,10 +108,10 @@ WHERE id = $1 AND attempts = $2 AND status = 'pending'`,
 // MarkRetry records the failed attempt of r, and makes r due again after
 // delay, or failed for good when failed is true. It is fenced like
 // MarkDelivered.
-func (s *Store) MarkRetry(ctx context.Context, r *Record, cause error, delay time.Duration, failed bool) error {
-	status := StatusPending
+func (s *Store) MarkRetry(ctx context.Context, r *outbox.Record, cause error, delay time.Duration, failed bool) error {
+	status := outbox.StatusPending
 	if failed {
-		status = StatusFailed
+		status = outbox.StatusFailed
 	}
 	_, err := s.pool.Exec(ctx, `
 UPDATE hookinbox_outbox SET status = $3, next_attempt_at = now() + $4 * interval '1 millisecond',
@@ -158,7 +127,7 @@ WHERE id = $1 AND attempts = $2 AND status = 'pending'`,
 // Release gives a claimed attempt of r back without counting it (the relay
 // is stopping, or the destination was disabled or paused meanwhile): r is
 // due again after delay.
-func (s *Store) Release(ctx context.Context, r *Record, delay time.Duration) error {
+func (s *Store) Release(ctx context.Context, r *outbox.Record, delay time.Duration) error {
 	_, err := s.pool.Exec(ctx, `
 UPDATE hookinbox_outbox SET attempts = attempts - 1, next_attempt_at = now() + $3 * interval '1 millisecond'
 WHERE id = $1 AND attempts = $2 AND status = 'pending'`, r.ID, r.Attempts, delay.Milliseconds())
@@ -231,7 +200,7 @@ WHERE disabled_at IS NOT NULL ORDER BY name`)
 // ListParams selects messages for List.
 type ListParams struct {
 	// Status defaults to StatusFailed.
-	Status Status
+	Status outbox.Status
 	// Destination, when set, keeps only its messages.
 	Destination string
 	// Limit defaults to 100.
@@ -239,10 +208,10 @@ type ListParams struct {
 }
 
 // List returns messages by status (failed by default), oldest first.
-func (s *Store) List(ctx context.Context, p *ListParams) ([]*Record, error) {
+func (s *Store) List(ctx context.Context, p *ListParams) ([]*outbox.Record, error) {
 	status := p.Status
 	if status == "" {
-		status = StatusFailed
+		status = outbox.StatusFailed
 	}
 	limit := p.Limit
 	if limit <= 0 {
