@@ -11,9 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/outbox"
-
 	"github.com/hookinbox/hookinbox/internal/sign"
+	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 
 // HTTPTimeoutDefault is HTTPConfig.Timeout's default.

@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/outbox"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
+
+	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 
 // The defaults New applies to zero fields.

@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookinbox/hookinbox/pkg/outbox"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/pkg/outbox"
 )
 
 // Store runs every statement on the outbox tables but Enqueue's.
