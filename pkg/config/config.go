@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookinbox/hookinbox/pkg/secret"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // Config is the whole configuration of the receiver, the worker and inboxctl.
@@ -267,7 +268,9 @@ type HMACConfig struct {
 	ChallengePath string `mapstructure:"challenge_path"`
 }
 
-// WorkerConfig configures cmd/worker (and any worker binary built on pkg/worker).
+// WorkerConfig is the worker: section: the worker's own settings
+// (worker.Config, whose tagged fields sit at this level of the YAML) and the
+// keys of the process around it.
 type WorkerConfig struct {
 	// Listen is the address of /healthz, /readyz and /metrics.
 	// Defaults to 127.0.0.1:8081.
@@ -276,36 +279,9 @@ type WorkerConfig struct {
 	Concurrency int `mapstructure:"concurrency"`
 	// Queues are the River queues this worker works. Defaults to ["default"].
 	Queues []string `mapstructure:"queues"`
-	// MaxAttempts is how many times an event's handlers run before the event
-	// is failed for good. Defaults to 10. The worker's value decides: the
-	// receiver and inboxctl stamp theirs on the jobs they enqueue, and the
-	// worker aligns each job with its own before running it.
-	MaxAttempts int `mapstructure:"max_attempts"`
-	// JobTimeout bounds one run of an event's handlers. Defaults to 1m.
-	JobTimeout time.Duration `mapstructure:"job_timeout"`
-	// RescueAfter is how long a job may stay running before River rescues
-	// it (its worker died). Must exceed JobTimeout. Defaults to JobTimeout+30s.
-	RescueAfter time.Duration `mapstructure:"rescue_after"`
-	// FetchCooldown is the least time between two fetches of a queue while
-	// jobs keep arriving. River's own default (100ms) caps a queue at about
-	// ten fetches a second, which starves fast handlers. Defaults to 10ms.
-	FetchCooldown time.Duration `mapstructure:"fetch_cooldown"`
-	// FetchPollInterval is how often an idle queue polls for jobs when no
-	// LISTEN notification arrives. Defaults to 1s.
-	FetchPollInterval time.Duration `mapstructure:"fetch_poll_interval"`
-	// ReaperInterval is how often the reaper looks for orphaned pending
-	// rows. Defaults to 1m.
-	ReaperInterval time.Duration `mapstructure:"reaper_interval"`
-	// OrphanAfter is how long a row may stay pending without a live job
-	// before the reaper re-enqueues it. Defaults to 5m.
-	OrphanAfter time.Duration `mapstructure:"orphan_after"`
-
-	// PruneInterval is how often the retention job applies the sources'
-	// retention and payload_retention. Defaults to 1h.
-	PruneInterval time.Duration `mapstructure:"prune_interval"`
-	// PruneBatch is how many rows one retention statement deletes or
-	// erases, each batch a short transaction of its own. Defaults to 1000.
-	PruneBatch int `mapstructure:"prune_batch"`
+	// Config holds the worker's own settings: their keys, defaults and
+	// validation are pkg/worker's.
+	worker.Config `mapstructure:",squash"`
 	// ReplayRate is a bulk replay's default pace, rows per second
 	// (`inboxctl replay --rate` overrides it per run). Replayed events'
 	// jobs also wait behind live ones (a lower River priority). Defaults
@@ -318,36 +294,14 @@ type WorkerConfig struct {
 	// (the default: it fails loudly, and can be replayed once the routes
 	// are fixed) or "done" (marked done with a note, and never run).
 	Unrouted string `mapstructure:"unrouted"`
-	// GroupMaxEvents caps the events worked in one transaction: jobs
-	// fetched together share a transaction, each event's handlers in a
-	// savepoint of their own, and one COMMIT. 1 gives each event a
-	// transaction of its own. Defaults to 1; with a concurrency of hundreds,
-	// 50 (worker.GroupMaxEventsAdvised) drains faster.
-	GroupMaxEvents int `mapstructure:"group_max_events"`
-	// SoftStopTimeout is how long a stopping worker lets running jobs
-	// finish before cancelling them. Defaults to 20s.
-	SoftStopTimeout time.Duration `mapstructure:"soft_stop_timeout"`
-	// HardStopTimeout is how long it then waits for cancelled jobs to
-	// return. Defaults to 5s.
+	// HardStopTimeout is how long a stopping worker, once soft_stop_timeout
+	// is spent and running jobs are cancelled, waits for them to return.
+	// Defaults to 5s.
 	HardStopTimeout time.Duration `mapstructure:"hard_stop_timeout"`
-	// SynchronousCommit makes each event's COMMIT wait for the WAL flush.
-	// Defaults to false, on purpose: a worker's commit lost in a crash of
-	// PostgreSQL loses the effect and the done mark together, so the event
-	// runs again (within a reaper interval of the restart) and nothing is
-	// applied twice. The receiver's claim is always durable, because its
-	// 2xx promises it.
-	SynchronousCommit bool `mapstructure:"synchronous_commit"`
-	// Isolation is the isolation level of the handler transactions of a
-	// route that chooses none: read_committed, repeatable_read or
-	// serializable. Defaults to read_committed.
-	Isolation string `mapstructure:"isolation"`
 	// Routes map events to handlers; the first match decides.
 	Routes []RouteConfig `mapstructure:"routes"`
 	// UI serves River UI at /riverui/ on Listen.
 	UI WorkerUIConfig `mapstructure:"ui"`
-	// PauseRefresh is how often the worker reads the paused sources; a
-	// pause takes effect within it. Defaults to 1s.
-	PauseRefresh time.Duration `mapstructure:"pause_refresh"`
 	// Admin configures the admin HTTP API (see ops.go).
 	Admin WorkerAdminConfig `mapstructure:"admin"`
 	// Outbox configures the outbox relay run in the worker (outbox.go).

@@ -49,25 +49,12 @@ const (
 	defaultQueue                                        = river.QueueDefault
 	defaultWorkerListen                                 = "127.0.0.1:8081"
 	defaultWorkerConcurrency                            = worker.ConcurrencyDefault
-	defaultWorkerMaxAttempts                            = worker.MaxAttemptsDefault
-	defaultWorkerJobTimeout                             = worker.JobTimeoutDefault
-	// defaultWorkerRescueMargin is added to worker.job_timeout to give the
-	// default worker.rescue_after.
-	defaultWorkerRescueMargin      = worker.RescueAfterMarginDefault
-	defaultWorkerFetchCooldown     = worker.FetchCooldownDefault
-	defaultWorkerFetchPollInterval = worker.FetchPollIntervalDefault
-	defaultWorkerReaperInterval    = worker.ReaperIntervalDefault
-	defaultWorkerOrphanAfter       = worker.OrphanAfterDefault
 	// defaultWorkerUnrouted fails an unrouted event loudly: a failed row can
 	// be replayed once the routes are fixed, a row marked done cannot.
 	defaultWorkerUnrouted                      = UnroutedFailed
-	defaultWorkerGroupMaxEvents                = worker.GroupMaxEventsDefault
-	defaultWorkerSoftStopTimeout               = worker.SoftStopTimeoutDefault
 	defaultWorkerHardStopTimeout time.Duration = 5 * time.Second
 	defaultRouteType                           = "*"
 	defaultSourceRetention                     = retention.RetentionDefault
-	defaultWorkerPruneInterval                 = worker.PruneIntervalDefault
-	defaultWorkerPruneBatch                    = retention.BatchDefault
 	defaultWorkerReplayRate                    = replay.RateDefault
 	defaultWorkerReplayBatch                   = replay.BatchDefault
 )
@@ -76,7 +63,7 @@ const (
 // source's max_body_bytes and ack_timeout take the source's own value, else
 // its provider's preset (provider.PresetFor) where that is non-zero, else the
 // receiver's; receiver.max_unverified_bytes to twice the largest of those
-// when that is over its default; worker.rescue_after defaults to worker.job_timeout+30s. Those
+// when that is over its default; worker.Config.WithDefaults applies the worker's own. Those
 // are applied after the values they derive from. Load calls it; it is
 // exported for code that builds a Config by hand (tests, embedders). It is
 // idempotent.
@@ -140,20 +127,9 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	if len(w.Queues) == 0 {
 		w.Queues = []string{defaultQueue}
 	}
-	w.MaxAttempts = cmp.Or(w.MaxAttempts, defaultWorkerMaxAttempts)
-	w.JobTimeout = cmp.Or(w.JobTimeout, defaultWorkerJobTimeout)
-	w.RescueAfter = cmp.Or(w.RescueAfter, w.JobTimeout+defaultWorkerRescueMargin)
-	w.FetchCooldown = cmp.Or(w.FetchCooldown, defaultWorkerFetchCooldown)
-	w.FetchPollInterval = cmp.Or(w.FetchPollInterval, defaultWorkerFetchPollInterval)
-	w.ReaperInterval = cmp.Or(w.ReaperInterval, defaultWorkerReaperInterval)
-	w.OrphanAfter = cmp.Or(w.OrphanAfter, defaultWorkerOrphanAfter)
+	w.Config = *w.Config.WithDefaults()
 	w.Unrouted = cmp.Or(w.Unrouted, defaultWorkerUnrouted)
-	w.GroupMaxEvents = cmp.Or(w.GroupMaxEvents, defaultWorkerGroupMaxEvents)
-	w.SoftStopTimeout = cmp.Or(w.SoftStopTimeout, defaultWorkerSoftStopTimeout)
 	w.HardStopTimeout = cmp.Or(w.HardStopTimeout, defaultWorkerHardStopTimeout)
-	applyWorkerOrderingDefaults(w)
-	w.PruneInterval = cmp.Or(w.PruneInterval, defaultWorkerPruneInterval)
-	w.PruneBatch = cmp.Or(w.PruneBatch, defaultWorkerPruneBatch)
 	w.ReplayRate = cmp.Or(w.ReplayRate, defaultWorkerReplayRate)
 	w.ReplayBatch = cmp.Or(w.ReplayBatch, defaultWorkerReplayBatch)
 	applyOutboxDefaults(w)

@@ -134,25 +134,11 @@ func (c *Config) validateWorker(p *problems) {
 		}
 	}
 
-	positive(p, "worker.max_attempts", w.MaxAttempts)
-	positive(p, "worker.job_timeout", w.JobTimeout)
-	positive(p, "worker.fetch_cooldown", w.FetchCooldown)
-	positive(p, "worker.fetch_poll_interval", w.FetchPollInterval)
-	positive(p, "worker.rescue_after", w.RescueAfter)
-	if w.RescueAfter > 0 && w.JobTimeout > 0 && w.RescueAfter <= w.JobTimeout {
-		p.addf("worker.rescue_after", "must exceed worker.job_timeout (%s), or River rescues jobs still running", w.JobTimeout)
-	}
-	positive(p, "worker.reaper_interval", w.ReaperInterval)
-	positive(p, "worker.orphan_after", w.OrphanAfter)
-	validateWorkerIsolation(p, w.Isolation)
+	ownerProblems(p, "worker.", w.Config.Validate())
 	if w.Unrouted != UnroutedDone && w.Unrouted != UnroutedFailed {
 		p.addf("worker.unrouted", "must be %s or %s, not %q", UnroutedDone, UnroutedFailed, w.Unrouted)
 	}
-	positive(p, "worker.group_max_events", w.GroupMaxEvents)
-	positive(p, "worker.soft_stop_timeout", w.SoftStopTimeout)
 	positive(p, "worker.hard_stop_timeout", w.HardStopTimeout)
-	positive(p, "worker.prune_interval", w.PruneInterval)
-	positive(p, "worker.prune_batch", w.PruneBatch)
 	positive(p, "worker.replay_rate", w.ReplayRate)
 	positive(p, "worker.replay_batch", w.ReplayBatch)
 	if w.UI.Enabled && len(w.UI.BasicAuth) == 0 {
@@ -267,5 +253,22 @@ func queueName(p *problems, key, name string) {
 func positive[T ~int | ~int32 | ~int64](p *problems, key string, n T) {
 	if n <= 0 {
 		p.addf(key, "must be positive")
+	}
+}
+
+// ownerProblems records the problems of an owner's Validate, each an error
+// starting with its key within the owner's section ("max_attempts: must be
+// positive"), under prefix+key.
+func ownerProblems(p *problems, prefix string, err error) {
+	if err == nil {
+		return
+	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	for _, e := range errs {
+		key, msg, _ := strings.Cut(e.Error(), ": ")
+		p.add(prefix+key, errors.New(msg))
 	}
 }
