@@ -127,17 +127,6 @@ type ReceiverConfig struct {
 	// MaxHeaderBytes caps a request's header block; more gets 431.
 	// Defaults to 32768.
 	MaxHeaderBytes int `mapstructure:"max_header_bytes"`
-	// ReadHeaderTimeout bounds the time a request's headers may take.
-	// Defaults to 5s.
-	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout"`
-	// IdleTimeout closes a keep-alive connection this long after its last
-	// answer. Defaults to 30s.
-	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
-	// DeliveryLogLevel is the level of the line logged for each delivery
-	// answered 2xx: debug, info, warn or error. Refused deliveries are
-	// logged at warn and failed commits at error whatever it says. Defaults
-	// to info.
-	DeliveryLogLevel string `mapstructure:"delivery_log_level"`
 	// TrustedProxies are the networks of reverse proxies (an ingress, a load
 	// balancer) whose X-Forwarded-For header is believed when a source's
 	// allow_ips is checked and max_unverified_per_client counted, and whose

@@ -42,9 +42,6 @@ const (
 	defaultReceiverMinBodyRate                          = receiver.MinBodyRateDefault
 	defaultReceiverMaxConnections                       = receiver.MaxConnectionsDefault
 	defaultReceiverMaxHeaderBytes                       = receiver.MaxHeaderBytesDefault
-	defaultReceiverReadHeaderTimeout                    = receiver.ReadHeaderTimeoutDefault
-	defaultReceiverIdleTimeout                          = receiver.IdleTimeoutDefault
-	defaultReceiverDeliveryLogLevel                     = "info"
 	defaultSourceTolerance                              = provider.DefaultTolerance
 	defaultQueue                                        = river.QueueDefault
 	defaultWorkerListen                                 = "127.0.0.1:8081"
@@ -97,14 +94,11 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	r.BatchFlushers = cmp.Or(r.BatchFlushers, defaultReceiverBatchFlushers)
 	r.BatchQueue = cmp.Or(r.BatchQueue, defaultReceiverBatchQueue)
 	r.MaxInFlight = cmp.Or(r.MaxInFlight, defaultReceiverMaxInFlight)
-	r.DeliveryLogLevel = cmp.Or(r.DeliveryLogLevel, defaultReceiverDeliveryLogLevel)
 	r.MaxUnverifiedPerClient = cmp.Or(r.MaxUnverifiedPerClient, defaultReceiverMaxUnverifiedPerClient)
 	r.MinBodyRate = cmp.Or(r.MinBodyRate, defaultReceiverMinBodyRate)
 	r.MaxConnections = cmp.Or(r.MaxConnections, defaultReceiverMaxConnections)
 	r.MaxConnectionsPerClient = cmp.Or(r.MaxConnectionsPerClient, receiver.ConnectionsPerClientFor(r.MaxConnections))
 	r.MaxHeaderBytes = cmp.Or(r.MaxHeaderBytes, defaultReceiverMaxHeaderBytes)
-	r.ReadHeaderTimeout = cmp.Or(r.ReadHeaderTimeout, defaultReceiverReadHeaderTimeout)
-	r.IdleTimeout = cmp.Or(r.IdleTimeout, defaultReceiverIdleTimeout)
 
 	limits := make([]int64, len(c.Sources))
 	for i := range c.Sources {

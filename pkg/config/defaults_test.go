@@ -38,11 +38,11 @@ func TestApplyDefaults(t *testing.T) {
 			RetryAfter:      5 * time.Second,
 			ShutdownDelay:   new(5 * time.Second),
 			ShutdownTimeout: 10 * time.Second,
-			BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024, DeliveryLogLevel: "info",
+			BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024,
 			MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, MaxConnections: 2048,
 			MaxConnectionsPerClient: 512,
-			MaxHeaderBytes:          32768, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second,
-			Rejections: RejectionsConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second},
+			MaxHeaderBytes:          32768,
+			Rejections:              RejectionsConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second},
 		}, cfg.Receiver)
 		require.Equal(t, SourceConfig{
 			Name:         "stripe",

@@ -107,11 +107,6 @@ func (c *Config) validateReceiver(p *problems) {
 		p.addf("receiver.max_connections_per_client", "must be at most receiver.max_connections (%d)", r.MaxConnections)
 	}
 	positive(p, "receiver.max_header_bytes", r.MaxHeaderBytes)
-	positive(p, "receiver.read_header_timeout", r.ReadHeaderTimeout)
-	positive(p, "receiver.idle_timeout", r.IdleTimeout)
-	if !slices.Contains(logLevels, r.DeliveryLogLevel) {
-		p.addf("receiver.delivery_log_level", "must be debug, info, warn or error, not %q", r.DeliveryLogLevel)
-	}
 	if r.BatchMaxWait < 0 {
 		p.addf("receiver.batch_max_wait", "must not be negative")
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/hookinbox/hookinbox/internal/buildinfo"
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
@@ -68,11 +67,6 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		ObserveGroup:   m.Batch,
 		TracerProvider: env.TracerProvider,
 	})
-	deliveryLevel, err := zapcore.ParseLevel(cfg.Receiver.DeliveryLogLevel)
-	if err != nil {
-		batcher.Stop()
-		return nil, nil, fmt.Errorf("receiver.delivery_log_level: %w", err)
-	}
 	rejections := newRejectionRecorder(env)
 	stopAll := func() {
 		batcher.Stop()
@@ -87,7 +81,6 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		MaxUnverifiedBytes:     cfg.Receiver.MaxUnverifiedBytes,
 		MaxUnverifiedPerClient: cfg.Receiver.MaxUnverifiedPerClient,
 		MinBodyRate:            cfg.Receiver.MinBodyRate,
-		DeliveryLogLevel:       deliveryLevel,
 		TrustedProxies:         trustedProxies,
 		Ready:                  readyCheck(env, schema.Core()),
 		Logger:                 env.Logger,
@@ -128,8 +121,6 @@ func RunReceiver(ctx context.Context, env *Env) error {
 		MaxConnectionsPerClient: cfg.Receiver.MaxConnectionsPerClient,
 		TrustedProxies:          trustedProxies,
 		MaxHeaderBytes:          cfg.Receiver.MaxHeaderBytes,
-		ReadHeaderTimeout:       cfg.Receiver.ReadHeaderTimeout,
-		IdleTimeout:             cfg.Receiver.IdleTimeout,
 		RetryAfter:              cfg.Receiver.RetryAfter,
 		Logger:                  env.Logger,
 	})
