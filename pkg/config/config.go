@@ -6,6 +6,7 @@ package config
 import (
 	"time"
 
+	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -59,7 +60,9 @@ type LogConfig struct {
 	Format string `mapstructure:"format"`
 }
 
-// ReceiverConfig configures cmd/receiver.
+// ReceiverConfig is the receiver: section: the receiver's own settings
+// (receiver.Config, whose tagged fields sit at this level of the YAML) and
+// the keys of the process around it.
 type ReceiverConfig struct {
 	// Listen is the HTTP address. Defaults to 127.0.0.1:8080.
 	Listen string `mapstructure:"listen"`
@@ -69,8 +72,6 @@ type ReceiverConfig struct {
 	// AckTimeout bounds the time from request to commit; past it the
 	// receiver answers 503 with Retry-After. Defaults to 4s.
 	AckTimeout time.Duration `mapstructure:"ack_timeout"`
-	// RetryAfter is the Retry-After hint sent with a 503. Defaults to 5s.
-	RetryAfter time.Duration `mapstructure:"retry_after"`
 	// ShutdownDelay is how long the receiver keeps serving after SIGTERM
 	// with /readyz answering 503, so that load balancers and Kubernetes
 	// endpoints stop sending it traffic before it stops listening. Nil
@@ -93,24 +94,9 @@ type ReceiverConfig struct {
 	// BatchQueue bounds the deliveries waiting for a transaction; past it a
 	// delivery gets 503 with Retry-After at once. Defaults to 1024.
 	BatchQueue int `mapstructure:"batch_queue"`
-	// MaxInFlight bounds the verified deliveries handled at once, from
-	// their verification to the answer; one more gets 503 with
-	// Retry-After. Defaults to 1024.
-	MaxInFlight int `mapstructure:"max_in_flight"`
-	// MaxUnverifiedBytes bounds the bytes held by bodies whose signature is
-	// not known yet, across all requests; one client address may hold half
-	// of it. A body that does not fit gets 503 with Retry-After, before it
-	// is read when it has a Content-Length. Defaults to 67108864 (64 MiB),
-	// or twice the largest source's max_body_bytes when that is more; it
-	// must be at least that.
-	MaxUnverifiedBytes int64 `mapstructure:"max_unverified_bytes"`
-	// MaxUnverifiedPerClient bounds the requests one client address may
-	// have whose signature is not known yet; one more gets 503 with
-	// Retry-After before its body is read. Defaults to 64.
-	MaxUnverifiedPerClient int `mapstructure:"max_unverified_per_client"`
-	// MinBodyRate is the slowest a body may arrive, in bytes per second,
-	// after a grace second; a slower one gets 408. Defaults to 16384.
-	MinBodyRate int64 `mapstructure:"min_body_rate"`
+	// Config holds the receiver's own settings: their keys, defaults and
+	// validation are internal/receiver's.
+	receiver.Config `mapstructure:",squash"`
 	// MaxConnections caps the open connections; at the cap a new one
 	// replaces the connection that has waited longest without a request in
 	// progress, or gets 503 with Retry-After when every connection has one.

@@ -25,27 +25,23 @@ const (
 	// defaultDatabasePooledQueryMode is database.query_mode's default
 	// behind a transaction pooler: pgx's advice for PgBouncer, and one round
 	// trip a query like cache_statement's.
-	defaultDatabasePooledQueryMode                      = "exec"
-	defaultLogLevel                                     = "info"
-	defaultLogFormat                                    = "json"
-	defaultReceiverListen                               = "127.0.0.1:8080"
-	defaultReceiverMaxBodyBytes           int64         = 1 << 20
-	defaultReceiverAckTimeout             time.Duration = 4 * time.Second
-	defaultReceiverRetryAfter                           = receiver.RetryAfterDefault
-	defaultReceiverShutdownDelay          time.Duration = 5 * time.Second
-	defaultReceiverShutdownTimeout        time.Duration = 10 * time.Second
-	defaultReceiverBatchMaxEvents                       = inboxstore.BatchMaxEventsDefault
-	defaultReceiverBatchFlushers                        = inboxstore.BatchFlushersDefault
-	defaultReceiverBatchQueue                           = inboxstore.BatchQueueSizeDefault
-	defaultReceiverMaxInFlight                          = receiver.MaxInFlightDefault
-	defaultReceiverMaxUnverifiedPerClient               = receiver.MaxUnverifiedPerClientDefault
-	defaultReceiverMinBodyRate                          = receiver.MinBodyRateDefault
-	defaultReceiverMaxConnections                       = receiver.MaxConnectionsDefault
-	defaultReceiverMaxHeaderBytes                       = receiver.MaxHeaderBytesDefault
-	defaultSourceTolerance                              = provider.DefaultTolerance
-	defaultQueue                                        = river.QueueDefault
-	defaultWorkerListen                                 = "127.0.0.1:8081"
-	defaultWorkerConcurrency                            = worker.ConcurrencyDefault
+	defaultDatabasePooledQueryMode               = "exec"
+	defaultLogLevel                              = "info"
+	defaultLogFormat                             = "json"
+	defaultReceiverListen                        = "127.0.0.1:8080"
+	defaultReceiverMaxBodyBytes    int64         = 1 << 20
+	defaultReceiverAckTimeout      time.Duration = 4 * time.Second
+	defaultReceiverShutdownDelay   time.Duration = 5 * time.Second
+	defaultReceiverShutdownTimeout time.Duration = 10 * time.Second
+	defaultReceiverBatchMaxEvents                = inboxstore.BatchMaxEventsDefault
+	defaultReceiverBatchFlushers                 = inboxstore.BatchFlushersDefault
+	defaultReceiverBatchQueue                    = inboxstore.BatchQueueSizeDefault
+	defaultReceiverMaxConnections                = receiver.MaxConnectionsDefault
+	defaultReceiverMaxHeaderBytes                = receiver.MaxHeaderBytesDefault
+	defaultSourceTolerance                       = provider.DefaultTolerance
+	defaultQueue                                 = river.QueueDefault
+	defaultWorkerListen                          = "127.0.0.1:8081"
+	defaultWorkerConcurrency                     = worker.ConcurrencyDefault
 	// defaultWorkerUnrouted fails an unrouted event loudly: a failed row can
 	// be replayed once the routes are fixed, a row marked done cannot.
 	defaultWorkerUnrouted                      = UnroutedFailed
@@ -82,7 +78,6 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	r.Listen = cmp.Or(r.Listen, defaultReceiverListen)
 	r.MaxBodyBytes = cmp.Or(r.MaxBodyBytes, defaultReceiverMaxBodyBytes)
 	r.AckTimeout = cmp.Or(r.AckTimeout, defaultReceiverAckTimeout)
-	r.RetryAfter = cmp.Or(r.RetryAfter, defaultReceiverRetryAfter)
 	if r.ShutdownDelay == nil {
 		// Only a key left out takes the default: an explicit 0s means no
 		// delay.
@@ -93,9 +88,6 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	r.BatchMaxEvents = cmp.Or(r.BatchMaxEvents, defaultReceiverBatchMaxEvents)
 	r.BatchFlushers = cmp.Or(r.BatchFlushers, defaultReceiverBatchFlushers)
 	r.BatchQueue = cmp.Or(r.BatchQueue, defaultReceiverBatchQueue)
-	r.MaxInFlight = cmp.Or(r.MaxInFlight, defaultReceiverMaxInFlight)
-	r.MaxUnverifiedPerClient = cmp.Or(r.MaxUnverifiedPerClient, defaultReceiverMaxUnverifiedPerClient)
-	r.MinBodyRate = cmp.Or(r.MinBodyRate, defaultReceiverMinBodyRate)
 	r.MaxConnections = cmp.Or(r.MaxConnections, defaultReceiverMaxConnections)
 	r.MaxConnectionsPerClient = cmp.Or(r.MaxConnectionsPerClient, receiver.ConnectionsPerClientFor(r.MaxConnections))
 	r.MaxHeaderBytes = cmp.Or(r.MaxHeaderBytes, defaultReceiverMaxHeaderBytes)
@@ -114,6 +106,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	// The unverified-body budget must hold a body at each source's limit in
 	// one client's half of it.
 	r.MaxUnverifiedBytes = cmp.Or(r.MaxUnverifiedBytes, receiver.UnverifiedBytesFor(limits...))
+	r.Config = *r.Config.WithDefaults()
 
 	w := &c.Worker
 	w.Listen = cmp.Or(w.Listen, defaultWorkerListen)

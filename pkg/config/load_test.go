@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -93,11 +94,11 @@ worker:
 				Listen:          "127.0.0.1:8080",
 				MaxBodyBytes:    1048576,
 				AckTimeout:      4 * time.Second,
-				RetryAfter:      5 * time.Second,
 				ShutdownDelay:   new(5 * time.Second),
 				ShutdownTimeout: 10 * time.Second,
-				BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024,
-				MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, MaxConnections: 2048, MaxConnectionsPerClient: 512,
+				BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024,
+				Config:         receiver.Config{RetryAfter: 5 * time.Second, MaxInFlight: 1024, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second},
+				MaxConnections: 2048, MaxConnectionsPerClient: 512,
 				MaxHeaderBytes: 32768,
 				Rejections:     RejectionsConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second},
 			},
@@ -644,8 +645,8 @@ func TestScalarKeys(t *testing.T) {
 	require.Equal(t, []string{
 		"database.url", "database.max_conns", "database.pooler", "database.query_mode",
 		"log.level", "log.format",
-		"receiver.listen", "receiver.max_body_bytes", "receiver.ack_timeout", "receiver.retry_after", "receiver.shutdown_delay", "receiver.shutdown_timeout",
-		"receiver.batch_max_events", "receiver.batch_max_wait", "receiver.batch_flushers", "receiver.batch_queue", "receiver.max_in_flight",
+		"receiver.listen", "receiver.max_body_bytes", "receiver.ack_timeout", "receiver.shutdown_delay", "receiver.shutdown_timeout",
+		"receiver.batch_max_events", "receiver.batch_max_wait", "receiver.batch_flushers", "receiver.batch_queue", "receiver.retry_after", "receiver.max_in_flight",
 		"receiver.max_unverified_bytes", "receiver.max_unverified_per_client", "receiver.min_body_rate",
 		"receiver.max_connections", "receiver.max_connections_per_client", "receiver.max_header_bytes",
 		"receiver.rejections.disabled", "receiver.rejections.keep", "receiver.rejections.sample_burst", "receiver.rejections.sample_every",

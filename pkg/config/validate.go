@@ -83,7 +83,6 @@ func (c *Config) validateReceiver(p *problems) {
 	listenAddr(p, "receiver.listen", r.Listen)
 	positive(p, "receiver.max_body_bytes", r.MaxBodyBytes)
 	positive(p, "receiver.ack_timeout", r.AckTimeout)
-	positive(p, "receiver.retry_after", r.RetryAfter)
 	if r.ShutdownDelay != nil && *r.ShutdownDelay < 0 {
 		p.addf("receiver.shutdown_delay", "must not be negative (0s turns the delay off)")
 	}
@@ -91,16 +90,13 @@ func (c *Config) validateReceiver(p *problems) {
 	positive(p, "receiver.batch_max_events", r.BatchMaxEvents)
 	positive(p, "receiver.batch_flushers", r.BatchFlushers)
 	positive(p, "receiver.batch_queue", r.BatchQueue)
-	positive(p, "receiver.max_in_flight", r.MaxInFlight)
-	positive(p, "receiver.max_unverified_bytes", r.MaxUnverifiedBytes)
+	ownerProblems(p, "receiver.", r.Config.Validate())
 	for _, s := range c.Sources {
 		if r.MaxUnverifiedBytes > 0 && !receiver.BodyFits(s.MaxBodyBytes, r.MaxUnverifiedBytes) {
 			p.addf("receiver.max_unverified_bytes", "must be at least twice sources[%s].max_body_bytes plus one (%d), so that one client's half holds a body at the limit", s.Name, 2*(s.MaxBodyBytes+1))
 			break
 		}
 	}
-	positive(p, "receiver.max_unverified_per_client", r.MaxUnverifiedPerClient)
-	positive(p, "receiver.min_body_rate", r.MinBodyRate)
 	positive(p, "receiver.max_connections", r.MaxConnections)
 	positive(p, "receiver.max_connections_per_client", r.MaxConnectionsPerClient)
 	if r.MaxConnections > 0 && r.MaxConnectionsPerClient > r.MaxConnections {

@@ -74,20 +74,17 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 			rejections.Stop()
 		}
 	}
-	srv, err = receiver.New(batcher, &receiver.Config{
-		Sources:                sources,
-		RetryAfter:             cfg.Receiver.RetryAfter,
-		MaxInFlight:            cfg.Receiver.MaxInFlight,
-		MaxUnverifiedBytes:     cfg.Receiver.MaxUnverifiedBytes,
-		MaxUnverifiedPerClient: cfg.Receiver.MaxUnverifiedPerClient,
-		MinBodyRate:            cfg.Receiver.MinBodyRate,
-		TrustedProxies:         trustedProxies,
-		Ready:                  readyCheck(env, schema.Core()),
-		Logger:                 env.Logger,
-		Metrics:                m,
-		Rejections:             rejections,
-		TracerProvider:         env.TracerProvider,
-	})
+	// The receiver's own settings come defaulted and validated from the
+	// receiver: section; the rest is set here.
+	sc := cfg.Receiver.Config
+	sc.Sources = sources
+	sc.TrustedProxies = trustedProxies
+	sc.Ready = readyCheck(env, schema.Core())
+	sc.Logger = env.Logger
+	sc.Metrics = m
+	sc.Rejections = rejections
+	sc.TracerProvider = env.TracerProvider
+	srv, err = receiver.New(batcher, &sc)
 	if err != nil {
 		stopAll()
 		return nil, nil, err
