@@ -38,8 +38,8 @@ const (
 	// ConcurrencyDefault is the concurrency of the one queue worked when
 	// Config.Queues is empty.
 	ConcurrencyDefault = 32
-	// MaxAttemptsDefault is Config.MaxAttempts's default.
-	MaxAttemptsDefault = 10
+	// maxAttemptsDefault is Config.MaxAttempts's default.
+	maxAttemptsDefault = 10
 	// JobTimeoutDefault is Config.JobTimeout's default.
 	JobTimeoutDefault = time.Minute
 	// RescueAfterMarginDefault is added to Config.JobTimeout to give
@@ -49,41 +49,41 @@ const (
 	FetchCooldownDefault = 10 * time.Millisecond
 	// FetchPollIntervalDefault is Config.FetchPollInterval's default.
 	FetchPollIntervalDefault = time.Second
-	// ReaperIntervalDefault is Config.ReaperInterval's default.
-	ReaperIntervalDefault = time.Minute
-	// OrphanAfterDefault is Config.OrphanAfter's default.
-	OrphanAfterDefault = 5 * time.Minute
-	// SoftStopTimeoutDefault is Config.SoftStopTimeout's default.
-	SoftStopTimeoutDefault = 20 * time.Second
-	// GroupMaxEventsDefault is Config.GroupMaxEvents's default: a
+	// reaperIntervalDefault is Config.ReaperInterval's default.
+	reaperIntervalDefault = time.Minute
+	// orphanAfterDefault is Config.OrphanAfter's default.
+	orphanAfterDefault = 5 * time.Minute
+	// softStopTimeoutDefault is Config.SoftStopTimeout's default.
+	softStopTimeoutDefault = 20 * time.Second
+	// groupMaxEventsDefault is Config.GroupMaxEvents's default: a
 	// transaction per event. Group commit pays where many events are in
 	// flight (a concurrency of hundreds); at the default concurrency it
 	// adds latency that a worker bound by its in-flight events pays in
 	// throughput (see docs/design.md, "Group commit in the worker").
-	GroupMaxEventsDefault = 1
+	groupMaxEventsDefault = 1
 	// GroupMaxEventsAdvised is the group size to pair with a high
 	// concurrency: under PostgreSQL's cache of 64 subtransactions per
 	// backend, past which every snapshot in the server slows down.
 	GroupMaxEventsAdvised = 50
-	// GroupLingerDefault is how long a group waits, after its first job,
+	// groupLingerDefault is how long a group waits, after its first job,
 	// for more jobs to queue before a free flusher takes it. River starts
 	// the jobs of one fetch together, and they reach the worker within a
 	// moment of each other: without the wait, idle flushers take them one
 	// at a time and groups hardly form.
-	GroupLingerDefault = 2 * time.Millisecond
-	// GroupLockTimeoutDefault is the longest a group transaction waits for
+	groupLingerDefault = 2 * time.Millisecond
+	// groupLockTimeoutDefault is the longest a group transaction waits for
 	// a lock another transaction holds before the waiting event and the
 	// rest of its group are worked alone (see Config.GroupMaxEvents). Far
 	// below PostgreSQL's deadlock_timeout (1 s), so that groups never wait
 	// for the deadlock detector.
-	GroupLockTimeoutDefault = 20 * time.Millisecond
-	// PruneIntervalDefault is Config.PruneInterval's default.
-	PruneIntervalDefault = time.Hour
-	// RiverConnsDefault is how many of the pool's connections are left to
+	groupLockTimeoutDefault = 20 * time.Millisecond
+	// pruneIntervalDefault is Config.PruneInterval's default.
+	pruneIntervalDefault = time.Hour
+	// riverConnsDefault is how many of the pool's connections are left to
 	// River (its fetches, its completer, its LISTEN connection, its leader's
 	// maintenance) and the worker's own bookkeeping when
 	// Config.GroupFlushers is derived from the pool size.
-	RiverConnsDefault = 4
+	riverConnsDefault = 4
 )
 
 // Config configures a Worker. Its tagged fields are the worker: section of
@@ -177,7 +177,7 @@ type Config struct {
 	// GroupFlushers is how many group transactions run at once, each on a
 	// connection of its own; River's worker count (Queues) is how many
 	// events are in flight, which may be far more. Defaults to the pool's
-	// size less RiverConnsDefault, and at least 1.
+	// size less riverConnsDefault, and at least 1.
 	GroupFlushers int `mapstructure:"-"`
 	// Retention are the sources' retention policies, applied by a periodic
 	// job every PruneInterval (see internal/retention). Empty runs no such job.
@@ -213,19 +213,19 @@ type Config struct {
 // applies it to the worker: section, New to its Config.
 func (c *Config) WithDefaults() *Config {
 	out := *c
-	out.MaxAttempts = cmp.Or(out.MaxAttempts, MaxAttemptsDefault)
+	out.MaxAttempts = cmp.Or(out.MaxAttempts, maxAttemptsDefault)
 	out.JobTimeout = cmp.Or(out.JobTimeout, JobTimeoutDefault)
 	out.RescueAfter = cmp.Or(out.RescueAfter, out.JobTimeout+RescueAfterMarginDefault)
 	out.FetchCooldown = cmp.Or(out.FetchCooldown, FetchCooldownDefault)
 	out.FetchPollInterval = cmp.Or(out.FetchPollInterval, FetchPollIntervalDefault)
-	out.ReaperInterval = cmp.Or(out.ReaperInterval, ReaperIntervalDefault)
-	out.OrphanAfter = cmp.Or(out.OrphanAfter, OrphanAfterDefault)
-	out.PruneInterval = cmp.Or(out.PruneInterval, PruneIntervalDefault)
+	out.ReaperInterval = cmp.Or(out.ReaperInterval, reaperIntervalDefault)
+	out.OrphanAfter = cmp.Or(out.OrphanAfter, orphanAfterDefault)
+	out.PruneInterval = cmp.Or(out.PruneInterval, pruneIntervalDefault)
 	out.PruneBatch = cmp.Or(out.PruneBatch, retention.BatchDefault)
-	out.GroupMaxEvents = cmp.Or(out.GroupMaxEvents, GroupMaxEventsDefault)
-	out.SoftStopTimeout = cmp.Or(out.SoftStopTimeout, SoftStopTimeoutDefault)
-	out.Isolation = cmp.Or(out.Isolation, IsolationDefault)
-	out.PauseRefresh = cmp.Or(out.PauseRefresh, PauseRefreshDefault)
+	out.GroupMaxEvents = cmp.Or(out.GroupMaxEvents, groupMaxEventsDefault)
+	out.SoftStopTimeout = cmp.Or(out.SoftStopTimeout, softStopTimeoutDefault)
+	out.Isolation = cmp.Or(out.Isolation, isolationDefault)
+	out.PauseRefresh = cmp.Or(out.PauseRefresh, pauseRefreshDefault)
 	return &out
 }
 
@@ -324,20 +324,20 @@ type Worker struct {
 }
 
 // New builds a Worker on pool. It refuses routes that leave a source on a
-// worked queue without a route, and logs CheckRoutes' warnings.
+// worked queue without a route, and logs checkRoutes' warnings.
 func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	c := config.withRuntimeDefaults()
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	warnings, err := CheckRoutes(c.Routes, c.Sources, slices.Sorted(maps.Keys(c.Queues)))
+	warnings, err := checkRoutes(c.Routes, c.Sources, slices.Sorted(maps.Keys(c.Queues)))
 	if err != nil {
 		return nil, err
 	}
 	for _, w := range warnings {
 		c.Logger.Warn(w)
 	}
-	router, err := NewRouter(c.Routes, c.Registry)
+	router, err := newRouter(c.Routes, c.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -352,8 +352,8 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		ew.tracer = c.TracerProvider.Tracer(tracerName)
 	}
 	if c.GroupMaxEvents > 1 {
-		flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-RiverConnsDefault))
-		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, GroupLingerDefault, c.Queues)
+		flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-riverConnsDefault))
+		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, groupLingerDefault, c.Queues)
 	}
 	river.AddWorker(workers, ew)
 	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor,
@@ -385,7 +385,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(c.ReaperInterval),
 				func() (river.JobArgs, *river.InsertOpts) {
-					return ReaperArgs{}, &river.InsertOpts{Queue: firstQueue(c.Queues), MaxAttempts: 1}
+					return reaperArgs{}, &river.InsertOpts{Queue: firstQueue(c.Queues), MaxAttempts: 1}
 				},
 				&river.PeriodicJobOpts{RunOnStart: true}),
 		},
@@ -393,7 +393,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	if len(c.Retention) > 0 {
 		rc.PeriodicJobs = append(rc.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(c.PruneInterval),
 			func() (river.JobArgs, *river.InsertOpts) {
-				return PruneArgs{}, &river.InsertOpts{Queue: firstQueue(c.Queues), MaxAttempts: 1}
+				return pruneArgs{}, &river.InsertOpts{Queue: firstQueue(c.Queues), MaxAttempts: 1}
 			},
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
@@ -448,7 +448,7 @@ func firstQueue(queues map[string]int) string {
 // Start starts fetching and working jobs. It returns at once.
 //
 // First it records the routes it runs on each of its queues, and returns a
-// *RoutesConflictError, having taken nothing, when a live worker works one
+// *routesConflictError, having taken nothing, when a live worker works one
 // of those queues with other routes: both would take the queue's events,
 // and each would settle events the other has the handlers for. The record
 // is renewed every HeartbeatInterval and deleted by Stop.
