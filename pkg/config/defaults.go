@@ -106,7 +106,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	// The unverified-body budget must hold a body at each source's limit in
 	// one client's half of it.
 	r.MaxUnverifiedBytes = cmp.Or(r.MaxUnverifiedBytes, receiver.UnverifiedBytesFor(limits...))
-	r.Config = *r.Config.WithDefaults()
+	r.Config = *r.WithDefaults() // receiver.Config's own defaults
 
 	w := &c.Worker
 	w.Listen = cmp.Or(w.Listen, defaultWorkerListen)
@@ -114,7 +114,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	if len(w.Queues) == 0 {
 		w.Queues = []string{defaultQueue}
 	}
-	w.Config = *w.Config.WithDefaults()
+	w.Config = *w.WithDefaults() // worker.Config's own defaults
 	w.Unrouted = cmp.Or(w.Unrouted, defaultWorkerUnrouted)
 	w.HardStopTimeout = cmp.Or(w.HardStopTimeout, defaultWorkerHardStopTimeout)
 	w.ReplayRate = cmp.Or(w.ReplayRate, defaultWorkerReplayRate)

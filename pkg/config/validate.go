@@ -90,7 +90,7 @@ func (c *Config) validateReceiver(p *problems) {
 	positive(p, "receiver.batch_max_events", r.BatchMaxEvents)
 	positive(p, "receiver.batch_flushers", r.BatchFlushers)
 	positive(p, "receiver.batch_queue", r.BatchQueue)
-	ownerProblems(p, "receiver.", r.Config.Validate())
+	ownerProblems(p, "receiver.", r.Validate()) // receiver.Config's own checks
 	for _, s := range c.Sources {
 		if r.MaxUnverifiedBytes > 0 && !receiver.BodyFits(s.MaxBodyBytes, r.MaxUnverifiedBytes) {
 			p.addf("receiver.max_unverified_bytes", "must be at least twice sources[%s].max_body_bytes plus one (%d), so that one client's half holds a body at the limit", s.Name, 2*(s.MaxBodyBytes+1))
@@ -125,7 +125,7 @@ func (c *Config) validateWorker(p *problems) {
 		}
 	}
 
-	ownerProblems(p, "worker.", w.Config.Validate())
+	ownerProblems(p, "worker.", w.Validate()) // worker.Config's own checks
 	if w.Unrouted != UnroutedDone && w.Unrouted != UnroutedFailed {
 		p.addf("worker.unrouted", "must be %s or %s, not %q", UnroutedDone, UnroutedFailed, w.Unrouted)
 	}

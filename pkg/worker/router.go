@@ -83,16 +83,6 @@ func newRouter(routes []Route, registry *Registry) (*router, error) {
 	return r, nil
 }
 
-// Match returns the handlers of the first route matching the event, and
-// false when none does.
-func (r *router) Match(source, eventType string) ([]Handler, bool) {
-	route, ok := r.matchRoute(source, eventType)
-	if !ok {
-		return nil, false
-	}
-	return route.handlers, true
-}
-
 // matchRoute returns the first route matching the event.
 func (r *router) matchRoute(source, eventType string) (*compiledRoute, bool) {
 	for i := range r.routes {

@@ -447,9 +447,9 @@ func firstQueue(queues map[string]int) string {
 
 // Start starts fetching and working jobs. It returns at once.
 //
-// First it records the routes it runs on each of its queues, and returns a
-// *routesConflictError, having taken nothing, when a live worker works one
-// of those queues with other routes: both would take the queue's events,
+// First it records the routes it runs on each of its queues, and returns an
+// error naming the conflict, having taken nothing, when a live worker works
+// one of those queues with other routes: both would take the queue's events,
 // and each would settle events the other has the handlers for. The record
 // is renewed every HeartbeatInterval and deleted by Stop.
 //
