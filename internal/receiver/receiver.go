@@ -64,61 +64,100 @@ const (
 	BodyGraceDefault = time.Second
 )
 
-// Config configures a Server.
+// Config configures a Server. Its tagged fields are keys of the receiver:
+// section of the YAML configuration (pkg/config composes them with the
+// process's own keys); the others are set in code. WithDefaults applies the
+// defaults stated below, Validate checks the tagged fields.
 type Config struct {
 	// Sources are the endpoints served. At least one.
-	Sources []Source
-	// RetryAfter is sent with every 503. Defaults to 5s.
-	RetryAfter time.Duration
+	Sources []Source `mapstructure:"-"`
+	// RetryAfter is the Retry-After hint sent with a 503. Defaults to 5s.
+	RetryAfter time.Duration `mapstructure:"retry_after"`
 	// MaxInFlight bounds the verified deliveries handled at once, from
-	// their verification to the answer; one more gets 503 with Retry-After.
-	// Defaults to 1024.
-	MaxInFlight int
+	// their verification to the answer; one more gets 503 with
+	// Retry-After. Defaults to 1024.
+	MaxInFlight int `mapstructure:"max_in_flight"`
 	// MaxUnverifiedBytes bounds the bytes held by bodies whose signature is
-	// not known yet, across all requests; one client may hold half of it.
-	// A body's Content-Length is reserved before its first byte is read (a
-	// chunked body's in steps as it grows); a body that does not fit gets
-	// 503 with Retry-After. Defaults to MaxUnverifiedBytesDefault, or twice
-	// the largest source's MaxBodyBytes when that is more, so that a body
-	// at the limit always fits in one client's half.
-	MaxUnverifiedBytes int64
-	// MaxUnverifiedPerClient bounds the requests one client address (as
-	// allow_ips sees it, through TrustedProxies) may have whose signature
-	// is not known yet; one more gets 503 with Retry-After before its body
-	// is read. Defaults to 64.
-	MaxUnverifiedPerClient int
+	// not known yet, across all requests; one client address may hold half
+	// of it. A body that does not fit gets 503 with Retry-After, before it
+	// is read when it has a Content-Length. Defaults to 67108864 (64 MiB),
+	// or twice the largest source's max_body_bytes when that is more; it
+	// must be at least that.
+	MaxUnverifiedBytes int64 `mapstructure:"max_unverified_bytes"`
+	// MaxUnverifiedPerClient bounds the requests one client address may
+	// have whose signature is not known yet; one more gets 503 with
+	// Retry-After before its body is read. Defaults to 64.
+	MaxUnverifiedPerClient int `mapstructure:"max_unverified_per_client"`
 	// MinBodyRate is the slowest a body may arrive, in bytes per second,
-	// after BodyGrace: the first n bytes must have arrived BodyGrace +
-	// n/MinBodyRate after the request started (and always within the
-	// source's AckTimeout), or the answer is 408. Defaults to 16 KiB/s.
-	MinBodyRate int64
+	// after a grace second; a slower one gets 408. Defaults to 16384.
+	MinBodyRate int64 `mapstructure:"min_body_rate"`
 	// BodyGrace is the time a body gets before MinBodyRate counts; a
 	// request refused before its body is read drains it for this long at
 	// most. Defaults to 1s.
-	BodyGrace time.Duration
+	BodyGrace time.Duration `mapstructure:"-"`
 	// TrustedProxies are the networks of reverse proxies (an ingress) whose
 	// X-Forwarded-For header is believed when checking a source's AllowIPs.
 	// Empty means the TCP peer is the client.
-	TrustedProxies []netip.Prefix
+	TrustedProxies []netip.Prefix `mapstructure:"-"`
 	// DeliveryLogLevel is the level of the line logged for each delivery
 	// answered 2xx (stored, duplicate, handshake). Refused deliveries are
 	// logged at warn, failed commits at error, and requests for an unknown
 	// source or with another method than POST at debug. The zero value is
 	// info.
-	DeliveryLogLevel zapcore.Level
+	DeliveryLogLevel zapcore.Level `mapstructure:"-"`
 	// Ready backs GET /readyz; nil means always ready.
-	Ready func(ctx context.Context) error
+	Ready func(ctx context.Context) error `mapstructure:"-"`
 	// Logger defaults to a no-op logger.
-	Logger *zap.Logger
+	Logger *zap.Logger `mapstructure:"-"`
 	// Metrics counts every delivery where it is logged. nil counts nothing.
-	Metrics *metrics.Receiver
+	Metrics *metrics.Receiver `mapstructure:"-"`
 	// Rejections, when set, samples refusals of configured sources into
 	// hookinbox_rejection (see package rejection for its bounds). nil
 	// records none.
-	Rejections *rejection.Recorder
+	Rejections *rejection.Recorder `mapstructure:"-"`
 	// TracerProvider, when set, traces each request to a configured source
 	// (see tracing.go). nil traces nothing and costs nothing.
-	TracerProvider trace.TracerProvider
+	TracerProvider trace.TracerProvider `mapstructure:"-"`
+}
+
+// WithDefaults returns a copy of c with every zero-valued setting at its
+// documented default; MaxUnverifiedBytes's derives from Sources (pkg/config
+// sets it from the sources' limits first). It is idempotent.
+func (c *Config) WithDefaults() *Config {
+	out := *c
+	out.RetryAfter = cmp.Or(out.RetryAfter, RetryAfterDefault)
+	out.MaxInFlight = cmp.Or(out.MaxInFlight, MaxInFlightDefault)
+	if out.MaxUnverifiedBytes == 0 {
+		limits := make([]int64, len(out.Sources))
+		for i := range out.Sources {
+			limits[i] = out.Sources[i].MaxBodyBytes
+		}
+		out.MaxUnverifiedBytes = UnverifiedBytesFor(limits...)
+	}
+	out.MaxUnverifiedPerClient = cmp.Or(out.MaxUnverifiedPerClient, MaxUnverifiedPerClientDefault)
+	out.MinBodyRate = cmp.Or(out.MinBodyRate, MinBodyRateDefault)
+	out.BodyGrace = cmp.Or(out.BodyGrace, BodyGraceDefault)
+	return &out
+}
+
+// Validate checks the settings (the tagged fields) of a Config that
+// WithDefaults filled, and returns every problem found, each an error that
+// starts with its key in the receiver: section ("max_in_flight: must be
+// positive"), joined. New checks each source's body limit against
+// MaxUnverifiedBytes (BodyFits).
+func (c *Config) Validate() error {
+	var errs []error
+	positive := func(key string, v int64) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive", key))
+		}
+	}
+	positive("retry_after", int64(c.RetryAfter))
+	positive("max_in_flight", int64(c.MaxInFlight))
+	positive("max_unverified_bytes", c.MaxUnverifiedBytes)
+	positive("max_unverified_per_client", int64(c.MaxUnverifiedPerClient))
+	positive("min_body_rate", c.MinBodyRate)
+	return errors.Join(errs...)
 }
 
 // Claimer claims a delivery's events in the inbox and enqueues their jobs,
@@ -145,19 +184,10 @@ type Server struct {
 
 // New returns a Server that claims deliveries through ingester.
 func New(ingester Claimer, config *Config) (*Server, error) {
-	c := *config
-	c.RetryAfter = cmp.Or(c.RetryAfter, RetryAfterDefault)
-	c.MaxInFlight = cmp.Or(c.MaxInFlight, MaxInFlightDefault)
-	if c.MaxUnverifiedBytes == 0 {
-		limits := make([]int64, len(c.Sources))
-		for i := range c.Sources {
-			limits[i] = c.Sources[i].MaxBodyBytes
-		}
-		c.MaxUnverifiedBytes = UnverifiedBytesFor(limits...)
+	c := *config.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("receiver: %w", err)
 	}
-	c.MaxUnverifiedPerClient = cmp.Or(c.MaxUnverifiedPerClient, MaxUnverifiedPerClientDefault)
-	c.MinBodyRate = cmp.Or(c.MinBodyRate, MinBodyRateDefault)
-	c.BodyGrace = cmp.Or(c.BodyGrace, BodyGraceDefault)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}

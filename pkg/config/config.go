@@ -6,7 +6,9 @@ package config
 import (
 	"time"
 
+	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/secret"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // Config is the whole configuration of the receiver, the worker and inboxctl.
@@ -58,7 +60,9 @@ type LogConfig struct {
 	Format string `mapstructure:"format"`
 }
 
-// ReceiverConfig configures cmd/receiver.
+// ReceiverConfig is the receiver: section: the receiver's own settings
+// (receiver.Config, whose tagged fields sit at this level of the YAML) and
+// the keys of the process around it.
 type ReceiverConfig struct {
 	// Listen is the HTTP address. Defaults to 127.0.0.1:8080.
 	Listen string `mapstructure:"listen"`
@@ -68,8 +72,6 @@ type ReceiverConfig struct {
 	// AckTimeout bounds the time from request to commit; past it the
 	// receiver answers 503 with Retry-After. Defaults to 4s.
 	AckTimeout time.Duration `mapstructure:"ack_timeout"`
-	// RetryAfter is the Retry-After hint sent with a 503. Defaults to 5s.
-	RetryAfter time.Duration `mapstructure:"retry_after"`
 	// ShutdownDelay is how long the receiver keeps serving after SIGTERM
 	// with /readyz answering 503, so that load balancers and Kubernetes
 	// endpoints stop sending it traffic before it stops listening. Nil
@@ -92,24 +94,9 @@ type ReceiverConfig struct {
 	// BatchQueue bounds the deliveries waiting for a transaction; past it a
 	// delivery gets 503 with Retry-After at once. Defaults to 1024.
 	BatchQueue int `mapstructure:"batch_queue"`
-	// MaxInFlight bounds the verified deliveries handled at once, from
-	// their verification to the answer; one more gets 503 with
-	// Retry-After. Defaults to 1024.
-	MaxInFlight int `mapstructure:"max_in_flight"`
-	// MaxUnverifiedBytes bounds the bytes held by bodies whose signature is
-	// not known yet, across all requests; one client address may hold half
-	// of it. A body that does not fit gets 503 with Retry-After, before it
-	// is read when it has a Content-Length. Defaults to 67108864 (64 MiB),
-	// or twice the largest source's max_body_bytes when that is more; it
-	// must be at least that.
-	MaxUnverifiedBytes int64 `mapstructure:"max_unverified_bytes"`
-	// MaxUnverifiedPerClient bounds the requests one client address may
-	// have whose signature is not known yet; one more gets 503 with
-	// Retry-After before its body is read. Defaults to 64.
-	MaxUnverifiedPerClient int `mapstructure:"max_unverified_per_client"`
-	// MinBodyRate is the slowest a body may arrive, in bytes per second,
-	// after a grace second; a slower one gets 408. Defaults to 16384.
-	MinBodyRate int64 `mapstructure:"min_body_rate"`
+	// Config holds the receiver's own settings: their keys, defaults and
+	// validation are internal/receiver's.
+	receiver.Config `mapstructure:",squash"`
 	// MaxConnections caps the open connections; at the cap a new one
 	// replaces the connection that has waited longest without a request in
 	// progress, or gets 503 with Retry-After when every connection has one.
@@ -126,17 +113,6 @@ type ReceiverConfig struct {
 	// MaxHeaderBytes caps a request's header block; more gets 431.
 	// Defaults to 32768.
 	MaxHeaderBytes int `mapstructure:"max_header_bytes"`
-	// ReadHeaderTimeout bounds the time a request's headers may take.
-	// Defaults to 5s.
-	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout"`
-	// IdleTimeout closes a keep-alive connection this long after its last
-	// answer. Defaults to 30s.
-	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
-	// DeliveryLogLevel is the level of the line logged for each delivery
-	// answered 2xx: debug, info, warn or error. Refused deliveries are
-	// logged at warn and failed commits at error whatever it says. Defaults
-	// to info.
-	DeliveryLogLevel string `mapstructure:"delivery_log_level"`
 	// TrustedProxies are the networks of reverse proxies (an ingress, a load
 	// balancer) whose X-Forwarded-For header is believed when a source's
 	// allow_ips is checked and max_unverified_per_client counted, and whose
@@ -267,7 +243,9 @@ type HMACConfig struct {
 	ChallengePath string `mapstructure:"challenge_path"`
 }
 
-// WorkerConfig configures cmd/worker (and any worker binary built on pkg/worker).
+// WorkerConfig is the worker: section: the worker's own settings
+// (worker.Config, whose tagged fields sit at this level of the YAML) and the
+// keys of the process around it.
 type WorkerConfig struct {
 	// Listen is the address of /healthz, /readyz and /metrics.
 	// Defaults to 127.0.0.1:8081.
@@ -276,36 +254,9 @@ type WorkerConfig struct {
 	Concurrency int `mapstructure:"concurrency"`
 	// Queues are the River queues this worker works. Defaults to ["default"].
 	Queues []string `mapstructure:"queues"`
-	// MaxAttempts is how many times an event's handlers run before the event
-	// is failed for good. Defaults to 10. The worker's value decides: the
-	// receiver and inboxctl stamp theirs on the jobs they enqueue, and the
-	// worker aligns each job with its own before running it.
-	MaxAttempts int `mapstructure:"max_attempts"`
-	// JobTimeout bounds one run of an event's handlers. Defaults to 1m.
-	JobTimeout time.Duration `mapstructure:"job_timeout"`
-	// RescueAfter is how long a job may stay running before River rescues
-	// it (its worker died). Must exceed JobTimeout. Defaults to JobTimeout+30s.
-	RescueAfter time.Duration `mapstructure:"rescue_after"`
-	// FetchCooldown is the least time between two fetches of a queue while
-	// jobs keep arriving. River's own default (100ms) caps a queue at about
-	// ten fetches a second, which starves fast handlers. Defaults to 10ms.
-	FetchCooldown time.Duration `mapstructure:"fetch_cooldown"`
-	// FetchPollInterval is how often an idle queue polls for jobs when no
-	// LISTEN notification arrives. Defaults to 1s.
-	FetchPollInterval time.Duration `mapstructure:"fetch_poll_interval"`
-	// ReaperInterval is how often the reaper looks for orphaned pending
-	// rows. Defaults to 1m.
-	ReaperInterval time.Duration `mapstructure:"reaper_interval"`
-	// OrphanAfter is how long a row may stay pending without a live job
-	// before the reaper re-enqueues it. Defaults to 5m.
-	OrphanAfter time.Duration `mapstructure:"orphan_after"`
-
-	// PruneInterval is how often the retention job applies the sources'
-	// retention and payload_retention. Defaults to 1h.
-	PruneInterval time.Duration `mapstructure:"prune_interval"`
-	// PruneBatch is how many rows one retention statement deletes or
-	// erases, each batch a short transaction of its own. Defaults to 1000.
-	PruneBatch int `mapstructure:"prune_batch"`
+	// Config holds the worker's own settings: their keys, defaults and
+	// validation are pkg/worker's.
+	worker.Config `mapstructure:",squash"`
 	// ReplayRate is a bulk replay's default pace, rows per second
 	// (`inboxctl replay --rate` overrides it per run). Replayed events'
 	// jobs also wait behind live ones (a lower River priority). Defaults
@@ -318,36 +269,14 @@ type WorkerConfig struct {
 	// (the default: it fails loudly, and can be replayed once the routes
 	// are fixed) or "done" (marked done with a note, and never run).
 	Unrouted string `mapstructure:"unrouted"`
-	// GroupMaxEvents caps the events worked in one transaction: jobs
-	// fetched together share a transaction, each event's handlers in a
-	// savepoint of their own, and one COMMIT. 1 gives each event a
-	// transaction of its own. Defaults to 1; with a concurrency of hundreds,
-	// 50 (worker.GroupMaxEventsAdvised) drains faster.
-	GroupMaxEvents int `mapstructure:"group_max_events"`
-	// SoftStopTimeout is how long a stopping worker lets running jobs
-	// finish before cancelling them. Defaults to 20s.
-	SoftStopTimeout time.Duration `mapstructure:"soft_stop_timeout"`
-	// HardStopTimeout is how long it then waits for cancelled jobs to
-	// return. Defaults to 5s.
+	// HardStopTimeout is how long a stopping worker, once soft_stop_timeout
+	// is spent and running jobs are cancelled, waits for them to return.
+	// Defaults to 5s.
 	HardStopTimeout time.Duration `mapstructure:"hard_stop_timeout"`
-	// SynchronousCommit makes each event's COMMIT wait for the WAL flush.
-	// Defaults to false, on purpose: a worker's commit lost in a crash of
-	// PostgreSQL loses the effect and the done mark together, so the event
-	// runs again (within a reaper interval of the restart) and nothing is
-	// applied twice. The receiver's claim is always durable, because its
-	// 2xx promises it.
-	SynchronousCommit bool `mapstructure:"synchronous_commit"`
-	// Isolation is the isolation level of the handler transactions of a
-	// route that chooses none: read_committed, repeatable_read or
-	// serializable. Defaults to read_committed.
-	Isolation string `mapstructure:"isolation"`
 	// Routes map events to handlers; the first match decides.
 	Routes []RouteConfig `mapstructure:"routes"`
 	// UI serves River UI at /riverui/ on Listen.
 	UI WorkerUIConfig `mapstructure:"ui"`
-	// PauseRefresh is how often the worker reads the paused sources; a
-	// pause takes effect within it. Defaults to 1s.
-	PauseRefresh time.Duration `mapstructure:"pause_refresh"`
 	// Admin configures the admin HTTP API (see ops.go).
 	Admin WorkerAdminConfig `mapstructure:"admin"`
 	// Outbox configures the outbox relay run in the worker (outbox.go).

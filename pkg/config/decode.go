@@ -125,12 +125,33 @@ func decodeValue(field reflect.Value, value any) error {
 
 // fieldNamed returns v's field whose mapstructure tag is name.
 func fieldNamed(v reflect.Value, name string) (reflect.Value, bool) {
-	for i := range v.NumField() {
-		if tagName(v.Type().Field(i)) == name {
-			return v.Field(i), true
+	for _, f := range settingFields(v.Type()) {
+		if tagName(f) == name {
+			return v.FieldByIndex(f.Index), true
 		}
 	}
 	return reflect.Value{}, false
+}
+
+// settingFields returns t's fields that are keys (those with a mapstructure
+// name), with the fields of a squashed embedded struct (worker.Config in
+// WorkerConfig) in its place; each field's Index reaches it from t.
+func settingFields(t reflect.Type) []reflect.StructField {
+	var out []reflect.StructField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && strings.HasSuffix(f.Tag.Get("mapstructure"), ",squash") {
+			for _, inner := range settingFields(f.Type) {
+				inner.Index = append([]int{i}, inner.Index...)
+				out = append(out, inner)
+			}
+			continue
+		}
+		if name := tagName(f); name != "" && name != "-" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // fieldByKey returns the field of *cfg that the dotted scalar key names.
@@ -145,10 +166,8 @@ func fieldByKey(cfg *Config, key string) reflect.Value {
 // unknownKey reports a key typ has no field for, suggesting the nearest one.
 func unknownKey(p *problems, key, name string, typ reflect.Type) {
 	var names []string
-	for i := range typ.NumField() {
-		if n := tagName(typ.Field(i)); n != "" && n != "-" {
-			names = append(names, n)
-		}
+	for _, f := range settingFields(typ) {
+		names = append(names, tagName(f))
 	}
 	msg := "unknown key"
 	if near, ok := nearest(name, names); ok {
@@ -173,14 +192,11 @@ func scalarKeys(t reflect.Type) []string {
 // settingKeys lists the dotted keys of t's scalar leaf fields and of its
 // list (and map) fields.
 func settingKeys(t reflect.Type, prefix string) (scalars, lists []string) {
-	for i := range t.NumField() {
-		name := tagName(t.Field(i))
-		if name == "" || name == "-" {
-			continue
-		}
-		switch t.Field(i).Type.Kind() {
+	for _, f := range settingFields(t) {
+		name := tagName(f)
+		switch f.Type.Kind() {
 		case reflect.Struct:
-			s, l := settingKeys(t.Field(i).Type, prefix+name+".")
+			s, l := settingKeys(f.Type, prefix+name+".")
 			scalars, lists = append(scalars, s...), append(lists, l...)
 		case reflect.Slice, reflect.Array, reflect.Map:
 			lists = append(lists, prefix+name) // Come from the file only.

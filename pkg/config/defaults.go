@@ -25,49 +25,29 @@ const (
 	// defaultDatabasePooledQueryMode is database.query_mode's default
 	// behind a transaction pooler: pgx's advice for PgBouncer, and one round
 	// trip a query like cache_statement's.
-	defaultDatabasePooledQueryMode                      = "exec"
-	defaultLogLevel                                     = "info"
-	defaultLogFormat                                    = "json"
-	defaultReceiverListen                               = "127.0.0.1:8080"
-	defaultReceiverMaxBodyBytes           int64         = 1 << 20
-	defaultReceiverAckTimeout             time.Duration = 4 * time.Second
-	defaultReceiverRetryAfter                           = receiver.RetryAfterDefault
-	defaultReceiverShutdownDelay          time.Duration = 5 * time.Second
-	defaultReceiverShutdownTimeout        time.Duration = 10 * time.Second
-	defaultReceiverBatchMaxEvents                       = inboxstore.BatchMaxEventsDefault
-	defaultReceiverBatchFlushers                        = inboxstore.BatchFlushersDefault
-	defaultReceiverBatchQueue                           = inboxstore.BatchQueueSizeDefault
-	defaultReceiverMaxInFlight                          = receiver.MaxInFlightDefault
-	defaultReceiverMaxUnverifiedPerClient               = receiver.MaxUnverifiedPerClientDefault
-	defaultReceiverMinBodyRate                          = receiver.MinBodyRateDefault
-	defaultReceiverMaxConnections                       = receiver.MaxConnectionsDefault
-	defaultReceiverMaxHeaderBytes                       = receiver.MaxHeaderBytesDefault
-	defaultReceiverReadHeaderTimeout                    = receiver.ReadHeaderTimeoutDefault
-	defaultReceiverIdleTimeout                          = receiver.IdleTimeoutDefault
-	defaultReceiverDeliveryLogLevel                     = "info"
-	defaultSourceTolerance                              = provider.DefaultTolerance
-	defaultQueue                                        = river.QueueDefault
-	defaultWorkerListen                                 = "127.0.0.1:8081"
-	defaultWorkerConcurrency                            = worker.ConcurrencyDefault
-	defaultWorkerMaxAttempts                            = worker.MaxAttemptsDefault
-	defaultWorkerJobTimeout                             = worker.JobTimeoutDefault
-	// defaultWorkerRescueMargin is added to worker.job_timeout to give the
-	// default worker.rescue_after.
-	defaultWorkerRescueMargin      = worker.RescueAfterMarginDefault
-	defaultWorkerFetchCooldown     = worker.FetchCooldownDefault
-	defaultWorkerFetchPollInterval = worker.FetchPollIntervalDefault
-	defaultWorkerReaperInterval    = worker.ReaperIntervalDefault
-	defaultWorkerOrphanAfter       = worker.OrphanAfterDefault
+	defaultDatabasePooledQueryMode               = "exec"
+	defaultLogLevel                              = "info"
+	defaultLogFormat                             = "json"
+	defaultReceiverListen                        = "127.0.0.1:8080"
+	defaultReceiverMaxBodyBytes    int64         = 1 << 20
+	defaultReceiverAckTimeout      time.Duration = 4 * time.Second
+	defaultReceiverShutdownDelay   time.Duration = 5 * time.Second
+	defaultReceiverShutdownTimeout time.Duration = 10 * time.Second
+	defaultReceiverBatchMaxEvents                = inboxstore.BatchMaxEventsDefault
+	defaultReceiverBatchFlushers                 = inboxstore.BatchFlushersDefault
+	defaultReceiverBatchQueue                    = inboxstore.BatchQueueSizeDefault
+	defaultReceiverMaxConnections                = receiver.MaxConnectionsDefault
+	defaultReceiverMaxHeaderBytes                = receiver.MaxHeaderBytesDefault
+	defaultSourceTolerance                       = provider.DefaultTolerance
+	defaultQueue                                 = river.QueueDefault
+	defaultWorkerListen                          = "127.0.0.1:8081"
+	defaultWorkerConcurrency                     = worker.ConcurrencyDefault
 	// defaultWorkerUnrouted fails an unrouted event loudly: a failed row can
 	// be replayed once the routes are fixed, a row marked done cannot.
 	defaultWorkerUnrouted                      = UnroutedFailed
-	defaultWorkerGroupMaxEvents                = worker.GroupMaxEventsDefault
-	defaultWorkerSoftStopTimeout               = worker.SoftStopTimeoutDefault
 	defaultWorkerHardStopTimeout time.Duration = 5 * time.Second
 	defaultRouteType                           = "*"
 	defaultSourceRetention                     = retention.RetentionDefault
-	defaultWorkerPruneInterval                 = worker.PruneIntervalDefault
-	defaultWorkerPruneBatch                    = retention.BatchDefault
 	defaultWorkerReplayRate                    = replay.RateDefault
 	defaultWorkerReplayBatch                   = replay.BatchDefault
 )
@@ -76,7 +56,7 @@ const (
 // source's max_body_bytes and ack_timeout take the source's own value, else
 // its provider's preset (provider.PresetFor) where that is non-zero, else the
 // receiver's; receiver.max_unverified_bytes to twice the largest of those
-// when that is over its default; worker.rescue_after defaults to worker.job_timeout+30s. Those
+// when that is over its default; worker.Config.WithDefaults applies the worker's own. Those
 // are applied after the values they derive from. Load calls it; it is
 // exported for code that builds a Config by hand (tests, embedders). It is
 // idempotent.
@@ -98,7 +78,6 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	r.Listen = cmp.Or(r.Listen, defaultReceiverListen)
 	r.MaxBodyBytes = cmp.Or(r.MaxBodyBytes, defaultReceiverMaxBodyBytes)
 	r.AckTimeout = cmp.Or(r.AckTimeout, defaultReceiverAckTimeout)
-	r.RetryAfter = cmp.Or(r.RetryAfter, defaultReceiverRetryAfter)
 	if r.ShutdownDelay == nil {
 		// Only a key left out takes the default: an explicit 0s means no
 		// delay.
@@ -109,15 +88,9 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	r.BatchMaxEvents = cmp.Or(r.BatchMaxEvents, defaultReceiverBatchMaxEvents)
 	r.BatchFlushers = cmp.Or(r.BatchFlushers, defaultReceiverBatchFlushers)
 	r.BatchQueue = cmp.Or(r.BatchQueue, defaultReceiverBatchQueue)
-	r.MaxInFlight = cmp.Or(r.MaxInFlight, defaultReceiverMaxInFlight)
-	r.DeliveryLogLevel = cmp.Or(r.DeliveryLogLevel, defaultReceiverDeliveryLogLevel)
-	r.MaxUnverifiedPerClient = cmp.Or(r.MaxUnverifiedPerClient, defaultReceiverMaxUnverifiedPerClient)
-	r.MinBodyRate = cmp.Or(r.MinBodyRate, defaultReceiverMinBodyRate)
 	r.MaxConnections = cmp.Or(r.MaxConnections, defaultReceiverMaxConnections)
 	r.MaxConnectionsPerClient = cmp.Or(r.MaxConnectionsPerClient, receiver.ConnectionsPerClientFor(r.MaxConnections))
 	r.MaxHeaderBytes = cmp.Or(r.MaxHeaderBytes, defaultReceiverMaxHeaderBytes)
-	r.ReadHeaderTimeout = cmp.Or(r.ReadHeaderTimeout, defaultReceiverReadHeaderTimeout)
-	r.IdleTimeout = cmp.Or(r.IdleTimeout, defaultReceiverIdleTimeout)
 
 	limits := make([]int64, len(c.Sources))
 	for i := range c.Sources {
@@ -133,6 +106,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	// The unverified-body budget must hold a body at each source's limit in
 	// one client's half of it.
 	r.MaxUnverifiedBytes = cmp.Or(r.MaxUnverifiedBytes, receiver.UnverifiedBytesFor(limits...))
+	r.Config = *r.WithDefaults() // receiver.Config's own defaults
 
 	w := &c.Worker
 	w.Listen = cmp.Or(w.Listen, defaultWorkerListen)
@@ -140,20 +114,9 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	if len(w.Queues) == 0 {
 		w.Queues = []string{defaultQueue}
 	}
-	w.MaxAttempts = cmp.Or(w.MaxAttempts, defaultWorkerMaxAttempts)
-	w.JobTimeout = cmp.Or(w.JobTimeout, defaultWorkerJobTimeout)
-	w.RescueAfter = cmp.Or(w.RescueAfter, w.JobTimeout+defaultWorkerRescueMargin)
-	w.FetchCooldown = cmp.Or(w.FetchCooldown, defaultWorkerFetchCooldown)
-	w.FetchPollInterval = cmp.Or(w.FetchPollInterval, defaultWorkerFetchPollInterval)
-	w.ReaperInterval = cmp.Or(w.ReaperInterval, defaultWorkerReaperInterval)
-	w.OrphanAfter = cmp.Or(w.OrphanAfter, defaultWorkerOrphanAfter)
+	w.Config = *w.WithDefaults() // worker.Config's own defaults
 	w.Unrouted = cmp.Or(w.Unrouted, defaultWorkerUnrouted)
-	w.GroupMaxEvents = cmp.Or(w.GroupMaxEvents, defaultWorkerGroupMaxEvents)
-	w.SoftStopTimeout = cmp.Or(w.SoftStopTimeout, defaultWorkerSoftStopTimeout)
 	w.HardStopTimeout = cmp.Or(w.HardStopTimeout, defaultWorkerHardStopTimeout)
-	applyWorkerOrderingDefaults(w)
-	w.PruneInterval = cmp.Or(w.PruneInterval, defaultWorkerPruneInterval)
-	w.PruneBatch = cmp.Or(w.PruneBatch, defaultWorkerPruneBatch)
 	w.ReplayRate = cmp.Or(w.ReplayRate, defaultWorkerReplayRate)
 	w.ReplayBatch = cmp.Or(w.ReplayBatch, defaultWorkerReplayBatch)
 	applyOutboxDefaults(w)

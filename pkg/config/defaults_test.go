@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/provider"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 func TestApplyDefaults(t *testing.T) {
@@ -34,14 +36,14 @@ func TestApplyDefaults(t *testing.T) {
 			Listen:          "127.0.0.1:8080",
 			MaxBodyBytes:    1048576,
 			AckTimeout:      4 * time.Second,
-			RetryAfter:      5 * time.Second,
 			ShutdownDelay:   new(5 * time.Second),
 			ShutdownTimeout: 10 * time.Second,
-			BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024, MaxInFlight: 1024, DeliveryLogLevel: "info",
-			MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, MaxConnections: 2048,
+			BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024,
+			Config:                  receiver.Config{RetryAfter: 5 * time.Second, MaxInFlight: 1024, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second},
+			MaxConnections:          2048,
 			MaxConnectionsPerClient: 512,
-			MaxHeaderBytes:          32768, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second,
-			Rejections: RejectionsConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second},
+			MaxHeaderBytes:          32768,
+			Rejections:              RejectionsConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second},
 		}, cfg.Receiver)
 		require.Equal(t, SourceConfig{
 			Name:         "stripe",
@@ -53,28 +55,30 @@ func TestApplyDefaults(t *testing.T) {
 			Reconcile:    ReconcileConfig{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
 		}, cfg.Sources[0])
 		require.Equal(t, WorkerConfig{
-			Listen:            "127.0.0.1:8081",
-			Concurrency:       32,
-			Queues:            []string{"default"},
-			MaxAttempts:       10,
-			JobTimeout:        time.Minute,
-			RescueAfter:       90 * time.Second,
-			FetchCooldown:     10 * time.Millisecond,
-			FetchPollInterval: time.Second,
-			ReaperInterval:    time.Minute,
-			OrphanAfter:       5 * time.Minute,
-			PruneInterval:     time.Hour,
-			PruneBatch:        1000,
-			ReplayRate:        500,
-			ReplayBatch:       100,
-			Unrouted:          UnroutedFailed,
-			GroupMaxEvents:    1,
-			SoftStopTimeout:   20 * time.Second,
-			HardStopTimeout:   5 * time.Second,
-			Isolation:         "read_committed",
-			Routes:            []RouteConfig{{Source: "*", Types: []string{"*"}}},
-			PauseRefresh:      time.Second,
-			Outbox:            OutboxConfig{Relay: OutboxRelayConfig{Batch: 100, Lease: 2 * time.Minute, PollInterval: time.Second}},
+			Listen:      "127.0.0.1:8081",
+			Concurrency: 32,
+			Queues:      []string{"default"},
+			Config: worker.Config{
+				MaxAttempts:       10,
+				JobTimeout:        time.Minute,
+				RescueAfter:       90 * time.Second,
+				FetchCooldown:     10 * time.Millisecond,
+				FetchPollInterval: time.Second,
+				ReaperInterval:    time.Minute,
+				OrphanAfter:       5 * time.Minute,
+				PruneInterval:     time.Hour,
+				PruneBatch:        1000,
+				GroupMaxEvents:    1,
+				SoftStopTimeout:   20 * time.Second,
+				Isolation:         "read_committed",
+				PauseRefresh:      time.Second,
+			},
+			ReplayRate:      500,
+			ReplayBatch:     100,
+			Unrouted:        UnroutedFailed,
+			HardStopTimeout: 5 * time.Second,
+			Routes:          []RouteConfig{{Source: "*", Types: []string{"*"}}},
+			Outbox:          OutboxConfig{Relay: OutboxRelayConfig{Batch: 100, Lease: 2 * time.Minute, PollInterval: time.Second}},
 		}, cfg.Worker)
 	})
 
@@ -158,7 +162,7 @@ func TestApplyDefaults(t *testing.T) {
 	t.Run("RescueAfterFollowsJobTimeout", func(t *testing.T) {
 		t.Parallel()
 
-		cfg := &Config{Worker: WorkerConfig{JobTimeout: 10 * time.Minute}}
+		cfg := &Config{Worker: WorkerConfig{Config: worker.Config{JobTimeout: 10 * time.Minute}}}
 		cfg.ApplyDefaults()
 		require.Equal(t, 10*time.Minute+30*time.Second, cfg.Worker.RescueAfter)
 	})
@@ -213,7 +217,7 @@ func TestDocumentedDefaultsMatchTheConstants(t *testing.T) {
 	// documented writes key's default as the docs do.
 	documented := func(key string) string {
 		if key == "worker.rescue_after" {
-			return "job_timeout + " + formatDuration(defaultWorkerRescueMargin)
+			return "job_timeout + " + formatDuration(worker.RescueAfterMarginDefault)
 		}
 		var v any
 		if source, ok := strings.CutPrefix(key, "sources[]."); ok {
@@ -320,8 +324,8 @@ func fieldByKeyType(key string) reflect.Type {
 // worker.job_timeout, so its set value is compared with the derived one.
 func documentedValue(key string, v any) string {
 	if key == "worker.rescue_after" {
-		if v == defaultWorkerJobTimeout+defaultWorkerRescueMargin {
-			return "job_timeout + " + formatDuration(defaultWorkerRescueMargin)
+		if v == worker.JobTimeoutDefault+worker.RescueAfterMarginDefault {
+			return "job_timeout + " + formatDuration(worker.RescueAfterMarginDefault)
 		}
 	}
 	if d, ok := v.(*time.Duration); ok && d != nil {

@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // configurationDoc is the configuration reference whose table
@@ -43,7 +46,7 @@ func TestConfigurationDoc(t *testing.T) {
 			documented[key] = documentedValue(key, fieldByKey(defaults, key).Interface())
 		}
 	}
-	documented["worker.rescue_after"] = "job_timeout + " + formatDuration(defaultWorkerRescueMargin)
+	documented["worker.rescue_after"] = "job_timeout + " + formatDuration(worker.RescueAfterMarginDefault)
 	for _, key := range []string{"tolerance", "queue"} {
 		f, _ := fieldNamed(reflect.ValueOf(&defaults.Sources[0]).Elem(), key)
 		documented["sources[]."+key] = documentedValue("sources[]."+key, f.Interface())
@@ -53,12 +56,8 @@ func TestConfigurationDoc(t *testing.T) {
 	table.WriteString("| Key | Default | Meaning |\n|---|---|---|\n")
 	var rows func(typ reflect.Type, prefix string)
 	rows = func(typ reflect.Type, prefix string) {
-		for i := range typ.NumField() {
-			field := typ.Field(i)
+		for _, field := range settingFields(typ) {
 			name := tagName(field)
-			if name == "" || name == "-" {
-				continue
-			}
 			key := prefix + name
 			ft := field.Type
 			switch {
@@ -76,7 +75,11 @@ func TestConfigurationDoc(t *testing.T) {
 			if d, ok := documented[key]; ok {
 				def = "`" + d + "`"
 			}
-			comment := comments[typ.Name()+"."+field.Name]
+			owner := typ
+			if len(field.Index) > 1 { // A squashed struct's field.
+				owner = typ.FieldByIndex(field.Index[:len(field.Index)-1]).Type
+			}
+			comment := comments[path.Base(owner.PkgPath())+"."+owner.Name()+"."+field.Name]
 			require.NotEmpty(t, comment, "%s.%s (%s) has no doc comment", typ.Name(), field.Name, key)
 			fmt.Fprintf(&table, "| `%s` | %s | %s |\n", key, def, strings.ReplaceAll(comment, "|", `\|`))
 		}
@@ -111,12 +114,17 @@ func TestConfigurationDoc(t *testing.T) {
 }
 
 // fieldComments returns the doc comment of every struct field declared in
-// this package's non-test files, keyed "Type.Field", on one line.
+// the non-test files of this package and of the packages whose Configs it
+// composes, keyed "package.Type.Field", on one line.
 func fieldComments(t *testing.T) map[string]string {
 	t.Helper()
 	fset := token.NewFileSet()
-	names, err := filepath.Glob("*.go")
-	require.NoError(t, err)
+	var names []string
+	for _, pattern := range []string{"*.go", "../worker/*.go", "../../internal/receiver/*.go"} {
+		matches, err := filepath.Glob(pattern)
+		require.NoError(t, err)
+		names = append(names, matches...)
+	}
 	out := map[string]string{}
 	for _, name := range names {
 		if strings.HasSuffix(name, "_test.go") {
@@ -135,7 +143,7 @@ func fieldComments(t *testing.T) map[string]string {
 			}
 			for _, f := range st.Fields.List {
 				for _, name := range f.Names {
-					out[spec.Name.Name+"."+name.Name] = strings.Join(strings.Fields(f.Doc.Text()), " ")
+					out[file.Name.Name+"."+spec.Name.Name+"."+name.Name] = strings.Join(strings.Fields(f.Doc.Text()), " ")
 				}
 			}
 			return false

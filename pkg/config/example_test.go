@@ -172,6 +172,13 @@ func TestExampleFileMentionsEveryKey(t *testing.T) {
 				continue // Not a key: Load's warnings.
 			}
 			name := field.Tag.Get("mapstructure")
+			if field.Anonymous && name == ",squash" {
+				walk(field.Type, nodes, key, strict) // Its keys sit at this level.
+				continue
+			}
+			if name == "-" {
+				continue // Set in code, not a key.
+			}
 			var values []any
 			for _, node := range nodes {
 				if value, ok := node[name]; ok {

@@ -17,16 +17,14 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 func (c *Config) expandEnv(lookup func(string) (string, bool), p *problems) {
 	keys := c.sourceKeys() // Taken before the names are expanded.
 	v := reflect.ValueOf(c).Elem()
-	for i := range v.NumField() {
-		name := tagName(v.Type().Field(i))
-		switch name {
-		case "", "-":
+	for _, f := range settingFields(v.Type()) {
+		switch name := tagName(f); name {
 		case "sources":
 			for j := range c.Sources {
 				expandValue(reflect.ValueOf(&c.Sources[j]).Elem(), keys[j], lookup, p)
 			}
 		default:
-			expandValue(v.Field(i), name, lookup, p)
+			expandValue(v.FieldByIndex(f.Index), name, lookup, p)
 		}
 	}
 }
@@ -36,15 +34,12 @@ func expandValue(v reflect.Value, key string, lookup func(string) (string, bool)
 	case reflect.String:
 		v.SetString(expandString(v.String(), key, lookup, p))
 	case reflect.Struct:
-		for i := range v.NumField() {
-			name := tagName(v.Type().Field(i))
-			if name == "" || name == "-" {
-				continue
-			}
+		for _, f := range settingFields(v.Type()) {
+			name := tagName(f)
 			if key != "" {
 				name = key + "." + name
 			}
-			expandValue(v.Field(i), name, lookup, p)
+			expandValue(v.FieldByIndex(f.Index), name, lookup, p)
 		}
 	case reflect.Slice, reflect.Array:
 		for i := range v.Len() {

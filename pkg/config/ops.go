@@ -8,7 +8,6 @@ import (
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/pkg/secret"
-	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // This file holds the operations keys of issue 14's second half, kept
@@ -66,7 +65,6 @@ const (
 	defaultReconcileInterval     = 15 * time.Minute
 	defaultReconcileLookback     = time.Hour
 	defaultReconcileAPIBaseURL   = reconcile.StripeBaseURLDefault
-	defaultWorkerPauseRefresh    = worker.PauseRefreshDefault
 	defaultRejectionsKeep        = rejection.KeepDefault
 	defaultRejectionsSampleBurst = rejection.SampleBurstDefault
 	defaultRejectionsSampleEvery = rejection.SampleEveryDefault
@@ -87,7 +85,6 @@ func (c *Config) applyOpsDefaults() {
 		rc.Interval = cmp.Or(rc.Interval, defaultReconcileInterval)
 		rc.Lookback = cmp.Or(rc.Lookback, defaultReconcileLookback)
 	}
-	c.Worker.PauseRefresh = cmp.Or(c.Worker.PauseRefresh, defaultWorkerPauseRefresh)
 }
 
 func (c *Config) validateOps(p *problems) {
@@ -124,7 +121,6 @@ func (c *Config) validateOps(p *problems) {
 		}
 	}
 
-	positive(p, "worker.pause_refresh", c.Worker.PauseRefresh)
 	if t := c.Worker.Admin.Token; t != "" && len(t) < minAdminTokenBytes {
 		p.addf("worker.admin.token", "must be at least %d bytes (or empty to turn the admin API off)", minAdminTokenBytes)
 	}

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"slices"
 	"time"
 
@@ -59,18 +58,6 @@ type SequenceConfig struct {
 }
 
 const defaultRouteSequencePoisonAfter = worker.SequencePoisonAfterDefault
-
-// validateWorkerIsolation checks worker.isolation.
-func validateWorkerIsolation(p *problems, isolation string) {
-	if _, err := worker.ParseIsolation(isolation); err != nil {
-		p.addf("worker.isolation", "%s", err)
-	}
-}
-
-// applyWorkerOrderingDefaults fills worker.isolation's default.
-func applyWorkerOrderingDefaults(w *WorkerConfig) {
-	w.Isolation = cmp.Or(w.Isolation, string(worker.IsolationDefault))
-}
 
 // applyOrderingDefaults fills the ordering options' defaults of a route.
 func applyOrderingDefaults(r *RouteConfig) {
@@ -140,7 +127,7 @@ func (c *Config) validateRouteOrdering(p *problems, key string, route *RouteConf
 		if route.Sequence.PoisonAfter < 0 {
 			p.addf(key+".sequence.poison_after", "must not be negative")
 		}
-		iso := orString(route.Isolation, c.Worker.Isolation)
+		iso := orString(route.Isolation, string(c.Worker.Isolation))
 		if iso != "" && iso != string(worker.IsolationReadCommitted) {
 			p.addf(key+".sequence", "needs isolation read_committed, not %s (set %s.isolation)", iso, key)
 		}

@@ -28,11 +28,10 @@ var (
 )
 
 func redactStruct(v reflect.Value) map[string]any {
-	out := make(map[string]any, v.NumField())
-	for i := range v.NumField() {
-		if name := tagName(v.Type().Field(i)); name != "" && name != "-" {
-			out[name] = redact(v.Field(i))
-		}
+	fields := settingFields(v.Type())
+	out := make(map[string]any, len(fields))
+	for _, f := range fields {
+		out[tagName(f)] = redact(v.FieldByIndex(f.Index))
 	}
 	return out
 }

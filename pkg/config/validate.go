@@ -83,7 +83,6 @@ func (c *Config) validateReceiver(p *problems) {
 	listenAddr(p, "receiver.listen", r.Listen)
 	positive(p, "receiver.max_body_bytes", r.MaxBodyBytes)
 	positive(p, "receiver.ack_timeout", r.AckTimeout)
-	positive(p, "receiver.retry_after", r.RetryAfter)
 	if r.ShutdownDelay != nil && *r.ShutdownDelay < 0 {
 		p.addf("receiver.shutdown_delay", "must not be negative (0s turns the delay off)")
 	}
@@ -91,27 +90,19 @@ func (c *Config) validateReceiver(p *problems) {
 	positive(p, "receiver.batch_max_events", r.BatchMaxEvents)
 	positive(p, "receiver.batch_flushers", r.BatchFlushers)
 	positive(p, "receiver.batch_queue", r.BatchQueue)
-	positive(p, "receiver.max_in_flight", r.MaxInFlight)
-	positive(p, "receiver.max_unverified_bytes", r.MaxUnverifiedBytes)
+	ownerProblems(p, "receiver.", r.Validate()) // receiver.Config's own checks
 	for _, s := range c.Sources {
 		if r.MaxUnverifiedBytes > 0 && !receiver.BodyFits(s.MaxBodyBytes, r.MaxUnverifiedBytes) {
 			p.addf("receiver.max_unverified_bytes", "must be at least twice sources[%s].max_body_bytes plus one (%d), so that one client's half holds a body at the limit", s.Name, 2*(s.MaxBodyBytes+1))
 			break
 		}
 	}
-	positive(p, "receiver.max_unverified_per_client", r.MaxUnverifiedPerClient)
-	positive(p, "receiver.min_body_rate", r.MinBodyRate)
 	positive(p, "receiver.max_connections", r.MaxConnections)
 	positive(p, "receiver.max_connections_per_client", r.MaxConnectionsPerClient)
 	if r.MaxConnections > 0 && r.MaxConnectionsPerClient > r.MaxConnections {
 		p.addf("receiver.max_connections_per_client", "must be at most receiver.max_connections (%d)", r.MaxConnections)
 	}
 	positive(p, "receiver.max_header_bytes", r.MaxHeaderBytes)
-	positive(p, "receiver.read_header_timeout", r.ReadHeaderTimeout)
-	positive(p, "receiver.idle_timeout", r.IdleTimeout)
-	if !slices.Contains(logLevels, r.DeliveryLogLevel) {
-		p.addf("receiver.delivery_log_level", "must be debug, info, warn or error, not %q", r.DeliveryLogLevel)
-	}
 	if r.BatchMaxWait < 0 {
 		p.addf("receiver.batch_max_wait", "must not be negative")
 	}
@@ -134,25 +125,11 @@ func (c *Config) validateWorker(p *problems) {
 		}
 	}
 
-	positive(p, "worker.max_attempts", w.MaxAttempts)
-	positive(p, "worker.job_timeout", w.JobTimeout)
-	positive(p, "worker.fetch_cooldown", w.FetchCooldown)
-	positive(p, "worker.fetch_poll_interval", w.FetchPollInterval)
-	positive(p, "worker.rescue_after", w.RescueAfter)
-	if w.RescueAfter > 0 && w.JobTimeout > 0 && w.RescueAfter <= w.JobTimeout {
-		p.addf("worker.rescue_after", "must exceed worker.job_timeout (%s), or River rescues jobs still running", w.JobTimeout)
-	}
-	positive(p, "worker.reaper_interval", w.ReaperInterval)
-	positive(p, "worker.orphan_after", w.OrphanAfter)
-	validateWorkerIsolation(p, w.Isolation)
+	ownerProblems(p, "worker.", w.Validate()) // worker.Config's own checks
 	if w.Unrouted != UnroutedDone && w.Unrouted != UnroutedFailed {
 		p.addf("worker.unrouted", "must be %s or %s, not %q", UnroutedDone, UnroutedFailed, w.Unrouted)
 	}
-	positive(p, "worker.group_max_events", w.GroupMaxEvents)
-	positive(p, "worker.soft_stop_timeout", w.SoftStopTimeout)
 	positive(p, "worker.hard_stop_timeout", w.HardStopTimeout)
-	positive(p, "worker.prune_interval", w.PruneInterval)
-	positive(p, "worker.prune_batch", w.PruneBatch)
 	positive(p, "worker.replay_rate", w.ReplayRate)
 	positive(p, "worker.replay_batch", w.ReplayBatch)
 	if w.UI.Enabled && len(w.UI.BasicAuth) == 0 {
@@ -267,5 +244,22 @@ func queueName(p *problems, key, name string) {
 func positive[T ~int | ~int32 | ~int64](p *problems, key string, n T) {
 	if n <= 0 {
 		p.addf(key, "must be positive")
+	}
+}
+
+// ownerProblems records the problems of an owner's Validate, each an error
+// starting with its key within the owner's section ("max_attempts: must be
+// positive"), under prefix+key.
+func ownerProblems(p *problems, prefix string, err error) {
+	if err == nil {
+		return
+	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	for _, e := range errs {
+		key, msg, _ := strings.Cut(e.Error(), ": ")
+		p.add(prefix+key, errors.New(msg))
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/hookinbox/hookinbox/internal/buildinfo"
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
@@ -68,11 +67,6 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		ObserveGroup:   m.Batch,
 		TracerProvider: env.TracerProvider,
 	})
-	deliveryLevel, err := zapcore.ParseLevel(cfg.Receiver.DeliveryLogLevel)
-	if err != nil {
-		batcher.Stop()
-		return nil, nil, fmt.Errorf("receiver.delivery_log_level: %w", err)
-	}
 	rejections := newRejectionRecorder(env)
 	stopAll := func() {
 		batcher.Stop()
@@ -80,21 +74,17 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 			rejections.Stop()
 		}
 	}
-	srv, err = receiver.New(batcher, &receiver.Config{
-		Sources:                sources,
-		RetryAfter:             cfg.Receiver.RetryAfter,
-		MaxInFlight:            cfg.Receiver.MaxInFlight,
-		MaxUnverifiedBytes:     cfg.Receiver.MaxUnverifiedBytes,
-		MaxUnverifiedPerClient: cfg.Receiver.MaxUnverifiedPerClient,
-		MinBodyRate:            cfg.Receiver.MinBodyRate,
-		DeliveryLogLevel:       deliveryLevel,
-		TrustedProxies:         trustedProxies,
-		Ready:                  readyCheck(env, schema.Core()),
-		Logger:                 env.Logger,
-		Metrics:                m,
-		Rejections:             rejections,
-		TracerProvider:         env.TracerProvider,
-	})
+	// The receiver's own settings come defaulted and validated from the
+	// receiver: section; the rest is set here.
+	sc := cfg.Receiver.Config
+	sc.Sources = sources
+	sc.TrustedProxies = trustedProxies
+	sc.Ready = readyCheck(env, schema.Core())
+	sc.Logger = env.Logger
+	sc.Metrics = m
+	sc.Rejections = rejections
+	sc.TracerProvider = env.TracerProvider
+	srv, err = receiver.New(batcher, &sc)
 	if err != nil {
 		stopAll()
 		return nil, nil, err
@@ -128,8 +118,6 @@ func RunReceiver(ctx context.Context, env *Env) error {
 		MaxConnectionsPerClient: cfg.Receiver.MaxConnectionsPerClient,
 		TrustedProxies:          trustedProxies,
 		MaxHeaderBytes:          cfg.Receiver.MaxHeaderBytes,
-		ReadHeaderTimeout:       cfg.Receiver.ReadHeaderTimeout,
-		IdleTimeout:             cfg.Receiver.IdleTimeout,
 		RetryAfter:              cfg.Receiver.RetryAfter,
 		Logger:                  env.Logger,
 	})

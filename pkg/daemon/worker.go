@@ -70,37 +70,25 @@ func newWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		rw := reconcile.NewWorker(env.Pool, reconciled, queueOf, env.Logger.Named("reconcile"))
 		addWorkers = func(ws *river.Workers) { river.AddWorker(ws, rw) }
 	}
-	return worker.New(env.Pool, &worker.Config{
-		Queues:            queues,
-		MaxAttempts:       wc.MaxAttempts,
-		JobTimeout:        wc.JobTimeout,
-		RescueAfter:       wc.RescueAfter,
-		FetchCooldown:     wc.FetchCooldown,
-		FetchPollInterval: wc.FetchPollInterval,
-		ReaperInterval:    wc.ReaperInterval,
-		OrphanAfter:       wc.OrphanAfter,
-		UnroutedDone:      wc.Unrouted == config.UnroutedDone,
-		SynchronousCommit: wc.SynchronousCommit,
-		PollOnly:          env.Config.Database.TransactionPooled(),
-		Isolation:         worker.Isolation(wc.Isolation),
-		Routes:            routes,
-		Sources:           sources,
-		Registry:          registry,
-		QueueFor:          queueOf,
-		SoftStopTimeout:   wc.SoftStopTimeout,
-		GroupMaxEvents:    wc.GroupMaxEvents,
-		Retention:         policies,
-		PruneInterval:     wc.PruneInterval,
-		PruneBatch:        wc.PruneBatch,
-		Logger:            env.Logger,
-		Metrics:           metrics.NewWorker(env.Metrics()),
-		PauseRefresh:      wc.PauseRefresh,
-		AddWorkers:        addWorkers,
-		TracerProvider:    env.TracerProvider,
-		Outbox:            relay,
-		// On the first worked queue, like the reaper.
-		PeriodicJobs: reconcile.PeriodicJobs(reconciled, wc.Queues[0]),
-	})
+	// The worker's own settings come defaulted and validated from the
+	// worker: section; the rest is set here.
+	c := wc.Config
+	c.Queues = queues
+	c.UnroutedDone = wc.Unrouted == config.UnroutedDone
+	c.PollOnly = env.Config.Database.TransactionPooled()
+	c.Routes = routes
+	c.Sources = sources
+	c.Registry = registry
+	c.QueueFor = queueOf
+	c.Retention = policies
+	c.Logger = env.Logger
+	c.Metrics = metrics.NewWorker(env.Metrics())
+	c.AddWorkers = addWorkers
+	c.TracerProvider = env.TracerProvider
+	c.Outbox = relay
+	// On the first worked queue, like the reaper.
+	c.PeriodicJobs = reconcile.PeriodicJobs(reconciled, wc.Queues[0])
+	return worker.New(env.Pool, &c)
 }
 
 // startWorker starts w. When the database refuses a connection meanwhile

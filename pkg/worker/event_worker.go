@@ -31,7 +31,7 @@ type eventWorker struct {
 
 	pool         *pgxpool.Pool
 	store        *inboxstore.Store
-	router       *Router
+	router       *router
 	failUnrouted bool
 	asyncCommit  bool
 	// isolation is the level of a route that chooses none.

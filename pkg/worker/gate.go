@@ -66,20 +66,20 @@ func (w *eventWorker) isolationFor(route *compiledRoute) Isolation {
 // their own, outside any group.
 func (w *eventWorker) ownTransaction(source, eventType string) bool {
 	route, ok := w.router.matchRoute(source, eventType)
-	return ok && (route.route.ownTransaction() || w.isolation != IsolationDefault)
+	return ok && (route.route.ownTransaction() || w.isolation != isolationDefault)
 }
 
 // inOwnTransaction runs fn in a transaction of the route's isolation level,
 // and runs it again, after a short backoff, when it fails with a
 // serialization failure (40001) or a deadlock (40P01), up to
-// SerializationRetriesDefault times. Those runs roll back before the event's
+// serializationRetriesDefault times. Those runs roll back before the event's
 // row is marked, so they spend none of its attempts.
 func (w *eventWorker) inOwnTransaction(ctx context.Context, job *river.Job[inboxstore.JobArgs], fn func(pgx.Tx) error) error {
 	route, _ := w.router.matchRoute(job.Args.Source, job.Args.EventType)
 	opts := txOptions(w.asyncCommit, w.isolationFor(route))
 	for try := 0; ; try++ {
 		err := pgx.BeginTxFunc(ctx, w.pool, opts, fn)
-		if err == nil || !isConflict(err) || try >= SerializationRetriesDefault {
+		if err == nil || !isConflict(err) || try >= serializationRetriesDefault {
 			return err
 		}
 		backoff := min(conflictBackoffBase<<try, conflictBackoffMax)

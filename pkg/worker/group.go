@@ -24,7 +24,7 @@ import (
 // as its flush. River starts a goroutine per fetched job; each one's Work
 // queues its job here and waits. The engine's collector gathers the queued
 // jobs into groups: the jobs of one fetch arrive within a moment of each
-// other, so a group waits up to GroupLingerDefault for them (and grows, up
+// other, so a group waits up to groupLingerDefault for them (and grows, up
 // to maxEvents, while every flusher is busy), and a ready group is shared
 // out evenly among the idle flushers (a group's events run one after the
 // other, so a fetch worked as one group by one flusher would leave the
@@ -113,7 +113,7 @@ func (w *eventWorker) flushGroup(ctx context.Context, group []groupRequest) ([]g
 // take them in an order no one controls: two groups each waiting for a row
 // the other holds deadlock, and PostgreSQL breaks the cycle only after
 // deadlock_timeout (1 s), one event at a time. So a group waits at most
-// GroupLockTimeoutDefault for another transaction's lock; the event that
+// groupLockTimeoutDefault for another transaction's lock; the event that
 // met the timeout (or a deadlock, or a serialization failure) is rolled
 // back to its savepoint, the group ends there, and that event and the ones
 // after it are worked alone once the group has committed and released its
@@ -210,7 +210,7 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 }
 
 // lockTimeoutSQL sets a group transaction's lock_timeout (see flushGroup).
-var lockTimeoutSQL = fmt.Sprintf("SET LOCAL lock_timeout = %d", GroupLockTimeoutDefault.Milliseconds())
+var lockTimeoutSQL = fmt.Sprintf("SET LOCAL lock_timeout = %d", groupLockTimeoutDefault.Milliseconds())
 
 // isLockConflict reports an error another transaction's locks caused: a
 // deadlock, a serialization failure, or a lock timeout.

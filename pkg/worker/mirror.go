@@ -15,9 +15,9 @@ import (
 // MirrorHandlerName is the name of the built-in mirror handler.
 const MirrorHandlerName = "mirror"
 
-// ErrNoMirrorSpec is returned by the mirror handler for an event whose route
+// errNoMirrorSpec is returned by the mirror handler for an event whose route
 // has no mirror spec and whose provider has no documented default.
-var ErrNoMirrorSpec = errors.New("worker: no mirror spec")
+var errNoMirrorSpec = errors.New("worker: no mirror spec")
 
 // mirrorHandler keeps the latest snapshot of every object in
 // hookinbox_snapshot through effect.Upsert's version guard: the route's
@@ -54,5 +54,5 @@ func mirrorSpec(ctx context.Context, provider string) (*effect.Spec, error) {
 	if spec, ok := effect.DefaultSpec(provider); ok {
 		return &spec, nil
 	}
-	return nil, fmt.Errorf("%w for provider %q: set the route's mirror (kind, id, version)", ErrNoMirrorSpec, provider)
+	return nil, fmt.Errorf("%w for provider %q: set the route's mirror (kind, id, version)", errNoMirrorSpec, provider)
 }

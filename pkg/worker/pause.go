@@ -13,8 +13,8 @@ import (
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
-// PauseRefreshDefault is Config.PauseRefresh's default.
-const PauseRefreshDefault = time.Second
+// pauseRefreshDefault is Config.PauseRefresh's default.
+const pauseRefreshDefault = time.Second
 
 // pauseWatch keeps this worker's view of the paused sources, read from
 // hookinbox_source_pause every interval. The view only decides whether an

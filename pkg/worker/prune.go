@@ -8,23 +8,23 @@ import (
 	"github.com/hookinbox/hookinbox/internal/retention"
 )
 
-// PruneArgs are the arguments of the periodic retention job.
-type PruneArgs struct{}
+// pruneArgs are the arguments of the periodic retention job.
+type pruneArgs struct{}
 
 // Kind implements river.JobArgs.
-func (PruneArgs) Kind() string { return "hookinbox.prune" }
+func (pruneArgs) Kind() string { return "hookinbox.prune" }
 
 // pruneWorker runs the retention policies (see internal/retention): done rows
 // past their source's retention are deleted, payloads past payload
 // retention erased, in small batches. Failed rows are never touched.
 type pruneWorker struct {
-	river.WorkerDefaults[PruneArgs]
+	river.WorkerDefaults[pruneArgs]
 
 	pruner *retention.Pruner
 }
 
 // Work runs one retention pass.
-func (w *pruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
+func (w *pruneWorker) Work(ctx context.Context, _ *river.Job[pruneArgs]) error {
 	_, err := w.pruner.Run(ctx)
 	return err
 }

@@ -14,11 +14,11 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
-// ReaperArgs are the arguments of the periodic reaper job.
-type ReaperArgs struct{}
+// reaperArgs are the arguments of the periodic reaper job.
+type reaperArgs struct{}
 
 // Kind implements river.JobArgs.
-func (ReaperArgs) Kind() string { return "hookinbox.reaper" }
+func (reaperArgs) Kind() string { return "hookinbox.reaper" }
 
 // reaperBatch caps the rows one reaper run touches.
 const reaperBatch = 1000
@@ -51,7 +51,7 @@ const reaperLock int64 = 0x686b726561706572 // "hkreaper"
 //
 // Stuck running jobs are River's rescuer's to heal.
 type reaper struct {
-	river.WorkerDefaults[ReaperArgs]
+	river.WorkerDefaults[reaperArgs]
 
 	pool        *pgxpool.Pool
 	store       *inboxstore.Store
@@ -63,7 +63,7 @@ type reaper struct {
 }
 
 // Work runs one reaper pass.
-func (r *reaper) Work(ctx context.Context, _ *river.Job[ReaperArgs]) error {
+func (r *reaper) Work(ctx context.Context, _ *river.Job[reaperArgs]) error {
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 	if err != nil {
 		return err
@@ -72,15 +72,15 @@ func (r *reaper) Work(ctx context.Context, _ *river.Job[ReaperArgs]) error {
 	return err
 }
 
-// ReapResult counts what one reaper pass did.
-type ReapResult struct {
+// reapResult counts what one reaper pass did.
+type reapResult struct {
 	// Requeued are the rows given a new job; Failed the rows marked failed;
 	// Moved the jobs moved to their source's queue.
 	Requeued, Failed, Moved int
 }
 
-func (r *reaper) reapOnce(ctx context.Context, client *river.Client[pgx.Tx]) (*ReapResult, error) {
-	res := &ReapResult{}
+func (r *reaper) reapOnce(ctx context.Context, client *river.Client[pgx.Tx]) (*reapResult, error) {
+	res := &reapResult{}
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, reaperLock); err != nil {
 			return err
@@ -117,7 +117,7 @@ func (r *reaper) reapOnce(ctx context.Context, client *river.Client[pgx.Tx]) (*R
 
 // settle fails the orphans whose job ended without recording it, and
 // returns those to enqueue again and the jobs to move.
-func (r *reaper) settle(ctx context.Context, tx pgx.Tx, orphans []inboxstore.Orphan, res *ReapResult) ([]inboxstore.ClaimedRow, []inboxstore.Move, error) {
+func (r *reaper) settle(ctx context.Context, tx pgx.Tx, orphans []inboxstore.Orphan, res *reapResult) ([]inboxstore.ClaimedRow, []inboxstore.Move, error) {
 	var (
 		requeue []inboxstore.ClaimedRow
 		moves   []inboxstore.Move

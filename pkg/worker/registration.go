@@ -60,9 +60,9 @@ func newRegistration(pool *pgxpool.Pool, c *Config) *registration {
 // without deleting its record blocks a differently routed worker that long.
 func (r *registration) ttl() time.Duration { return 3 * r.interval }
 
-// RoutesConflictError is returned by Start when a live worker works one of
+// routesConflictError is returned by Start when a live worker works one of
 // this worker's queues with different routes.
-type RoutesConflictError struct {
+type routesConflictError struct {
 	// Queue is the shared queue.
 	Queue string
 	// Routes and TheirRoutes are what this worker and the other run there.
@@ -73,7 +73,7 @@ type RoutesConflictError struct {
 	StartedAt time.Time
 }
 
-func (e *RoutesConflictError) Error() string {
+func (e *routesConflictError) Error() string {
 	return fmt.Sprintf("worker.routes: a live worker (host %s, pid %d, up since %s) works queue %q with other routes: "+
 		"it runs [%s], this worker would run [%s]; workers sharing a queue must share its routes, or each settles events "+
 		"the other has the handlers for. Stop the other workers first (to change routes, stop the old workers before "+
@@ -81,7 +81,7 @@ func (e *RoutesConflictError) Error() string {
 		e.Host, e.PID, e.StartedAt.UTC().Format(time.RFC3339), e.Queue, e.TheirRoutes, e.Routes)
 }
 
-// register records this worker's routes, or returns a *RoutesConflictError
+// register records this worker's routes, or returns a *routesConflictError
 // when a live worker runs other routes on one of its queues.
 func (r *registration) register(ctx context.Context) error {
 	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
@@ -99,7 +99,7 @@ ORDER BY queue, started_at`, r.queues, r.id)
 			return err
 		}
 		for rows.Next() {
-			var c RoutesConflictError
+			var c routesConflictError
 			if err := rows.Scan(&c.Queue, &c.TheirRoutes, &c.Host, &c.PID, &c.StartedAt); err != nil {
 				return err
 			}
@@ -140,7 +140,7 @@ UPDATE hookinbox_worker_routes SET expires_at = now() + $2 * interval '1 millise
 // start registers, then renews every interval until stopAndDelete.
 func (r *registration) start(ctx context.Context) error {
 	if err := r.register(ctx); err != nil {
-		var conflict *RoutesConflictError
+		var conflict *routesConflictError
 		if errors.As(err, &conflict) {
 			return err
 		}
@@ -164,7 +164,7 @@ func (r *registration) heartbeat(ctx context.Context) {
 		renewCtx, cancel := context.WithTimeout(ctx, r.interval)
 		err := r.renew(renewCtx)
 		cancel()
-		var conflict *RoutesConflictError
+		var conflict *routesConflictError
 		switch {
 		case errors.As(err, &conflict):
 			// Our record expired while the database was out of reach, and

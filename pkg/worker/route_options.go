@@ -23,15 +23,15 @@ const (
 	IsolationReadCommitted  Isolation = "read_committed"
 	IsolationRepeatableRead Isolation = "repeatable_read"
 	IsolationSerializable   Isolation = "serializable"
-	// IsolationDefault is the level of a route and a worker that choose none.
-	IsolationDefault = IsolationReadCommitted
+	// isolationDefault is the level of a route and a worker that choose none.
+	isolationDefault = IsolationReadCommitted
 )
 
-// ParseIsolation parses an isolation level's name; "" is IsolationDefault.
+// ParseIsolation parses an isolation level's name; "" is isolationDefault.
 func ParseIsolation(s string) (Isolation, error) {
 	switch Isolation(s) {
 	case "":
-		return IsolationDefault, nil
+		return isolationDefault, nil
 	case IsolationReadCommitted, IsolationRepeatableRead, IsolationSerializable:
 		return Isolation(s), nil
 	}
@@ -54,10 +54,10 @@ const (
 	LockSnoozeDefault = time.Second
 	// SequencePoisonAfterDefault is SequenceOption.PoisonAfter's default.
 	SequencePoisonAfterDefault = 3
-	// SerializationRetriesDefault is how many times a handler transaction
+	// serializationRetriesDefault is how many times a handler transaction
 	// that failed with SQLSTATE 40001 or 40P01 is run again at once, with
 	// a short backoff, before the failure counts as an attempt.
-	SerializationRetriesDefault = 10
+	serializationRetriesDefault = 10
 )
 
 // LockOption runs a route's handlers under a transaction-scoped advisory
@@ -134,10 +134,6 @@ func advisoryKey(parts ...string) int64 {
 	}
 	return int64(binary.BigEndian.Uint64(h.Sum(nil)[:8]))
 }
-
-// AdvisoryKey returns the lock key a route's LockOption takes for an event
-// of source whose located key is key, for operators looking at pg_locks.
-func AdvisoryKey(source, key string) int64 { return advisoryKey(source, key) }
 
 type routeKey struct{}
 

@@ -43,8 +43,8 @@ type Route struct {
 	Destinations []string
 }
 
-// Router picks an event's handlers: the first route that matches decides.
-type Router struct {
+// router picks an event's handlers: the first route that matches decides.
+type router struct {
 	routes []compiledRoute
 }
 
@@ -56,9 +56,9 @@ type compiledRoute struct {
 	route *Route
 }
 
-// NewRouter resolves the routes' handler names against registry.
-func NewRouter(routes []Route, registry *Registry) (*Router, error) {
-	r := &Router{}
+// newRouter resolves the routes' handler names against registry.
+func newRouter(routes []Route, registry *Registry) (*router, error) {
+	r := &router{}
 	for i, route := range routes {
 		if len(route.Handlers) == 0 {
 			return nil, fmt.Errorf("worker: route %d has no handlers", i)
@@ -83,18 +83,8 @@ func NewRouter(routes []Route, registry *Registry) (*Router, error) {
 	return r, nil
 }
 
-// Match returns the handlers of the first route matching the event, and
-// false when none does.
-func (r *Router) Match(source, eventType string) ([]Handler, bool) {
-	route, ok := r.matchRoute(source, eventType)
-	if !ok {
-		return nil, false
-	}
-	return route.handlers, true
-}
-
 // matchRoute returns the first route matching the event.
-func (r *Router) matchRoute(source, eventType string) (*compiledRoute, bool) {
+func (r *router) matchRoute(source, eventType string) (*compiledRoute, bool) {
 	for i := range r.routes {
 		route := &r.routes[i]
 		if route.source != "*" && route.source != source {
@@ -120,7 +110,7 @@ func typeMatches(pattern, eventType string) bool {
 	}
 }
 
-// CheckRoutes checks that routes can run every event a worker working queues
+// checkRoutes checks that routes can run every event a worker working queues
 // will take. sources maps each source's name to its queue (the queue the
 // receiver enqueues its events on). It fails, naming every gap, when a
 // source on a worked queue has no route (neither its name nor "*"): that
@@ -133,7 +123,7 @@ func typeMatches(pattern, eventType string) bool {
 // is on a queue this worker does not work (it never runs here; the source's
 // events wait on their own queue for the worker that works it), and a worked
 // queue that no source uses.
-func CheckRoutes(routes []Route, sources map[string]string, queues []string) (warnings []string, err error) {
+func checkRoutes(routes []Route, sources map[string]string, queues []string) (warnings []string, err error) {
 	worked := make(map[string]bool, len(queues))
 	for _, q := range queues {
 		worked[q] = true

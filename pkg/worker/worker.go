@@ -38,8 +38,8 @@ const (
 	// ConcurrencyDefault is the concurrency of the one queue worked when
 	// Config.Queues is empty.
 	ConcurrencyDefault = 32
-	// MaxAttemptsDefault is Config.MaxAttempts's default.
-	MaxAttemptsDefault = 10
+	// maxAttemptsDefault is Config.MaxAttempts's default.
+	maxAttemptsDefault = 10
 	// JobTimeoutDefault is Config.JobTimeout's default.
 	JobTimeoutDefault = time.Minute
 	// RescueAfterMarginDefault is added to Config.JobTimeout to give
@@ -49,180 +49,193 @@ const (
 	FetchCooldownDefault = 10 * time.Millisecond
 	// FetchPollIntervalDefault is Config.FetchPollInterval's default.
 	FetchPollIntervalDefault = time.Second
-	// ReaperIntervalDefault is Config.ReaperInterval's default.
-	ReaperIntervalDefault = time.Minute
-	// OrphanAfterDefault is Config.OrphanAfter's default.
-	OrphanAfterDefault = 5 * time.Minute
-	// SoftStopTimeoutDefault is Config.SoftStopTimeout's default.
-	SoftStopTimeoutDefault = 20 * time.Second
-	// GroupMaxEventsDefault is Config.GroupMaxEvents's default: a
+	// reaperIntervalDefault is Config.ReaperInterval's default.
+	reaperIntervalDefault = time.Minute
+	// orphanAfterDefault is Config.OrphanAfter's default.
+	orphanAfterDefault = 5 * time.Minute
+	// softStopTimeoutDefault is Config.SoftStopTimeout's default.
+	softStopTimeoutDefault = 20 * time.Second
+	// groupMaxEventsDefault is Config.GroupMaxEvents's default: a
 	// transaction per event. Group commit pays where many events are in
 	// flight (a concurrency of hundreds); at the default concurrency it
 	// adds latency that a worker bound by its in-flight events pays in
 	// throughput (see docs/design.md, "Group commit in the worker").
-	GroupMaxEventsDefault = 1
+	groupMaxEventsDefault = 1
 	// GroupMaxEventsAdvised is the group size to pair with a high
 	// concurrency: under PostgreSQL's cache of 64 subtransactions per
 	// backend, past which every snapshot in the server slows down.
 	GroupMaxEventsAdvised = 50
-	// GroupLingerDefault is how long a group waits, after its first job,
+	// groupLingerDefault is how long a group waits, after its first job,
 	// for more jobs to queue before a free flusher takes it. River starts
 	// the jobs of one fetch together, and they reach the worker within a
 	// moment of each other: without the wait, idle flushers take them one
 	// at a time and groups hardly form.
-	GroupLingerDefault = 2 * time.Millisecond
-	// GroupLockTimeoutDefault is the longest a group transaction waits for
+	groupLingerDefault = 2 * time.Millisecond
+	// groupLockTimeoutDefault is the longest a group transaction waits for
 	// a lock another transaction holds before the waiting event and the
 	// rest of its group are worked alone (see Config.GroupMaxEvents). Far
 	// below PostgreSQL's deadlock_timeout (1 s), so that groups never wait
 	// for the deadlock detector.
-	GroupLockTimeoutDefault = 20 * time.Millisecond
-	// PruneIntervalDefault is Config.PruneInterval's default.
-	PruneIntervalDefault = time.Hour
-	// RiverConnsDefault is how many of the pool's connections are left to
+	groupLockTimeoutDefault = 20 * time.Millisecond
+	// pruneIntervalDefault is Config.PruneInterval's default.
+	pruneIntervalDefault = time.Hour
+	// riverConnsDefault is how many of the pool's connections are left to
 	// River (its fetches, its completer, its LISTEN connection, its leader's
 	// maintenance) and the worker's own bookkeeping when
 	// Config.GroupFlushers is derived from the pool size.
-	RiverConnsDefault = 4
+	riverConnsDefault = 4
 )
 
-// Config configures a Worker.
+// Config configures a Worker. Its tagged fields are the worker: section of
+// the YAML configuration (pkg/config composes them with the daemon's own
+// keys); the others are set in code by whoever builds the Worker. Each
+// field's default is in its doc comment; WithDefaults applies them.
 type Config struct {
 	// Queues maps each River queue this worker works to its concurrency.
 	// Defaults to {"default": 32}.
-	Queues map[string]int
-	// MaxAttempts is how many times an event's handlers run before it is
-	// failed for good. Defaults to 10. It is the one place that decides:
-	// a job stamped with another max_attempts by its enqueuer (a receiver
-	// or inboxctl with another configuration) is given this one before it
-	// runs.
-	MaxAttempts int
-	// JobTimeout bounds one handler run. Defaults to 1m.
-	JobTimeout time.Duration
-	// RescueAfter is how long a job may stay running before River's rescuer
-	// takes it back (its worker died). Must exceed JobTimeout. Defaults to
-	// JobTimeout + 30s, far below River's own 1h default.
-	RescueAfter time.Duration
-	// FetchCooldown is the least time between fetches of a busy queue.
-	// Defaults to 10ms (River's 100ms starves fast handlers).
-	FetchCooldown time.Duration
-	// FetchPollInterval is how often an idle queue polls. Defaults to 1s.
-	FetchPollInterval time.Duration
-	// ReaperInterval is how often the reaper runs. Defaults to 1m.
-	ReaperInterval time.Duration
-	// OrphanAfter is how long a row may stay pending with no live job
-	// before the reaper heals it. Defaults to 5m.
-	OrphanAfter time.Duration
+	Queues map[string]int `mapstructure:"-"`
+	// MaxAttempts is how many times an event's handlers run before the event
+	// is failed for good. Defaults to 10. The worker's value decides: the
+	// receiver and inboxctl stamp theirs on the jobs they enqueue, and the
+	// worker aligns each job with its own before running it.
+	MaxAttempts int `mapstructure:"max_attempts"`
+	// JobTimeout bounds one run of an event's handlers. Defaults to 1m.
+	JobTimeout time.Duration `mapstructure:"job_timeout"`
+	// RescueAfter is how long a job may stay running before River rescues
+	// it (its worker died). Must exceed JobTimeout. Defaults to JobTimeout+30s.
+	RescueAfter time.Duration `mapstructure:"rescue_after"`
+	// FetchCooldown is the least time between two fetches of a queue while
+	// jobs keep arriving. River's own default (100ms) caps a queue at about
+	// ten fetches a second, which starves fast handlers. Defaults to 10ms.
+	FetchCooldown time.Duration `mapstructure:"fetch_cooldown"`
+	// FetchPollInterval is how often an idle queue polls for jobs when no
+	// LISTEN notification arrives. Defaults to 1s.
+	FetchPollInterval time.Duration `mapstructure:"fetch_poll_interval"`
+	// ReaperInterval is how often the reaper looks for orphaned pending
+	// rows. Defaults to 1m.
+	ReaperInterval time.Duration `mapstructure:"reaper_interval"`
+	// OrphanAfter is how long a row may stay pending without a live job
+	// before the reaper re-enqueues it. Defaults to 5m.
+	OrphanAfter time.Duration `mapstructure:"orphan_after"`
+	// PruneInterval is how often the retention job applies the sources'
+	// retention and payload_retention. Defaults to 1h.
+	PruneInterval time.Duration `mapstructure:"prune_interval"`
+	// PruneBatch is how many rows one retention statement deletes or
+	// erases, each batch a short transaction of its own. Defaults to 1000.
+	PruneBatch int `mapstructure:"prune_batch"`
+	// GroupMaxEvents caps the events worked in one transaction: jobs
+	// fetched together share a transaction, each event's handlers in a
+	// savepoint of their own, and one COMMIT. 1 gives each event a
+	// transaction of its own. Defaults to 1; with a concurrency of hundreds,
+	// 50 (worker.GroupMaxEventsAdvised) drains faster.
+	GroupMaxEvents int `mapstructure:"group_max_events"`
+	// SoftStopTimeout is how long a stopping worker lets running jobs
+	// finish before cancelling them. Defaults to 20s.
+	SoftStopTimeout time.Duration `mapstructure:"soft_stop_timeout"`
+	// SynchronousCommit makes each event's COMMIT wait for the WAL flush.
+	// Defaults to false, on purpose: a worker's commit lost in a crash of
+	// PostgreSQL loses the effect and the done mark together, so the event
+	// runs again (within a reaper interval of the restart) and nothing is
+	// applied twice. The receiver's claim is always durable, because its
+	// 2xx promises it.
+	SynchronousCommit bool `mapstructure:"synchronous_commit"`
+	// Isolation is the isolation level of the handler transactions of a
+	// route that chooses none: read_committed, repeatable_read or
+	// serializable. Defaults to read_committed. A level other than
+	// read_committed gives each event a transaction of its own (no group
+	// commit); serialization failures and deadlocks are run again at once.
+	Isolation Isolation `mapstructure:"isolation"`
+	// PauseRefresh is how often the worker reads the paused sources; a
+	// pause takes effect within it. Defaults to 1s.
+	PauseRefresh time.Duration `mapstructure:"pause_refresh"`
 	// UnroutedDone marks an event no route matches done with a note. By
 	// default such an event is failed with the reason, loudly: a failed row
 	// can be replayed once the routes are fixed, a done one never is.
-	UnroutedDone bool
-	// SynchronousCommit makes each event's COMMIT wait for the WAL flush.
-	// Off by default, on purpose: a worker's commit lost in a crash loses
-	// the effect and the done mark together, so nothing is applied twice;
-	// the event runs again once River's rescuer or, when the completer
-	// completed the job after the restart, the reaper's next pass gives it
-	// a job (see reaper). (The receiver's claim is always durable: its 2xx
-	// promises it.)
-	SynchronousCommit bool
+	UnroutedDone bool `mapstructure:"-"`
 	// PollOnly makes River poll for jobs every FetchPollInterval, and for
 	// leadership, instead of LISTENing for them: a LISTEN needs a session of
 	// its own, which a transaction pooler (PgBouncer's pool_mode =
 	// transaction) does not give. Defaults to false.
-	PollOnly bool
-	// Isolation is the isolation level of the handler transactions of a
-	// route that chooses none. Defaults to IsolationDefault (READ
-	// COMMITTED). A level other than READ COMMITTED gives each event a
-	// transaction of its own (no group commit). Serialization failures and
-	// deadlocks are run again at once (see SerializationRetriesDefault).
-	Isolation Isolation
+	PollOnly bool `mapstructure:"-"`
 	// Routes pick each event's handlers; the first match decides. New
-	// refuses routes that leave a source on a worked queue without a route
-	// (see CheckRoutes).
-	Routes []Route
+	// refuses routes that leave a source on a worked queue without a route.
+	Routes []Route `mapstructure:"-"`
 	// Sources maps every source's name to its queue, the queue the receiver
 	// enqueues its events on. Required: it is what New checks Routes
 	// against, and where the reaper re-enqueues a source's jobs.
-	Sources map[string]string
+	Sources map[string]string `mapstructure:"-"`
 	// HeartbeatInterval is how often the worker renews its record of the
 	// routes it runs on each queue (see Start). A record not renewed for
 	// three intervals is dead. Defaults to 10s.
-	HeartbeatInterval time.Duration
+	HeartbeatInterval time.Duration `mapstructure:"-"`
 	// Registry resolves the routes' handler names. Defaults to the built-ins.
-	Registry *Registry
+	Registry *Registry `mapstructure:"-"`
 	// QueueFor names the queue of a source's jobs when the reaper re-enqueues
 	// them. Defaults to the source's queue in Sources, else River's default
 	// queue.
-	QueueFor func(source string) string
-	// SoftStopTimeout is how long Stop lets running jobs finish before
-	// cancelling them. Defaults to 20s.
-	SoftStopTimeout time.Duration
-	// GroupMaxEvents caps the events worked in one transaction: jobs
-	// fetched together share a transaction (each event's handlers in a
-	// savepoint of their own) and one COMMIT. Worth it with a high
-	// concurrency (hundreds of jobs in flight), with GroupMaxEventsAdvised.
-	// Defaults to 1: every event has a transaction of its own.
-	GroupMaxEvents int
+	QueueFor func(source string) string `mapstructure:"-"`
 	// GroupFlushers is how many group transactions run at once, each on a
 	// connection of its own; River's worker count (Queues) is how many
 	// events are in flight, which may be far more. Defaults to the pool's
-	// size less RiverConnsDefault, and at least 1.
-	GroupFlushers int
+	// size less riverConnsDefault, and at least 1.
+	GroupFlushers int `mapstructure:"-"`
 	// Retention are the sources' retention policies, applied by a periodic
 	// job every PruneInterval (see internal/retention). Empty runs no such job.
-	Retention []retention.Policy
-	// PruneInterval is how often the retention job runs. Defaults to 1h.
-	PruneInterval time.Duration
-	// PruneBatch is the rows one retention statement deletes or erases.
-	// Defaults to retention.BatchDefault.
-	PruneBatch int
+	Retention []retention.Policy `mapstructure:"-"`
 	// Logger defaults to a no-op logger.
-	Logger *zap.Logger
+	Logger *zap.Logger `mapstructure:"-"`
 	// Metrics counts each run of an event. nil counts nothing.
-	Metrics *metrics.Worker
-	// PauseRefresh is how often the worker reads the paused sources
-	// (`inboxctl sources pause`): a pause takes effect within it. Defaults
-	// to 1s.
-	PauseRefresh time.Duration
+	Metrics *metrics.Worker `mapstructure:"-"`
 	// AddWorkers, when set, registers further River workers (a worker
 	// binary's own jobs, reconciliation) on the client's bundle.
-	AddWorkers func(*river.Workers)
+	AddWorkers func(*river.Workers) `mapstructure:"-"`
 	// PeriodicJobs are further periodic jobs (reconciliation), run by
 	// whichever worker is River's leader.
-	PeriodicJobs []*river.PeriodicJob
+	PeriodicJobs []*river.PeriodicJob `mapstructure:"-"`
 	// TracerProvider, when set, traces each job (River's otelriver
 	// middleware, linked to the span of the delivery that enqueued it) and
 	// each event's handlers (see tracing.go). nil traces nothing.
-	TracerProvider trace.TracerProvider
+	TracerProvider trace.TracerProvider `mapstructure:"-"`
 	// Outbox, when set, runs an outbox relay (internal/relay) in the worker,
 	// started by Start and stopped by Stop: it delivers the messages
 	// handlers enqueue (the forward handler's among them) to these
 	// destinations. Its PollOnly is forced on with the worker's. nil runs
 	// none: another worker delivers them.
-	Outbox *relay.Config
+	Outbox *relay.Config `mapstructure:"-"`
 	// RiverConfig, when set, receives the river.Config before the client is
 	// built, for settings this Config does not cover (tests shorten River's
 	// timings with it).
-	RiverConfig func(*river.Config)
+	RiverConfig func(*river.Config) `mapstructure:"-"`
 }
 
-func (c *Config) withDefaults() *Config {
+// WithDefaults returns a copy of c with every zero-valued setting (the
+// tagged fields) at its documented default. It is idempotent; pkg/config
+// applies it to the worker: section, New to its Config.
+func (c *Config) WithDefaults() *Config {
 	out := *c
-	if len(out.Queues) == 0 {
-		out.Queues = map[string]int{river.QueueDefault: ConcurrencyDefault}
-	}
-	out.MaxAttempts = cmp.Or(out.MaxAttempts, MaxAttemptsDefault)
+	out.MaxAttempts = cmp.Or(out.MaxAttempts, maxAttemptsDefault)
 	out.JobTimeout = cmp.Or(out.JobTimeout, JobTimeoutDefault)
 	out.RescueAfter = cmp.Or(out.RescueAfter, out.JobTimeout+RescueAfterMarginDefault)
 	out.FetchCooldown = cmp.Or(out.FetchCooldown, FetchCooldownDefault)
 	out.FetchPollInterval = cmp.Or(out.FetchPollInterval, FetchPollIntervalDefault)
-	out.ReaperInterval = cmp.Or(out.ReaperInterval, ReaperIntervalDefault)
-	out.OrphanAfter = cmp.Or(out.OrphanAfter, OrphanAfterDefault)
-	out.SoftStopTimeout = cmp.Or(out.SoftStopTimeout, SoftStopTimeoutDefault)
-	out.GroupMaxEvents = cmp.Or(out.GroupMaxEvents, GroupMaxEventsDefault)
-	out.Isolation = cmp.Or(out.Isolation, IsolationDefault)
-	out.PruneInterval = cmp.Or(out.PruneInterval, PruneIntervalDefault)
-	out.PauseRefresh = cmp.Or(out.PauseRefresh, PauseRefreshDefault)
+	out.ReaperInterval = cmp.Or(out.ReaperInterval, reaperIntervalDefault)
+	out.OrphanAfter = cmp.Or(out.OrphanAfter, orphanAfterDefault)
+	out.PruneInterval = cmp.Or(out.PruneInterval, pruneIntervalDefault)
+	out.PruneBatch = cmp.Or(out.PruneBatch, retention.BatchDefault)
+	out.GroupMaxEvents = cmp.Or(out.GroupMaxEvents, groupMaxEventsDefault)
+	out.SoftStopTimeout = cmp.Or(out.SoftStopTimeout, softStopTimeoutDefault)
+	out.Isolation = cmp.Or(out.Isolation, isolationDefault)
+	out.PauseRefresh = cmp.Or(out.PauseRefresh, pauseRefreshDefault)
+	return &out
+}
+
+// withRuntimeDefaults is WithDefaults plus the defaults of the fields set in
+// code.
+func (c *Config) withRuntimeDefaults() *Config {
+	out := c.WithDefaults()
+	if len(out.Queues) == 0 {
+		out.Queues = map[string]int{river.QueueDefault: ConcurrencyDefault}
+	}
 	if out.Logger == nil {
 		out.Logger = zap.NewNop()
 	}
@@ -234,23 +247,53 @@ func (c *Config) withDefaults() *Config {
 		sources := out.Sources
 		out.QueueFor = func(source string) string { return cmp.Or(sources[source], river.QueueDefault) }
 	}
-	return &out
+	return out
 }
 
-func (c *Config) validate() error {
-	if c.RescueAfter <= c.JobTimeout {
-		return errors.New("worker: RescueAfter must exceed JobTimeout, or River rescues jobs that are still running")
+// Validate checks the settings (the tagged fields) of a Config that
+// WithDefaults filled, and returns every problem found, each an error that
+// starts with its key in the worker: section ("max_attempts: must be
+// positive"), joined. pkg/config reports them under "worker."; New runs it.
+func (c *Config) Validate() error {
+	var errs []error
+	positive := func(key string, v int64) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive", key))
+		}
 	}
-	if c.GroupMaxEvents < 0 || c.GroupFlushers < 0 {
-		return errors.New("worker: GroupMaxEvents and GroupFlushers must not be negative")
+	positive("max_attempts", int64(c.MaxAttempts))
+	positive("job_timeout", int64(c.JobTimeout))
+	positive("fetch_cooldown", int64(c.FetchCooldown))
+	positive("fetch_poll_interval", int64(c.FetchPollInterval))
+	positive("rescue_after", int64(c.RescueAfter))
+	if c.RescueAfter > 0 && c.JobTimeout > 0 && c.RescueAfter <= c.JobTimeout {
+		errs = append(errs, fmt.Errorf("rescue_after: must exceed worker.job_timeout (%s), or River rescues jobs still running", c.JobTimeout))
+	}
+	positive("reaper_interval", int64(c.ReaperInterval))
+	positive("orphan_after", int64(c.OrphanAfter))
+	if _, err := ParseIsolation(string(c.Isolation)); err != nil {
+		errs = append(errs, fmt.Errorf("isolation: %w", err))
+	}
+	positive("group_max_events", int64(c.GroupMaxEvents))
+	positive("soft_stop_timeout", int64(c.SoftStopTimeout))
+	positive("prune_interval", int64(c.PruneInterval))
+	positive("prune_batch", int64(c.PruneBatch))
+	positive("pause_refresh", int64(c.PauseRefresh))
+	return errors.Join(errs...)
+}
+
+// validate is Validate and the checks of the fields set in code.
+func (c *Config) validate() error {
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if c.GroupFlushers < 0 {
+		return errors.New("worker: GroupFlushers must not be negative")
 	}
 	for q, n := range c.Queues {
 		if n <= 0 {
 			return fmt.Errorf("worker: queue %q needs a positive concurrency", q)
 		}
-	}
-	if _, err := ParseIsolation(string(c.Isolation)); err != nil {
-		return fmt.Errorf("worker: Isolation: %w", err)
 	}
 	for i, r := range c.Routes {
 		if c.Outbox != nil {
@@ -281,20 +324,20 @@ type Worker struct {
 }
 
 // New builds a Worker on pool. It refuses routes that leave a source on a
-// worked queue without a route, and logs CheckRoutes' warnings.
+// worked queue without a route, and logs checkRoutes' warnings.
 func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
-	c := config.withDefaults()
+	c := config.withRuntimeDefaults()
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	warnings, err := CheckRoutes(c.Routes, c.Sources, slices.Sorted(maps.Keys(c.Queues)))
+	warnings, err := checkRoutes(c.Routes, c.Sources, slices.Sorted(maps.Keys(c.Queues)))
 	if err != nil {
 		return nil, err
 	}
 	for _, w := range warnings {
 		c.Logger.Warn(w)
 	}
-	router, err := NewRouter(c.Routes, c.Registry)
+	router, err := newRouter(c.Routes, c.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -309,8 +352,8 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		ew.tracer = c.TracerProvider.Tracer(tracerName)
 	}
 	if c.GroupMaxEvents > 1 {
-		flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-RiverConnsDefault))
-		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, GroupLingerDefault, c.Queues)
+		flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-riverConnsDefault))
+		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, groupLingerDefault, c.Queues)
 	}
 	river.AddWorker(workers, ew)
 	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor,
@@ -342,7 +385,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(c.ReaperInterval),
 				func() (river.JobArgs, *river.InsertOpts) {
-					return ReaperArgs{}, &river.InsertOpts{Queue: firstQueue(c.Queues), MaxAttempts: 1}
+					return reaperArgs{}, &river.InsertOpts{Queue: firstQueue(c.Queues), MaxAttempts: 1}
 				},
 				&river.PeriodicJobOpts{RunOnStart: true}),
 		},
@@ -350,7 +393,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	if len(c.Retention) > 0 {
 		rc.PeriodicJobs = append(rc.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(c.PruneInterval),
 			func() (river.JobArgs, *river.InsertOpts) {
-				return PruneArgs{}, &river.InsertOpts{Queue: firstQueue(c.Queues), MaxAttempts: 1}
+				return pruneArgs{}, &river.InsertOpts{Queue: firstQueue(c.Queues), MaxAttempts: 1}
 			},
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
@@ -404,9 +447,9 @@ func firstQueue(queues map[string]int) string {
 
 // Start starts fetching and working jobs. It returns at once.
 //
-// First it records the routes it runs on each of its queues, and returns a
-// *RoutesConflictError, having taken nothing, when a live worker works one
-// of those queues with other routes: both would take the queue's events,
+// First it records the routes it runs on each of its queues, and returns an
+// error naming the conflict, having taken nothing, when a live worker works
+// one of those queues with other routes: both would take the queue's events,
 // and each would settle events the other has the handlers for. The record
 // is renewed every HeartbeatInterval and deleted by Stop.
 //
