@@ -3,9 +3,11 @@ package faults_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -61,6 +63,11 @@ func TestWorkerSIGKILL(t *testing.T) {
 		_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts WHERE account_id = 'acc_0' FOR UPDATE`)
 		require.NoError(t, err)
 		w, _ := startWorker(t, config)
+		t.Cleanup(func() { // before the worker is killed: what its slots were doing
+			if t.Failed() {
+				logRunningJobs(t, db.Pool)
+			}
+		})
 		var inFlight []int64
 		w.WaitUntil(t, 90*time.Second, func() bool {
 			inFlight = dbtest.BlockedJobs(t, db.Pool, inboxstore.JobKind)
@@ -117,4 +124,28 @@ func allAcked(ds []faults.Deposit) []faults.Ack {
 		acks[i] = faults.Ack{ID: ds[i].ID}
 	}
 	return acks
+}
+
+// logRunningJobs logs every running job with its inbox row and what the
+// backends of the database wait on, so that a kill condition that was never
+// met says why.
+func logRunningJobs(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+SELECT format('job %s %s attempt %s: row %s %s xmax %s', j.id, j.kind, j.attempt, i.id, i.status, i.xmax)
+FROM river_job AS j LEFT JOIN webhook_inbox AS i ON i.id = (j.args->>'inbox_id')::bigint
+WHERE j.state = 'running'
+UNION ALL
+SELECT format('backend %s xid %s %s %s/%s: %s', a.pid, a.backend_xid, a.state, a.wait_event_type, a.wait_event, left(a.query, 120))
+FROM pg_stat_activity AS a WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()`)
+	if err != nil {
+		t.Logf("running jobs: %v", err)
+		return
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Logf("running jobs: %v", err)
+		return
+	}
+	t.Logf("running jobs and backends:\n%s", strings.Join(lines, "\n"))
 }
