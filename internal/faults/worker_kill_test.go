@@ -63,14 +63,14 @@ func TestWorkerSIGKILL(t *testing.T) {
 		_, err = lock.Exec(ctx, `SELECT 1 FROM ledger_accounts WHERE account_id = 'acc_0' FOR UPDATE`)
 		require.NoError(t, err)
 		w, _ := startWorker(t, config)
-		t.Cleanup(func() { // before the worker is killed: what its slots were doing
-			if t.Failed() {
-				logRunningJobs(t, db.Pool)
-			}
-		})
 		var inFlight []int64
+		waiting, logged := time.Now(), false
 		w.WaitUntil(t, 90*time.Second, func() bool {
 			inFlight = dbtest.BlockedJobs(t, db.Pool, inboxstore.JobKind)
+			if !logged && len(inFlight) < workerConcurrency && time.Since(waiting) > 80*time.Second {
+				logged = true // the condition is about to fail: say what the slots are doing, lock still held
+				logRunningJobs(t, db.Pool)
+			}
 			return len(inFlight) == workerConcurrency
 		})
 		w.Kill(t)
@@ -134,7 +134,7 @@ func logRunningJobs(t *testing.T, pool *pgxpool.Pool) {
 	rows, err := pool.Query(context.Background(), `
 SELECT format('job %s %s attempt %s: row %s %s xmax %s', j.id, j.kind, j.attempt, i.id, i.status, i.xmax)
 FROM river_job AS j LEFT JOIN webhook_inbox AS i ON i.id = (j.args->>'inbox_id')::bigint
-WHERE j.state = 'running'
+WHERE j.state = 'running' AND i.status = 'pending'
 UNION ALL
 SELECT format('backend %s xid %s %s %s/%s: %s', a.pid, a.backend_xid, a.state, a.wait_event_type, a.wait_event, left(a.query, 120))
 FROM pg_stat_activity AS a WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()`)
