@@ -7,7 +7,7 @@
 // policy: fallback ids, failed-on-arrival reasons, see Delivery) is applied
 // here to whatever a producer hands in, and every statement on it runs
 // through a Store: store.go holds those of the receiver, the workers and the
-// CLI. The handler-facing vocabulary (Event, Status, Permanent) is
+// CLI. The handler-facing vocabulary (Event, Status, ErrNotFound) is
 // pkg/inbox, aliased here.
 package inboxstore
 
