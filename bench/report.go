@@ -123,7 +123,7 @@ func (pc procConfig) describe() string {
 	if pc.BatchMaxEvents == 0 && pc.BatchFlushers == 0 && pc.MaxConns == 0 {
 		r := defaults.Receiver
 		return fmt.Sprintf("defaults: batch_max_events %d, batch_max_wait %s, batch_flushers %d, max_conns %d",
-			r.BatchMaxEvents, r.BatchMaxWait, r.BatchFlushers, defaults.Database.MaxConns)
+			r.MaxEvents, r.MaxWait, r.Flushers, defaults.Database.MaxConns)
 	}
 	return fmt.Sprintf("batch_max_events %d, batch_flushers %d, max_conns %d", pc.BatchMaxEvents, pc.BatchFlushers, pc.MaxConns)
 }

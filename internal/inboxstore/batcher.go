@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -31,32 +32,65 @@ const (
 	BatchQueueSizeDefault = 1024
 )
 
-// BatcherConfig configures a Batcher.
+// BatcherConfig configures a Batcher. Its tagged fields are keys of the
+// receiver: section of the YAML configuration (pkg/config squashes them in);
+// the others are set in code. WithDefaults applies the defaults stated
+// below, Validate checks the tagged fields.
 type BatcherConfig struct {
-	// MaxEvents caps the events of one group transaction. A delivery is
-	// never split: the one that reaches the cap joins whole, so a group may
-	// pass it by that delivery's events. Defaults to 256.
-	MaxEvents int
-	// MaxWait is how long a group waits for more deliveries after its
-	// first one, unless it fills first. Defaults to 0: a lone delivery never
-	// waits for company, and groups form on their own while the flushers are
-	// busy committing.
-	MaxWait time.Duration
-	// Flushers is the number of group transactions in flight at once.
-	// Defaults to 4.
-	Flushers int
-	// QueueSize bounds the deliveries waiting for a flusher; past it Ingest
-	// returns ErrOverloaded. Defaults to 1024.
-	QueueSize int
+	// MaxEvents caps the events one group-commit transaction claims; a
+	// delivery is never split, so the one that reaches the cap joins whole.
+	// 1 turns group commit off (a transaction per delivery). Defaults to 256.
+	MaxEvents int `mapstructure:"batch_max_events"`
+	// MaxWait is how long a group waits for company once the queue is
+	// empty. Defaults to 0: a lone delivery never waits; groups form on
+	// their own while earlier ones commit.
+	MaxWait time.Duration `mapstructure:"batch_max_wait"`
+	// Flushers is the number of group transactions in flight at once;
+	// each holds a connection. Defaults to 4.
+	Flushers int `mapstructure:"batch_flushers"`
+	// QueueSize bounds the deliveries waiting for a transaction; past it a
+	// delivery gets 503 with Retry-After at once (Ingest returns
+	// ErrOverloaded). Defaults to 1024.
+	QueueSize int `mapstructure:"batch_queue"`
 	// Logger defaults to a no-op logger.
-	Logger *zap.Logger
+	Logger *zap.Logger `mapstructure:"-"`
 	// ObserveGroup, when set, is called with the events of each group
 	// before its transaction runs (a metric's hook). It must not block.
-	ObserveGroup func(events int)
+	ObserveGroup func(events int) `mapstructure:"-"`
 	// TracerProvider, when set, traces each group transaction: a span
 	// "hookinbox.commit", the child of a lone delivery's span, or, for
 	// several, linked to each of their spans. nil traces nothing.
-	TracerProvider trace.TracerProvider
+	TracerProvider trace.TracerProvider `mapstructure:"-"`
+}
+
+// WithDefaults returns a copy of c with every zero-valued setting at its
+// documented default. It is idempotent.
+func (c *BatcherConfig) WithDefaults() *BatcherConfig {
+	out := *c
+	out.MaxEvents = cmp.Or(out.MaxEvents, BatchMaxEventsDefault)
+	out.Flushers = cmp.Or(out.Flushers, BatchFlushersDefault)
+	out.QueueSize = cmp.Or(out.QueueSize, BatchQueueSizeDefault)
+	return &out
+}
+
+// Validate checks the settings (the tagged fields) of a BatcherConfig that
+// WithDefaults filled, and returns every problem found, each an error that
+// starts with its key in the receiver: section ("batch_flushers: must be
+// positive"), joined.
+func (c *BatcherConfig) Validate() error {
+	var errs []error
+	positive := func(key string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive", key))
+		}
+	}
+	positive("batch_max_events", c.MaxEvents)
+	positive("batch_flushers", c.Flushers)
+	positive("batch_queue", c.QueueSize)
+	if c.MaxWait < 0 {
+		errs = append(errs, errors.New("batch_max_wait: must not be negative"))
+	}
+	return errors.Join(errs...)
 }
 
 // Batcher coalesces concurrent deliveries into group transactions: one
@@ -79,10 +113,7 @@ type groupRequest = groupcommit.Request[[]newEvent]
 // NewBatcher returns a started Batcher claiming through ingester. Stop it
 // with Stop.
 func NewBatcher(ingester *Ingester, config *BatcherConfig) *Batcher {
-	c := *config
-	c.MaxEvents = cmp.Or(c.MaxEvents, BatchMaxEventsDefault)
-	c.Flushers = cmp.Or(c.Flushers, BatchFlushersDefault)
-	c.QueueSize = cmp.Or(c.QueueSize, BatchQueueSizeDefault)
+	c := *config.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}

@@ -118,6 +118,20 @@ type Config struct {
 	// TracerProvider, when set, traces each request to a configured source
 	// (see tracing.go). nil traces nothing and costs nothing.
 	TracerProvider trace.TracerProvider `mapstructure:"-"`
+	// HTTPConfig holds the connection limits (max_connections,
+	// max_connections_per_client, max_header_bytes); New ignores them, the
+	// listener applies them (see HTTP).
+	HTTPConfig `mapstructure:",squash"`
+}
+
+// HTTP returns the HTTPConfig to serve the receiver with: c's connection
+// limits, with c's RetryAfter, TrustedProxies and Logger.
+func (c *Config) HTTP() *HTTPConfig {
+	hc := c.HTTPConfig
+	hc.RetryAfter = c.RetryAfter
+	hc.TrustedProxies = c.TrustedProxies
+	hc.Logger = c.Logger
+	return &hc
 }
 
 // WithDefaults returns a copy of c with every zero-valued setting at its
@@ -137,6 +151,7 @@ func (c *Config) WithDefaults() *Config {
 	out.MaxUnverifiedPerClient = cmp.Or(out.MaxUnverifiedPerClient, MaxUnverifiedPerClientDefault)
 	out.MinBodyRate = cmp.Or(out.MinBodyRate, MinBodyRateDefault)
 	out.BodyGrace = cmp.Or(out.BodyGrace, BodyGraceDefault)
+	out.HTTPConfig = *out.HTTPConfig.WithDefaults()
 	return &out
 }
 
@@ -157,8 +172,13 @@ func (c *Config) Validate() error {
 	positive("max_unverified_bytes", c.MaxUnverifiedBytes)
 	positive("max_unverified_per_client", int64(c.MaxUnverifiedPerClient))
 	positive("min_body_rate", c.MinBodyRate)
+	errs = append(errs, c.HTTPConfig.Validate())
 	return errors.Join(errs...)
 }
+
+// HTTPConfig returns the HTTPConfig to serve s with (Config.HTTP of the
+// Config s was built from).
+func (s *Server) HTTPConfig() *HTTPConfig { return s.config.HTTP() }
 
 // Claimer claims a delivery's events in the inbox and enqueues their jobs,
 // returning only after the commit. *inboxstore.Ingester (a transaction per

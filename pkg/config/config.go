@@ -6,6 +6,7 @@ package config
 import (
 	"time"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -80,39 +81,12 @@ type ReceiverConfig struct {
 	// ShutdownTimeout bounds the graceful HTTP shutdown, after
 	// ShutdownDelay. Defaults to 10s.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
-	// BatchMaxEvents caps the events one group-commit transaction claims; a
-	// delivery is never split, so the one that reaches the cap joins whole.
-	// 1 turns group commit off (a transaction per delivery). Defaults to 256.
-	BatchMaxEvents int `mapstructure:"batch_max_events"`
-	// BatchMaxWait is how long a group waits for company once the queue is
-	// empty. Defaults to 0: a lone delivery never waits; groups form on
-	// their own while earlier ones commit.
-	BatchMaxWait time.Duration `mapstructure:"batch_max_wait"`
-	// BatchFlushers is the number of group transactions in flight at once;
-	// each holds a connection. Defaults to 4.
-	BatchFlushers int `mapstructure:"batch_flushers"`
-	// BatchQueue bounds the deliveries waiting for a transaction; past it a
-	// delivery gets 503 with Retry-After at once. Defaults to 1024.
-	BatchQueue int `mapstructure:"batch_queue"`
-	// Config holds the receiver's own settings: their keys, defaults and
-	// validation are internal/receiver's.
+	// BatcherConfig holds the group commit's settings (the batch_ keys):
+	// their keys, defaults and validation are internal/inboxstore's.
+	inboxstore.BatcherConfig `mapstructure:",squash"`
+	// Config holds the receiver's own settings, its connection limits
+	// included: their keys, defaults and validation are internal/receiver's.
 	receiver.Config `mapstructure:",squash"`
-	// MaxConnections caps the open connections; at the cap a new one
-	// replaces the connection that has waited longest without a request in
-	// progress, or gets 503 with Retry-After when every connection has one.
-	// Defaults to 2048.
-	MaxConnections int `mapstructure:"max_connections"`
-	// MaxConnectionsPerClient caps the open connections from one TCP peer
-	// address, so that one address cannot take max_connections; at the
-	// cap a new one from that address replaces the address's own
-	// connection that has waited longest without a request in progress,
-	// or gets 503 with Retry-After. Connections from trusted_proxies are
-	// not counted (only max_connections applies to them). Defaults to a
-	// quarter of max_connections; at most max_connections.
-	MaxConnectionsPerClient int `mapstructure:"max_connections_per_client"`
-	// MaxHeaderBytes caps a request's header block; more gets 431.
-	// Defaults to 32768.
-	MaxHeaderBytes int `mapstructure:"max_header_bytes"`
 	// TrustedProxies are the networks of reverse proxies (an ingress, a load
 	// balancer) whose X-Forwarded-For header is believed when a source's
 	// allow_ips is checked and max_unverified_per_client counted, and whose

@@ -6,7 +6,6 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/internal/retention"
@@ -33,11 +32,6 @@ const (
 	defaultReceiverAckTimeout      time.Duration = 4 * time.Second
 	defaultReceiverShutdownDelay   time.Duration = 5 * time.Second
 	defaultReceiverShutdownTimeout time.Duration = 10 * time.Second
-	defaultReceiverBatchMaxEvents                = inboxstore.BatchMaxEventsDefault
-	defaultReceiverBatchFlushers                 = inboxstore.BatchFlushersDefault
-	defaultReceiverBatchQueue                    = inboxstore.BatchQueueSizeDefault
-	defaultReceiverMaxConnections                = receiver.MaxConnectionsDefault
-	defaultReceiverMaxHeaderBytes                = receiver.MaxHeaderBytesDefault
 	defaultSourceTolerance                       = provider.DefaultTolerance
 	defaultQueue                                 = river.QueueDefault
 	defaultWorkerListen                          = "127.0.0.1:8081"
@@ -85,12 +79,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 		r.ShutdownDelay = &delay
 	}
 	r.ShutdownTimeout = cmp.Or(r.ShutdownTimeout, defaultReceiverShutdownTimeout)
-	r.BatchMaxEvents = cmp.Or(r.BatchMaxEvents, defaultReceiverBatchMaxEvents)
-	r.BatchFlushers = cmp.Or(r.BatchFlushers, defaultReceiverBatchFlushers)
-	r.BatchQueue = cmp.Or(r.BatchQueue, defaultReceiverBatchQueue)
-	r.MaxConnections = cmp.Or(r.MaxConnections, defaultReceiverMaxConnections)
-	r.MaxConnectionsPerClient = cmp.Or(r.MaxConnectionsPerClient, receiver.ConnectionsPerClientFor(r.MaxConnections))
-	r.MaxHeaderBytes = cmp.Or(r.MaxHeaderBytes, defaultReceiverMaxHeaderBytes)
+	r.BatcherConfig = *r.BatcherConfig.WithDefaults() // the group commit's own defaults
 
 	limits := make([]int64, len(c.Sources))
 	for i := range c.Sources {
@@ -106,7 +95,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	// The unverified-body budget must hold a body at each source's limit in
 	// one client's half of it.
 	r.MaxUnverifiedBytes = cmp.Or(r.MaxUnverifiedBytes, receiver.UnverifiedBytesFor(limits...))
-	r.Config = *r.WithDefaults() // receiver.Config's own defaults
+	r.Config = *r.Config.WithDefaults() // receiver.Config's own defaults
 
 	w := &c.Worker
 	w.Listen = cmp.Or(w.Listen, defaultWorkerListen)

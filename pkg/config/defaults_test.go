@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -38,12 +39,10 @@ func TestApplyDefaults(t *testing.T) {
 			AckTimeout:      4 * time.Second,
 			ShutdownDelay:   new(5 * time.Second),
 			ShutdownTimeout: 10 * time.Second,
-			BatchMaxEvents:  256, BatchFlushers: 4, BatchQueue: 1024,
-			Config:                  receiver.Config{RetryAfter: 5 * time.Second, MaxInFlight: 1024, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second},
-			MaxConnections:          2048,
-			MaxConnectionsPerClient: 512,
-			MaxHeaderBytes:          32768,
-			Rejections:              RejectionsConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second},
+			BatcherConfig:   inboxstore.BatcherConfig{MaxEvents: 256, Flushers: 4, QueueSize: 1024},
+			Config: receiver.Config{RetryAfter: 5 * time.Second, MaxInFlight: 1024, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second,
+				HTTPConfig: receiver.HTTPConfig{MaxConnections: 2048, MaxConnectionsPerClient: 512, MaxHeaderBytes: 32768}},
+			Rejections: RejectionsConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second},
 		}, cfg.Receiver)
 		require.Equal(t, SourceConfig{
 			Name:         "stripe",

@@ -87,24 +87,13 @@ func (c *Config) validateReceiver(p *problems) {
 		p.addf("receiver.shutdown_delay", "must not be negative (0s turns the delay off)")
 	}
 	positive(p, "receiver.shutdown_timeout", r.ShutdownTimeout)
-	positive(p, "receiver.batch_max_events", r.BatchMaxEvents)
-	positive(p, "receiver.batch_flushers", r.BatchFlushers)
-	positive(p, "receiver.batch_queue", r.BatchQueue)
-	ownerProblems(p, "receiver.", r.Validate()) // receiver.Config's own checks
+	ownerProblems(p, "receiver.", r.BatcherConfig.Validate()) // the group commit's own checks
+	ownerProblems(p, "receiver.", r.Config.Validate())        // receiver.Config's own checks
 	for _, s := range c.Sources {
 		if r.MaxUnverifiedBytes > 0 && !receiver.BodyFits(s.MaxBodyBytes, r.MaxUnverifiedBytes) {
 			p.addf("receiver.max_unverified_bytes", "must be at least twice sources[%s].max_body_bytes plus one (%d), so that one client's half holds a body at the limit", s.Name, 2*(s.MaxBodyBytes+1))
 			break
 		}
-	}
-	positive(p, "receiver.max_connections", r.MaxConnections)
-	positive(p, "receiver.max_connections_per_client", r.MaxConnectionsPerClient)
-	if r.MaxConnections > 0 && r.MaxConnectionsPerClient > r.MaxConnections {
-		p.addf("receiver.max_connections_per_client", "must be at most receiver.max_connections (%d)", r.MaxConnections)
-	}
-	positive(p, "receiver.max_header_bytes", r.MaxHeaderBytes)
-	if r.BatchMaxWait < 0 {
-		p.addf("receiver.batch_max_wait", "must not be negative")
 	}
 	prefixes(p, "receiver.trusted_proxies", r.TrustedProxies)
 }
@@ -254,12 +243,12 @@ func ownerProblems(p *problems, prefix string, err error) {
 	if err == nil {
 		return
 	}
-	errs := []error{err}
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = joined.Unwrap()
+		for _, e := range joined.Unwrap() {
+			ownerProblems(p, prefix, e) // An owner's join may hold a part's join.
+		}
+		return
 	}
-	for _, e := range errs {
-		key, msg, _ := strings.Cut(e.Error(), ": ")
-		p.add(prefix+key, errors.New(msg))
-	}
+	key, msg, _ := strings.Cut(err.Error(), ": ")
+	p.add(prefix+key, errors.New(msg))
 }

@@ -57,16 +57,13 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		InFlight: func() int { return srv.InFlight() },
 		Queued:   func() int { return batcher.Queued() },
 	})
-	batcher = inboxstore.NewBatcher(ingester, &inboxstore.BatcherConfig{
-		MaxEvents: cfg.Receiver.BatchMaxEvents,
-		MaxWait:   cfg.Receiver.BatchMaxWait,
-		Flushers:  cfg.Receiver.BatchFlushers,
-		QueueSize: cfg.Receiver.BatchQueue,
-		Logger:    env.Logger.Named("batcher"),
-
-		ObserveGroup:   m.Batch,
-		TracerProvider: env.TracerProvider,
-	})
+	// The group commit's settings come defaulted and validated from the
+	// receiver: section; the rest is set here.
+	bc := cfg.Receiver.BatcherConfig
+	bc.Logger = env.Logger.Named("batcher")
+	bc.ObserveGroup = m.Batch
+	bc.TracerProvider = env.TracerProvider
+	batcher = inboxstore.NewBatcher(ingester, &bc)
 	rejections := newRejectionRecorder(env)
 	stopAll := func() {
 		batcher.Stop()
@@ -109,18 +106,7 @@ func RunReceiver(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer stop()
-	trustedProxies, err := cfg.Receiver.TrustedProxyPrefixes()
-	if err != nil {
-		return err
-	}
-	door, err := openFrontDoor("receiver", "receiver.listen", cfg.Receiver.Listen, &receiver.HTTPConfig{
-		MaxConnections:          cfg.Receiver.MaxConnections,
-		MaxConnectionsPerClient: cfg.Receiver.MaxConnectionsPerClient,
-		TrustedProxies:          trustedProxies,
-		MaxHeaderBytes:          cfg.Receiver.MaxHeaderBytes,
-		RetryAfter:              cfg.Receiver.RetryAfter,
-		Logger:                  env.Logger,
-	})
+	door, err := openFrontDoor("receiver", "receiver.listen", cfg.Receiver.Listen, srv.HTTPConfig())
 	if err != nil {
 		return err
 	}

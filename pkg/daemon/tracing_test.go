@@ -52,7 +52,7 @@ func traceSetup(t *testing.T, tp trace.TracerProvider, tc config.TracingConfig) 
 	db := dbtest.New(t)
 	cfg := &config.Config{
 		Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
-		Receiver: config.ReceiverConfig{BatchMaxEvents: 2, BatchMaxWait: time.Minute, BatchFlushers: 1},
+		Receiver: config.ReceiverConfig{BatcherConfig: inboxstore.BatcherConfig{MaxEvents: 2, MaxWait: time.Minute, Flushers: 1}},
 		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}, AckTimeout: time.Minute}},
 		Worker: config.WorkerConfig{
 			Listen: "127.0.0.1:0", Concurrency: 4,

@@ -3,42 +3,45 @@
 //
 // URL returns the server a test should use: the one named by
 // HOOKINBOX_TEST_NATS_URL, else the local server on 127.0.0.1:4222 when it
-// answers with JetStream enabled, else a server started in the test's own
-// process from the nats-server module (never a downloaded binary), on a
-// random loopback port with its store in t.TempDir, shut down when the test
-// ends. Start always starts such a server, for a test that stops and
-// restarts it (an outage).
+// answers with JetStream enabled, else a nats-server started for the test
+// (Start). Start always starts one: Debian's nats-server binary (apt-get
+// install nats-server; .ci/run installs it) as a subprocess, on a free
+// loopback port with its store in t.TempDir, stopped when the test ends;
+// it skips the test when there is no binary. A test that stops and
+// restarts the server (an outage) uses Start.
 //
 // Tests on one server stay apart by names: Stream returns a stream name and
 // a subject prefix that no other test uses, and deletes the stream when the
 // test ends.
 //
-// natstest is a test helper: only _test.go files import it, and only it and
-// _test.go files import the nats-server module, which the depguard rules in
-// .golangci.yaml enforce.
+// natstest is a test helper: only _test.go files import it, which the
+// depguard rules in .golangci.yaml enforce. The product module does not
+// require the nats-server module.
 package natstest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
 // EnvURL names the environment variable that picks the server: a NATS URL,
-// or "embedded" to start one in each test's process even when the local
+// or "start" to start a nats-server for each test even when the local
 // server answers.
 const EnvURL = "HOOKINBOX_TEST_NATS_URL"
 
@@ -59,7 +62,7 @@ var (
 func URL(tb testing.TB) string {
 	tb.Helper()
 	switch env := os.Getenv(EnvURL); env {
-	case "embedded":
+	case "start":
 		return Start(tb).URL()
 	case "":
 	default:
@@ -89,62 +92,110 @@ func probe(url string) error {
 	return err
 }
 
-// Server is a NATS server with JetStream running in the test's process.
+// Server is a NATS server with JetStream running as a subprocess of the
+// test: Debian's nats-server binary (see Find).
 type Server struct {
-	opts *server.Options
-	srv  *server.Server
+	bin, dir string
+	port     int
+	cmd      *exec.Cmd
+	// done is closed when cmd has exited; stderr is its output then.
+	done   chan struct{}
+	stderr *bytes.Buffer
 }
 
-// Start starts a NATS server with JetStream in the test's process, on a
-// random loopback port, its store in tb.TempDir, and shuts it down when the
-// test ends.
+// Find returns Debian's nats-server (in /usr/sbin, which a non-root PATH
+// may leave out) or the one on PATH, or "" when there is none.
+func Find() string {
+	if path, err := exec.LookPath("nats-server"); err == nil {
+		return path
+	}
+	if _, err := os.Stat("/usr/sbin/nats-server"); err == nil {
+		return "/usr/sbin/nats-server"
+	}
+	return ""
+}
+
+// Start starts a nats-server with JetStream as a subprocess, on a free
+// loopback port, its store in tb.TempDir, and stops it when the test ends.
+// It skips tb when there is no nats-server binary (apt-get install
+// nats-server; .ci/run installs it).
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	s := &Server{opts: &server.Options{
-		ServerName: "natstest",
-		Host:       "127.0.0.1",
-		Port:       server.RANDOM_PORT,
-		JetStream:  true,
-		StoreDir:   tb.TempDir(),
-		NoLog:      true,
-		NoSigs:     true,
-	}}
+	bin := Find()
+	if bin == "" {
+		tb.Skip("natstest: no nats-server binary (apt-get install nats-server)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(tb, ln.Close()) // The server binds it next; the port is kept for Restart.
+	s := &Server{bin: bin, dir: tb.TempDir(), port: port}
 	s.start(tb)
-	// The port is kept for Restart.
-	s.opts.Port = s.srv.Addr().(*net.TCPAddr).Port
 	tb.Cleanup(s.Shutdown)
 	return s
 }
 
-// start starts a server with s.opts and waits until it takes connections.
+// start runs the binary on s's port and store and waits until it answers
+// with JetStream enabled.
 func (s *Server) start(tb testing.TB) {
 	tb.Helper()
-	srv, err := server.NewServer(s.opts)
-	require.NoError(tb, err)
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-		tb.Fatal("natstest: the NATS server did not take connections within 10s")
+	s.stderr = &bytes.Buffer{}
+	s.cmd = exec.Command(s.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", s.dir)
+	s.cmd.Stdout, s.cmd.Stderr = s.stderr, s.stderr
+	require.NoError(tb, s.cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	s.done = done
+	deadline := time.Now().Add(startTimeout)
+	for {
+		select {
+		case <-done:
+			s.cmd = nil
+			tb.Fatalf("natstest: nats-server exited before it answered:\n%s", s.stderr)
+		default:
+		}
+		err := probe(s.URL())
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.Shutdown()
+			tb.Fatalf("natstest: nats-server did not answer within %s: %v\n%s", startTimeout, err, s.stderr)
+		}
+		time.Sleep(startPoll) // Polls the condition, with the deadline above.
 	}
-	s.srv = srv
 }
+
+// startTimeout bounds the wait for a started server to answer; startPoll is
+// the pace of that wait.
+const (
+	startTimeout = 10 * time.Second
+	startPoll    = 20 * time.Millisecond
+)
 
 // URL returns the server's client URL, the same across Restart.
 func (s *Server) URL() string {
-	return "nats://" + net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port))
+	return "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 }
 
-// Shutdown stops the server and waits until it has stopped; clients see
-// the connection drop and try to reconnect. It may be called more than
-// once.
+// Shutdown stops the server (SIGTERM, which makes nats-server flush its
+// store and exit; SIGKILL if it has not within 10s) and waits until it has
+// exited; clients see the connection drop and try to reconnect. It may be
+// called more than once.
 func (s *Server) Shutdown() {
-	if s.srv == nil {
+	if s.cmd == nil {
 		return
 	}
-	s.srv.Shutdown()
-	s.srv.WaitForShutdown()
-	s.srv = nil
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case <-s.done:
+	case <-timer.C:
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+	s.cmd = nil
 }
 
 // Restart starts the server again, on the same port with the same store,
