@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 // Prefix is the admin API's path prefix on the worker's listener.
@@ -39,7 +40,7 @@ var ErrNoToken = errors.New("admin: the admin API needs a bearer token (worker.a
 //	POST /admin/v1/events/{source}/{event_id}/replay
 //
 // Answers are JSON; errors are {"error": "…"} with 400, 401, 404, 409 or 500.
-func (a *Admin) Handler(token string, logger *zap.Logger) (http.Handler, error) {
+func (a *Admin) Handler(token secret.String, logger *zap.Logger) (http.Handler, error) {
 	if token == "" {
 		return nil, ErrNoToken
 	}
@@ -64,8 +65,8 @@ func (a *Admin) Handler(token string, logger *zap.Logger) (http.Handler, error) 
 
 // requireToken lets through requests bearing token. Both sides are hashed
 // first, so the comparison takes the same time whatever the lengths.
-func requireToken(token string, next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(token))
+func requireToken(token secret.String, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(token.Reveal()))
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		sum := sha256.Sum256([]byte(got))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/pkg/outbox"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 // HTTPTimeoutDefault is HTTPConfig.Timeout's default.
@@ -23,8 +24,8 @@ type HTTPConfig struct {
 	// URL receives the POSTs. Required: an absolute http:// or https:// URL.
 	URL string
 	// Secret signs each request per Standard Webhooks ("whsec_<base64>").
-	// Empty sends unsigned requests.
-	Secret string
+	// Empty sends unsigned requests. It is revealed only to sign.
+	Secret secret.String
 	// Timeout bounds one request, from connecting to the answer's status.
 	// Defaults to 10s.
 	Timeout time.Duration
@@ -59,7 +60,7 @@ func NewHTTP(config *HTTPConfig) (*HTTP, error) {
 		return nil, fmt.Errorf("outbox: http destination URL %q is not an absolute http(s) URL", c.URL)
 	}
 	if c.Secret != "" {
-		if _, err := sign.StandardWebhooks(c.Secret, "", time.Unix(0, 0), nil); err != nil {
+		if _, err := sign.StandardWebhooks(c.Secret.Reveal(), "", time.Unix(0, 0), nil); err != nil {
 			return nil, fmt.Errorf("outbox: http destination secret: %w", err)
 		}
 	}
@@ -91,7 +92,7 @@ func (h *HTTP) Deliver(ctx context.Context, r *outbox.Record) error {
 	now := h.config.Now()
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
 	if h.config.Secret != "" {
-		sig, err := sign.StandardWebhooks(h.config.Secret, r.Key, now, r.Payload)
+		sig, err := sign.StandardWebhooks(h.config.Secret.Reveal(), r.Key, now, r.Payload)
 		if err != nil {
 			return &outbox.PermanentError{Err: err}
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -13,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 // Config configures New.
@@ -26,9 +27,10 @@ type Config struct {
 	// protobuf), path included: nothing is appended to it
 	// ("http://otel-collector:4318/v1/traces"). Required.
 	Endpoint string
-	// Headers are sent with every export request. Optional; when empty,
+	// Headers are sent with every export request, their values revealed
+	// only for the exporter. Optional; when empty,
 	// OTEL_EXPORTER_OTLP_HEADERS applies.
-	Headers map[string]string
+	Headers map[string]secret.String
 	// SampleRatio is the share of new traces sampled, in (0, 1]; 0 means
 	// 1. See Sampler.
 	SampleRatio float64
@@ -56,7 +58,7 @@ func New(ctx context.Context, config *Config) (*sdktrace.TracerProvider, error) 
 	opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(config.Endpoint)}
 	if len(config.Headers) > 0 {
 		// Only then: no headers leaves OTEL_EXPORTER_OTLP_HEADERS in force.
-		opts = append(opts, otlptracehttp.WithHeaders(maps.Clone(config.Headers)))
+		opts = append(opts, otlptracehttp.WithHeaders(revealHeaders(config.Headers)))
 	}
 	exporter, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
@@ -149,4 +151,14 @@ func LinkFromMetadata(metadata []byte) (trace.Link, bool) {
 		return trace.Link{}, false
 	}
 	return trace.Link{SpanContext: sc}, true
+}
+
+// revealHeaders returns headers' values for the exporter, in a map of its
+// own.
+func revealHeaders(headers map[string]secret.String) map[string]string {
+	out := make(map[string]string, len(headers))
+	for name, value := range headers {
+		out[name] = value.Reveal()
+	}
+	return out
 }

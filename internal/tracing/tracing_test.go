@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/testkit/tracingtest"
 	"github.com/hookinbox/hookinbox/internal/tracing"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 func TestMain(m *testing.M) {
@@ -26,7 +27,7 @@ func TestNewExportsWithOTLP(t *testing.T) {
 	ctx := context.Background()
 	tp, err := tracing.New(ctx, &tracing.Config{
 		ServiceName: "hookinbox-test", ServiceVersion: "v0.0.0-test",
-		Endpoint: c.URL + "/otlp/v1/traces", Headers: map[string]string{"authorization": "Bearer test-token"},
+		Endpoint: c.URL + "/otlp/v1/traces", Headers: map[string]secret.String{"authorization": "Bearer test-token"},
 	})
 	require.NoError(t, err)
 	_, span := tp.Tracer("test").Start(ctx, "hookinbox.receive")

@@ -28,8 +28,8 @@ func osEnvironment() environment {
 func (env environment) overrides() map[string]string {
 	vars := map[string]string{}
 	for _, key := range scalarKeys(reflect.TypeFor[Config]()) {
-		if value, ok := env.lookup(EnvVar(key)); ok && value != "" {
-			vars[key] = EnvVar(key)
+		if value, ok := env.lookup(envVar(key)); ok && value != "" {
+			vars[key] = envVar(key)
 		}
 	}
 	return vars
@@ -53,12 +53,12 @@ func (env environment) warnings() []string {
 	known := map[string]bool{PathEnv: true}
 	var names []string
 	for _, key := range scalars {
-		known[EnvVar(key)] = true
-		names = append(names, EnvVar(key))
+		known[envVar(key)] = true
+		names = append(names, envVar(key))
 	}
 	listVars := map[string]string{}
 	for _, key := range lists {
-		listVars[EnvVar(key)] = key
+		listVars[envVar(key)] = key
 	}
 
 	var warnings []string

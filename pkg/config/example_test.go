@@ -2,7 +2,6 @@ package config_test
 
 import (
 	"cmp"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -210,12 +209,4 @@ func TestExampleFileMentionsEveryKey(t *testing.T) {
 		}
 	}
 	walk(reflect.TypeFor[config.Config](), []map[string]any{file}, "", true)
-}
-
-func ExampleEnvVar() {
-	fmt.Println(config.EnvVar("receiver.max_body_bytes"))
-	fmt.Println(config.EnvVar("worker.concurrency"))
-	// Output:
-	// HOOKINBOX_RECEIVER_MAX_BODY_BYTES
-	// HOOKINBOX_WORKER_CONCURRENCY
 }

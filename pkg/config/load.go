@@ -30,7 +30,7 @@ const databaseURLEnv = "DATABASE_URL"
 // path names a YAML file; if it is empty Load uses $HOOKINBOX_CONFIG, and if
 // that is empty too it reads no file and relies on the environment and the
 // defaults. Every scalar key may be overridden by HOOKINBOX_<SECTION>_<KEY>
-// (see EnvVar); slices (sources, routes, queues) come from the file only.
+// (see envVar); slices (sources, routes, queues) come from the file only.
 // The database URL is taken from HOOKINBOX_DATABASE_URL, then database.url,
 // then DATABASE_URL.
 //
@@ -147,9 +147,9 @@ func readSettings(path string) (map[string]any, error) {
 	return v.AllSettings(), nil
 }
 
-// EnvVar returns the environment variable that overrides the scalar key, e.g.
+// envVar returns the environment variable that overrides the scalar key, e.g.
 // "worker.concurrency" → "HOOKINBOX_WORKER_CONCURRENCY".
-func EnvVar(key string) string {
+func envVar(key string) string {
 	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 

@@ -659,8 +659,8 @@ func TestScalarKeys(t *testing.T) {
 		"worker.outbox.relay.disabled", "worker.outbox.relay.batch", "worker.outbox.relay.lease", "worker.outbox.relay.poll_interval",
 		"tracing.enabled", "tracing.otlp_endpoint", "tracing.sample_ratio",
 	}, keys)
-	require.Equal(t, "HOOKINBOX_DATABASE_URL", EnvVar("database.url"))
-	require.Equal(t, "HOOKINBOX_WORKER_SOFT_STOP_TIMEOUT", EnvVar("worker.soft_stop_timeout"))
+	require.Equal(t, "HOOKINBOX_DATABASE_URL", envVar("database.url"))
+	require.Equal(t, "HOOKINBOX_WORKER_SOFT_STOP_TIMEOUT", envVar("worker.soft_stop_timeout"))
 }
 
 // TestLoadReportsEveryProblemByItsCause checks that Load reports every
@@ -837,4 +837,12 @@ func TestLoadWarnsOfUnknownVariables(t *testing.T) {
 		require.ErrorContains(t, err, "database.url: required")
 		require.NotContains(t, err.Error(), "LISEN", "a warning is not an error")
 	})
+}
+
+// TestEnvVar checks the environment variable that overrides a scalar key
+// (formerly ExampleEnvVar, whose function is now unexported).
+func TestEnvVar(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "HOOKINBOX_RECEIVER_MAX_BODY_BYTES", envVar("receiver.max_body_bytes"))
+	require.Equal(t, "HOOKINBOX_WORKER_CONCURRENCY", envVar("worker.concurrency"))
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/relay"
+	"github.com/hookinbox/hookinbox/internal/tracing"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
@@ -83,6 +85,33 @@ func TestRedacted(t *testing.T) {
 			require.NotContains(t, out, testPassword, name)
 			require.NotContains(t, out, testAPIKey, name)
 			require.True(t, strings.Contains(out, "redacted") || strings.Contains(out, "xxxxx"), name)
+		}
+	})
+
+	t.Run("OwnersConfigsHideSecrets", func(t *testing.T) {
+		t.Parallel()
+
+		// The secrets reach their owners' Configs as secret types, revealed
+		// only where they are used: printing those Configs shows none.
+		cfg := setup()
+		cfg.Worker.Admin.Token = testAPIKey
+		cfg.Tracing.Headers = map[string]secret.String{"authorization": testPassword}
+		cfg.Worker.Destinations = map[string]DestinationConfig{"bank": {Kind: DestinationHTTP, URL: "https://bank.example.com/hooks", Secret: testSecret}}
+		httpDest := relay.HTTPConfig{URL: cfg.Worker.Destinations["bank"].URL.Reveal(), Secret: cfg.Worker.Destinations["bank"].Secret}
+		exporter := tracing.Config{ServiceName: "hookinbox-worker", Endpoint: "http://127.0.0.1:4318/v1/traces", Headers: cfg.Tracing.Headers}
+		for name, out := range map[string]string{
+			"Config%+v":         fmt.Sprintf("%+v", *cfg),
+			"Worker%+v":         fmt.Sprintf("%+v", cfg.Worker),
+			"Tracing%#v":        fmt.Sprintf("%#v", cfg.Tracing),
+			"relay.HTTPConfig":  fmt.Sprintf("%+v", httpDest),
+			"relay.HTTPConfig#": fmt.Sprintf("%#v", httpDest),
+			"tracing.Config":    fmt.Sprintf("%+v", exporter),
+			"tracing.Config#":   fmt.Sprintf("%#v", exporter),
+			"admin token":       fmt.Sprintf("%v %s", cfg.Worker.Admin.Token, cfg.Worker.Admin.Token),
+		} {
+			require.NotContains(t, out, testSecret, name)
+			require.NotContains(t, out, testPassword, name)
+			require.NotContains(t, out, testAPIKey, name)
 		}
 	})
 

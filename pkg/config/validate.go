@@ -58,7 +58,7 @@ func (c *Config) validate(p *problems) {
 
 func (c *Config) validateDatabase(p *problems) {
 	if c.Database.URL == "" {
-		p.addf("database.url", "required (set %s, database.url or %s)", EnvVar("database.url"), databaseURLEnv)
+		p.addf("database.url", "required (set %s, database.url or %s)", envVar("database.url"), databaseURLEnv)
 	} else if err := c.Database.URL.CheckPostgres(); err != nil {
 		p.addf("database.url", "%s", err)
 	}

@@ -78,7 +78,7 @@ func mountAdmin(mux *http.ServeMux, env *Env, client *river.Client[pgx.Tx]) erro
 	if err != nil {
 		return err
 	}
-	h, err := a.Handler(token.Reveal(), env.Logger.Named("admin"))
+	h, err := a.Handler(token, env.Logger.Named("admin"))
 	if err != nil {
 		return err
 	}

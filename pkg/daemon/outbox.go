@@ -56,7 +56,7 @@ const natsDialTimeout = 5 * time.Second
 func newDestination(d *config.DestinationConfig, lease time.Duration) (outbox.Destination, error) {
 	switch d.Kind {
 	case config.DestinationHTTP:
-		return relay.NewHTTP(&relay.HTTPConfig{URL: d.URL.Reveal(), Secret: d.Secret.Reveal(), Timeout: d.Timeout})
+		return relay.NewHTTP(&relay.HTTPConfig{URL: d.URL.Reveal(), Secret: d.Secret, Timeout: d.Timeout})
 	case config.DestinationNATS:
 		// Connecting (and creating the stream) is bounded like a delivery,
 		// plus the time to dial.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/buildinfo"
 	"github.com/hookinbox/hookinbox/internal/tracing"
-	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 // tracingShutdownTimeout bounds the export of the spans still buffered
@@ -40,7 +39,7 @@ func startTracing(ctx context.Context, env *Env) (stop func(), err error) {
 	}
 	tp, err := tracing.New(ctx, &tracing.Config{
 		ServiceName: serviceName(env), ServiceVersion: buildinfo.Version(),
-		Endpoint: tc.OTLPEndpoint.Reveal(), Headers: revealHeaders(tc.Headers), SampleRatio: tc.SampleRatio,
+		Endpoint: tc.OTLPEndpoint.Reveal(), Headers: tc.Headers, SampleRatio: tc.SampleRatio,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
@@ -71,13 +70,4 @@ func insertTracing(tp trace.TracerProvider) rivertype.Plugin {
 		TracerProvider: tp,
 		MeterProvider:  metricnoop.NewMeterProvider(),
 	})
-}
-
-// revealHeaders returns tracing.headers' values for the exporter.
-func revealHeaders(headers map[string]secret.String) map[string]string {
-	out := make(map[string]string, len(headers))
-	for name, value := range headers {
-		out[name] = value.Reveal()
-	}
-	return out
 }

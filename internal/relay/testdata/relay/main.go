@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookinbox/hookinbox/internal/relay"
+	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
 func main() {
@@ -33,7 +34,7 @@ func run() error {
 		return err
 	}
 	defer pool.Close()
-	dest, err := relay.NewHTTP(&relay.HTTPConfig{URL: os.Getenv("SINK_URL"), Secret: os.Getenv("SINK_SECRET")})
+	dest, err := relay.NewHTTP(&relay.HTTPConfig{URL: os.Getenv("SINK_URL"), Secret: secret.String(os.Getenv("SINK_SECRET"))})
 	if err != nil {
 		return err
 	}
