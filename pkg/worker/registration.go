@@ -160,10 +160,11 @@ func (r *registration) newerWaiting(ctx context.Context) (*otherWorker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: read waiting workers: %w", err)
 	}
-	if len(others) == 0 {
-		return nil, nil
+	var newer *otherWorker // nil: none waits
+	if len(others) > 0 {
+		newer = &others[0]
 	}
-	return &others[0], nil
+	return newer, nil
 }
 
 // others returns the live workers with other routes than this one on its

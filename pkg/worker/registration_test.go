@@ -20,9 +20,10 @@ var otherRoutes = []worker.Route{{Source: "bank", Handlers: []string{"noop"}}}
 // holdRoutes route bank's events to "hold" (see holdRegistry).
 var holdRoutes = []worker.Route{{Source: "bank", Handlers: []string{"hold"}}}
 
-// rolloutHeartbeat keeps the rollout tests' workers quick to renew, take
-// over and look for a newer route set.
-const rolloutHeartbeat = 20 * time.Millisecond
+// rolloutHeartbeat is the rollout tests' workers' HeartbeatInterval: they
+// take over, and look for a newer route set, every second whatever it is,
+// and a shorter one would let a record expire on a busy machine.
+const rolloutHeartbeat = 10 * time.Second
 
 // newWorker builds a worker on the bundle's database that the test starts,
 // and stops as it ends.

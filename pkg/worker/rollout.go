@@ -227,7 +227,7 @@ func (w *Worker) retire(ctx context.Context, drained bool) {
 // claims its queues again, and drains, returning the drain's channel, when
 // a worker with other routes works them meanwhile.
 func (w *Worker) renew(ctx context.Context) <-chan bool {
-	renewCtx, cancel := context.WithTimeout(ctx, w.registration.interval)
+	renewCtx, cancel := context.WithTimeout(ctx, max(w.registration.interval, time.Second))
 	defer cancel()
 	ok, err := w.registration.renew(renewCtx)
 	switch {

@@ -334,8 +334,7 @@ type Worker struct {
 	// The rollout loop (see rollout.go): stopRollout stops it, rolloutDone
 	// is closed when it returned. nil before the first claim.
 	stopRollout, rolloutDone chan struct{}
-	// waitingFor and waitingLogged throttle the waiting log (rollout loop
-	// only).
+	// waitingFor and waitingLogged throttle the waiting log (under mu).
 	waitingFor    string
 	waitingLogged time.Time
 }
