@@ -20,7 +20,8 @@
 #   4. for the default values and every ci/*-values.yaml of the chart: helm template (with the
 #      cluster's capabilities), then server-side dry-run of every rendered object with
 #      fieldValidation=Strict;
-#   5. helm install --wait, then helm upgrade --wait, each watched by `kubecheck hook-order`:
+#   5. helm install --wait, then helm upgrade --wait, then helm upgrade --wait of a route change
+#      (a new source and its route, nothing else), each watched by `kubecheck hook-order`:
 #      the pre-install/pre-upgrade migration Job completes before any Deployment is written.
 # Every process it starts is stopped when it exits (also on failure or Ctrl-C). Helm runs
 # from tools/helm/go.mod (HELM_MODFILE overrides); CHART overrides the chart folder.
@@ -252,6 +253,7 @@ metadata: {name: $SECRET, namespace: $NAMESPACE}
 stringData:
   DATABASE_URL: postgres://hookinbox@127.0.0.1:5432/hookinbox?sslmode=disable
   STRIPE_WEBHOOK_SECRET: whsec_kube_test
+  BILLING_WEBHOOK_SECRET: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
   RIVER_UI_USERNAME: admin
   RIVER_UI_PASSWORD: kube-test
 EOF
@@ -308,8 +310,34 @@ helm upgrade "$RELEASE" "$CHART" --namespace "$NAMESPACE" --wait --timeout 5m "$
 	--set-string "worker.podAnnotations.kube-test/upgrade=$t0"
 hook_check upgrade
 alive
-helm history "$RELEASE" --namespace "$NAMESPACE"
 log "helm upgrade --wait: deployed"
 
+# A route change alone (docs/deploying.md, "A route change"): the same values and annotations,
+# plus a new source and its route. The config's checksum changes the pod templates, so both
+# Deployments roll with the default RollingUpdate, which --wait must see complete. On a real
+# cluster the new worker waits unready until the old one hands over; kwok runs no container
+# and marks pods Ready itself, so the handover is pkg/worker's TestRouteChangeRollsOut's.
+cat >"$work/route-change-values.yaml" <<'EOF'
+config:
+  sources:
+    - {name: stripe, provider: stripe, secrets: ["${STRIPE_WEBHOOK_SECRET}"]}
+    - {name: billing, provider: standardwebhooks, secrets: ["${BILLING_WEBHOOK_SECRET}"]}
+  worker:
+    routes:
+      - {source: stripe, types: ["*"], handlers: [log]}
+      - {source: billing, types: ["*"], handlers: [log]}
+EOF
+helm template "$RELEASE" "$CHART" --namespace "$NAMESPACE" "${install_values[@]}" -f "$work/route-change-values.yaml" \
+	--show-only templates/configmap.yaml | grep -q 'source: billing' || die "the route change is not in the ConfigMap"
+hook_watch upgrade
+helm upgrade "$RELEASE" "$CHART" --namespace "$NAMESPACE" --wait --timeout 5m "${install_values[@]}" \
+	-f "$work/route-change-values.yaml" \
+	--set-string "receiver.podAnnotations.kube-test/upgrade=$t0" \
+	--set-string "worker.podAnnotations.kube-test/upgrade=$t0"
+hook_check upgrade
+alive
+helm history "$RELEASE" --namespace "$NAMESPACE"
+log "helm upgrade --wait of a route change: deployed"
+
 status=ok
-log "PASS (${#value_sets[@]} value sets dry-run, install and upgrade on kwok) in $(($(date +%s) - t0))s"
+log "PASS (${#value_sets[@]} value sets dry-run, install, upgrade and route-change upgrade on kwok) in $(($(date +%s) - t0))s"

@@ -235,12 +235,16 @@ func TestWorkerWithoutARouteForASourceOnItsQueueRefusesToStart(t *testing.T) {
 	t.Logf("refused with exit code %d; %d of %d events still pending, no job taken", code, counts(t, db.Pool).Pending, 2*n)
 }
 
-// TestExampleConfigWorkerBesideTheLedgerRefusesToStart is the reported
-// case: the ledger works queue bank with its own route for bank, and the
-// stock worker starts with config/hookinbox.yaml, which works [default,
-// bank] with a catch-all route to noop. Its routes cover every source, so
-// only the routes record stops it from settling bank's deposits with noop.
-func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
+// TestExampleConfigWorkerBesideTheLedgerWaitsForItToHandOver is the
+// reported case: the ledger works queue bank with its own route for bank,
+// and the stock worker starts with config/hookinbox.yaml, which works
+// [default, bank] with a catch-all route to noop. Its routes cover every
+// source, so only the routes record stops it from settling bank's deposits
+// with noop while the ledger works them: it waits, taking nothing, while the
+// ledger finishes the deposits it holds; then the ledger, seeing a newer
+// route set, takes no more and hands over (this is how a route change rolls
+// out), and the stock worker settles the rest with its own route, noop.
+func TestExampleConfigWorkerBesideTheLedgerWaitsForItToHandOver(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs subprocesses")
@@ -268,31 +272,29 @@ func TestExampleConfigWorkerBesideTheLedgerRefusesToStart(t *testing.T) {
 	ingest(t, db.Pool, queues, "bank", n)
 	ledger.WaitUntil(t, 60*time.Second, func() bool { return len(dbtest.BlockedJobs(t, db.Pool, inboxstore.JobKind)) == ledgerConcurrency })
 
-	code, out := proctest.Run(t, ledgerCommand(workerBin, exampleEnv(db.URL), "--config", "../../config/hookinbox.yaml"))
-	require.Equal(t, 1, code, out)
-	require.Contains(t, out, `works queue "bank" with other routes: it runs [bank account.deposit -> ledger; unrouted -> failed], this worker would run [* * -> noop;`)
+	stock := proctest.Start(t, ledgerCommand(workerBin, exampleEnv(db.URL), "--config", "../../config/hookinbox.yaml"))
+	line := stock.WaitLine(t, "waiting: a live worker works a queue of this worker with other routes")
+	require.Contains(t, line, `"their_routes":"bank account.deposit -> ledger; unrouted -> failed"`)
+	require.Contains(t, line, `"routes":"* * -> noop;`)
+	ledger.WaitLine(t, "a newer route set waits on a queue of this worker")
 	// Nothing settled, and the only jobs ever taken are the ledger's, still
 	// blocked on the lock.
 	require.Equal(t, &inboxstore.Counts{Pending: n}, counts(t, db.Pool))
 	// The ledger's own periodic jobs (reaper, prune) run on queue bank too,
 	// before the deposits when its leadership came before their insert.
 	require.Equal(t, ledgerConcurrency, attempted(t, db.Pool, inboxstore.JobKind), "the stock worker took a job")
-	t.Logf("cmd/worker with the example config refused with exit code %d; %d of %d deposits still pending, none taken by it",
-		code, counts(t, db.Pool).Pending, n)
+	t.Logf("cmd/worker with the example config waits; %d of %d deposits still pending, none taken by it", counts(t, db.Pool).Pending, n)
 
 	require.NoError(t, lock.Rollback(ctx))
-	ledger.WaitUntil(t, 60*time.Second, func() bool { return counts(t, db.Pool).Done == n })
-	require.Len(t, ledgerEntries(t, db.Pool)["bank"], n)
-	t.Logf("the ledger then applied all %d deposits", n)
+	ledger.WaitLine(t, "idle: a newer route set took over")
+	stock.WaitUntil(t, 60*time.Second, func() bool { return counts(t, db.Pool).Done == n })
+	require.Len(t, ledgerEntries(t, db.Pool)["bank"], ledgerConcurrency, "the ledger applied exactly the deposits it held")
+	require.Equal(t, 1, records(t, db.Pool, "bank"), "only the stock worker's record is left")
+	t.Logf("the ledger applied the %d deposits it held and handed over; cmd/worker settled the other %d with noop",
+		ledgerConcurrency, n-ledgerConcurrency)
 
-	// Once the ledger has stopped, its record is gone, and the example
-	// config starts: its routes cover every source on default and bank.
-	ledger.Stop(t)
-	stock := proctest.Start(t, ledgerCommand(workerBin, exampleEnv(db.URL), "--config", "../../config/hookinbox.yaml"))
-	stock.WaitUntil(t, 60*time.Second, func() bool {
-		return records(t, db.Pool, "default") == 1 && records(t, db.Pool, "bank") == 1
-	})
 	stock.Stop(t)
+	ledger.Stop(t)
 	var left int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_worker_routes`).Scan(&left))
 	require.Zero(t, left, "a stopped worker deletes its records")

@@ -53,7 +53,7 @@ func receiverHandler(env *Env, srv *receiver.Server) http.Handler {
 // worker.ui.enabled, River UI at /riverui/ behind Basic Auth. River UI's
 // background services run until ctx is done.
 func workerHandler(ctx context.Context, env *Env, w *worker.Worker) (http.Handler, error) {
-	mux := healthMux(env)
+	mux := healthMux(env, w)
 	mux.Handle("GET /metrics", metrics.Handler(env.Metrics()))
 	if err := mountAdmin(mux, env, w.Client()); err != nil {
 		return nil, err

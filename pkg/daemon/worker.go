@@ -122,7 +122,9 @@ func startWorker(ctx context.Context, env *Env, w *worker.Worker) (bool, error) 
 }
 
 // RunWorker works jobs and serves /healthz, /readyz, /metrics and River UI
-// (see workerHandler) until ctx is done,
+// (see workerHandler) until ctx is done (a worker that finds other routes
+// on its queues waits, unready, until their workers hand over: see
+// worker.Worker.Start),
 // then stops softly, and hard after worker.hard_stop_timeout more. It
 // listens at once, then waits for the database (AwaitSchema) before it
 // starts River: meanwhile /healthz answers 200 and /readyz 503. When ctx
@@ -170,7 +172,7 @@ func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
 		return err
 	}
 	door.open(handler)
-	env.Logger.Info("worker started")
+	env.Logger.Info("worker started", zap.Stringer("state", w.State()))
 
 	var served error
 	select {
@@ -194,12 +196,18 @@ func RunWorker(ctx context.Context, env *Env, registry *worker.Registry) error {
 	return nil
 }
 
-// healthMux serves the worker's /healthz and /readyz (the database is
-// reachable and its schema has env.Sets).
-func healthMux(env *Env) *http.ServeMux {
+// healthMux serves the worker's /healthz and /readyz: ready while w works
+// its queues (not while it waits for workers with other routes to hand
+// over, nor once it handed over to newer ones: see worker.Worker.Start; it
+// logs why itself), the database is reachable and its schema has env.Sets.
+func healthMux(env *Env, w *worker.Worker) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
+		if state := w.State(); state != worker.StateWorking {
+			http.Error(rw, "not ready: "+stateReason(state), http.StatusServiceUnavailable)
+			return
+		}
 		checkCtx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := readyCheck(env, env.Sets...)(checkCtx); err != nil {
@@ -210,6 +218,19 @@ func healthMux(env *Env) *http.ServeMux {
 		_, _ = rw.Write([]byte("ready\n"))
 	})
 	return mux
+}
+
+// stateReason says why a worker in state is not ready.
+func stateReason(state worker.State) string {
+	switch state {
+	case worker.StateWaiting:
+		return "waiting for the workers with other routes on its queues to hand over"
+	case worker.StateDraining:
+		return "a newer route set waits: finishing the jobs it holds"
+	case worker.StateRetired:
+		return "a newer route set took over its queues"
+	}
+	return state.String()
 }
 
 // RetentionPolicies returns every source's retention policy.

@@ -9,7 +9,3 @@ var CheckRoutes = checkRoutes
 // AdvisoryKey returns the lock key a route's LockOption takes for an event
 // of source whose located key is key.
 func AdvisoryKey(source, key string) int64 { return advisoryKey(source, key) }
-
-// RoutesConflictError is what Start returns when a live worker works one of
-// its queues with other routes.
-type RoutesConflictError = routesConflictError

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -13,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
+
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // registrationLock is the transaction-scoped advisory lock that serialises
@@ -20,9 +21,20 @@ import (
 // other.
 const registrationLock int64 = 0x686b726f75746573 // "hkroutes"
 
+// The states of a worker's records in hookinbox_worker_routes.
+const (
+	// recordWorking: the worker works the queue.
+	recordWorking = "working"
+	// recordWaiting: the worker waits for the workers with other routes on
+	// the queue to hand over.
+	recordWaiting = "waiting"
+)
+
 // registration records, in hookinbox_worker_routes, the routes this worker
-// runs on each queue it works, and renews the record while the worker runs.
-// It is the only code that touches that table.
+// runs on each queue it works, whether it works them or waits, and renews
+// the record while the worker runs. It is the only code that touches that
+// table. Its methods run on one goroutine at a time (Start's, then the
+// Worker's rollout loop, then Stop's).
 type registration struct {
 	pool     *pgxpool.Pool
 	id       string
@@ -31,10 +43,9 @@ type registration struct {
 	queues   []string
 	routes   []string // routes[i] is what this worker runs on queues[i]
 	interval time.Duration
-	logger   *zap.Logger
-
-	stop chan struct{}
-	done chan struct{}
+	// startedAt is the database's clock at the first claim: a route set
+	// that started later is newer.
+	startedAt time.Time
 }
 
 func newRegistration(pool *pgxpool.Pool, c *Config) *registration {
@@ -52,7 +63,7 @@ func newRegistration(pool *pgxpool.Pool, c *Config) *registration {
 	_, _ = rand.Read(id[:])
 	return &registration{
 		pool: pool, id: hex.EncodeToString(id[:]), host: host, pid: os.Getpid(),
-		queues: queues, routes: routes, interval: c.HeartbeatInterval, logger: c.Logger,
+		queues: queues, routes: routes, interval: c.HeartbeatInterval,
 	}
 }
 
@@ -60,124 +71,142 @@ func newRegistration(pool *pgxpool.Pool, c *Config) *registration {
 // without deleting its record blocks a differently routed worker that long.
 func (r *registration) ttl() time.Duration { return 3 * r.interval }
 
-// routesConflictError is returned by Start when a live worker works one of
-// this worker's queues with different routes.
-type routesConflictError struct {
+// otherWorker is a live worker that runs other routes than this one on one
+// of its queues.
+type otherWorker struct {
 	// Queue is the shared queue.
 	Queue string
 	// Routes and TheirRoutes are what this worker and the other run there.
 	Routes, TheirRoutes string
+	// State is the other's record's: recordWorking or recordWaiting.
+	State string
 	// Host, PID and StartedAt identify the other worker.
 	Host      string
 	PID       int
 	StartedAt time.Time
 }
 
-func (e *routesConflictError) Error() string {
-	return fmt.Sprintf("worker.routes: a live worker (host %s, pid %d, up since %s) works queue %q with other routes: "+
-		"it runs [%s], this worker would run [%s]; workers sharing a queue must share its routes, or each settles events "+
-		"the other has the handlers for. Stop the other workers first (to change routes, stop the old workers before "+
-		"starting the new ones), or give the sources whose routes differ a queue of their own",
-		e.Host, e.PID, e.StartedAt.UTC().Format(time.RFC3339), e.Queue, e.TheirRoutes, e.Routes)
+// fields are the log fields that describe o.
+func (o *otherWorker) fields() []zap.Field {
+	return []zap.Field{
+		zap.String("queue", o.Queue), zap.String("routes", o.Routes), zap.String("their_routes", o.TheirRoutes),
+		zap.String("their_state", o.State), zap.String("their_host", o.Host), zap.Int("their_pid", o.PID),
+		zap.Time("their_started_at", o.StartedAt),
+	}
 }
 
-// register records this worker's routes, or returns a *routesConflictError
-// when a live worker runs other routes on one of its queues.
-func (r *registration) register(ctx context.Context) error {
-	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+// claim records this worker's routes on each of its queues, as working when
+// it may work them, and returns nil; or, when a live worker works one of
+// them with other routes, or a newer worker with other routes waits on one,
+// records them as waiting and returns that worker. The check and the record
+// are one transaction under registrationLock, so of two route sets only one
+// is ever working on a queue.
+func (r *registration) claim(ctx context.Context) (*otherWorker, error) {
+	var blocker *otherWorker
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, registrationLock); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM hookinbox_worker_routes WHERE expires_at < now()`); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `
-SELECT queue, routes, host, pid, started_at FROM hookinbox_worker_routes
-WHERE queue = ANY($1::text[]) AND worker_id <> $2
-ORDER BY queue, started_at`, r.queues, r.id)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var c routesConflictError
-			if err := rows.Scan(&c.Queue, &c.TheirRoutes, &c.Host, &c.PID, &c.StartedAt); err != nil {
+		startedAt := r.startedAt
+		if startedAt.IsZero() {
+			// After the lock: a worker that claims later starts later.
+			if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&startedAt); err != nil {
 				return err
 			}
-			c.Routes = r.routes[slices.Index(r.queues, c.Queue)]
-			if c.Routes != c.TheirRoutes {
-				rows.Close()
-				return &c
-			}
 		}
-		if err := rows.Err(); err != nil {
+		var err error
+		if blocker, err = r.blocker(ctx, tx, startedAt); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `
-INSERT INTO hookinbox_worker_routes (worker_id, queue, routes, host, pid, expires_at)
-SELECT $1, q.queue, q.routes, $4, $5, now() + $6 * interval '1 millisecond'
+		state := recordWorking
+		if blocker != nil {
+			state = recordWaiting
+		}
+		if _, err := tx.Exec(ctx, `
+INSERT INTO hookinbox_worker_routes (worker_id, queue, routes, state, host, pid, started_at, expires_at)
+SELECT $1, q.queue, q.routes, $4, $5, $6, $7, now() + $8 * interval '1 millisecond'
 FROM unnest($2::text[], $3::text[]) AS q (queue, routes)
-ON CONFLICT (queue, worker_id) DO UPDATE SET expires_at = excluded.expires_at`,
-			r.id, r.queues, r.routes, r.host, r.pid, r.ttl().Milliseconds())
-		return err
+ON CONFLICT (queue, worker_id) DO UPDATE SET state = excluded.state, expires_at = excluded.expires_at`,
+			r.id, r.queues, r.routes, state, r.host, r.pid, startedAt, r.ttl().Milliseconds()); err != nil {
+			return err
+		}
+		r.startedAt = startedAt
+		return nil
 	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: register routes: %w", err)
+	}
+	return blocker, nil
 }
 
-// renew extends this worker's records, registering again when they expired
-// (the database was out of reach for longer than the ttl).
-func (r *registration) renew(ctx context.Context) error {
+// blocker returns the live worker that keeps a worker started at startedAt
+// from working its queues: one working with other routes, else a newer one
+// waiting with other routes; nil when there is none.
+func (r *registration) blocker(ctx context.Context, tx pgx.Tx, startedAt time.Time) (*otherWorker, error) {
+	others, err := r.others(ctx, tx, `state = 'working' OR started_at > $3`, startedAt)
+	if err != nil || len(others) == 0 {
+		return nil, err
+	}
+	return &others[0], nil
+}
+
+// newerWaiting returns a live worker with other routes that waits on one of
+// this worker's queues and started after it, or nil.
+func (r *registration) newerWaiting(ctx context.Context) (*otherWorker, error) {
+	others, err := r.others(ctx, r.pool, `state = 'waiting' AND started_at > $3`, r.startedAt)
+	if err != nil {
+		return nil, fmt.Errorf("worker: read waiting workers: %w", err)
+	}
+	var newer *otherWorker // nil: none waits
+	if len(others) > 0 {
+		newer = &others[0]
+	}
+	return newer, nil
+}
+
+// others returns the live workers with other routes than this one on its
+// queues whose records meet where (which may use $3, arg), working ones
+// first, then by queue and start.
+func (r *registration) others(ctx context.Context, db inboxstore.DBTX, where string, arg any) ([]otherWorker, error) {
+	rows, err := db.Query(ctx, `
+SELECT queue, routes, state, host, pid, started_at FROM hookinbox_worker_routes
+WHERE queue = ANY($1::text[]) AND worker_id <> $2 AND expires_at > now() AND (`+where+`)
+ORDER BY state = 'working' DESC, queue, started_at`, r.queues, r.id, arg)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []otherWorker
+	for rows.Next() {
+		var o otherWorker
+		if err := rows.Scan(&o.Queue, &o.TheirRoutes, &o.State, &o.Host, &o.PID, &o.StartedAt); err != nil {
+			return nil, err
+		}
+		if o.Routes = r.routes[slices.Index(r.queues, o.Queue)]; o.Routes != o.TheirRoutes {
+			out = append(out, o)
+		}
+	}
+	return out, rows.Err()
+}
+
+// renew extends this worker's records. It reports false when they were
+// gone (they expired while the database was out of reach, and a claim
+// deleted them).
+func (r *registration) renew(ctx context.Context) (bool, error) {
 	tag, err := r.pool.Exec(ctx, `
 UPDATE hookinbox_worker_routes SET expires_at = now() + $2 * interval '1 millisecond' WHERE worker_id = $1`,
 		r.id, r.ttl().Milliseconds())
 	if err != nil {
-		return err
+		return false, fmt.Errorf("worker: renew routes record: %w", err)
 	}
-	if tag.RowsAffected() == int64(len(r.queues)) {
-		return nil
-	}
-	return r.register(ctx)
+	return tag.RowsAffected() == int64(len(r.queues)), nil
 }
 
-// start registers, then renews every interval until stopAndDelete.
-func (r *registration) start(ctx context.Context) error {
-	if err := r.register(ctx); err != nil {
-		var conflict *routesConflictError
-		if errors.As(err, &conflict) {
-			return err
-		}
-		return fmt.Errorf("worker: register routes: %w", err)
-	}
-	r.stop, r.done = make(chan struct{}), make(chan struct{})
-	go r.heartbeat(context.WithoutCancel(ctx))
-	return nil
-}
-
-func (r *registration) heartbeat(ctx context.Context) {
-	defer close(r.done)
-	ticker := time.NewTicker(r.interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-ticker.C:
-		}
-		renewCtx, cancel := context.WithTimeout(ctx, r.interval)
-		err := r.renew(renewCtx)
-		cancel()
-		var conflict *routesConflictError
-		switch {
-		case errors.As(err, &conflict):
-			// Our record expired while the database was out of reach, and
-			// a worker with other routes started meanwhile.
-			r.logger.Error("another worker runs other routes on a shared queue; stop one of them", zap.Error(err))
-		case err != nil:
-			r.logger.Warn("could not renew the worker's routes record", zap.Error(err))
-		}
-	}
-}
-
-// liveQueues returns the queues some live worker works: those with a
-// record that has not expired.
+// liveQueues returns the queues some live worker works or waits to work:
+// those with a record that has not expired.
 func liveQueues(ctx context.Context, db pgx.Tx) ([]string, error) {
 	rows, err := db.Query(ctx, `SELECT DISTINCT queue FROM hookinbox_worker_routes WHERE expires_at > now() ORDER BY queue`)
 	if err != nil {
@@ -190,18 +219,9 @@ func liveQueues(ctx context.Context, db pgx.Tx) ([]string, error) {
 	return queues, nil
 }
 
-// stopAndDelete stops the heartbeat and deletes this worker's records, so
-// that a worker with other routes may start at once.
-func (r *registration) stopAndDelete(ctx context.Context) error {
-	if r.stop == nil {
-		return nil
-	}
-	select {
-	case <-r.stop:
-	default:
-		close(r.stop)
-	}
-	<-r.done
+// delete deletes this worker's records, so that a worker with other routes
+// may work its queues at once.
+func (r *registration) delete(ctx context.Context) error {
 	// Stop may have spent ctx on a hard stop; the delete gets its own time.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -321,6 +323,20 @@ type Worker struct {
 	group        *groupCommitter // nil without group commit
 	pauses       *pauseWatch
 	relay        *relay.Relay // nil without Config.Outbox
+
+	state atomic.Int32 // a State
+	// mu serialises the changes of state and the starts and stops of the
+	// work (River's client, the group committer, the relay).
+	mu          sync.Mutex
+	working     bool  // the work started
+	workStopped bool  // the work was stopped (a worker never works again)
+	stopErr     error // the stop's error: jobs may still run
+	// The rollout loop (see rollout.go): stopRollout stops it, rolloutDone
+	// is closed when it returned. nil before the first claim.
+	stopRollout, rolloutDone chan struct{}
+	// waitingFor and waitingLogged throttle the waiting log (under mu).
+	waitingFor    string
+	waitingLogged time.Time
 }
 
 // New builds a Worker on pool. It refuses routes that leave a source on a
@@ -447,26 +463,66 @@ func firstQueue(queues map[string]int) string {
 
 // Start starts fetching and working jobs. It returns at once.
 //
-// First it records the routes it runs on each of its queues, and returns an
-// error naming the conflict, having taken nothing, when a live worker works
-// one of those queues with other routes: both would take the queue's events,
-// and each would settle events the other has the handlers for. The record
-// is renewed every HeartbeatInterval and deleted by Stop.
+// First it records the routes it runs on each of its queues
+// (hookinbox_worker_routes, renewed every HeartbeatInterval, deleted by
+// Stop). Workers sharing a queue must share its routes, or each would settle
+// events the other has the handlers for; so a queue is only ever worked by
+// one route set at a time, and a route change rolls out by itself:
+//
+//   - A worker that finds a live worker working one of its queues with other
+//     routes takes nothing: it records its routes as waiting, stays in
+//     StateWaiting (not ready), says why in its log, and Start returns nil.
+//   - A working worker that sees a newer route set (one that started after
+//     it) waiting on one of its queues drains (StateDraining): River's soft
+//     stop lets its running jobs finish, it fetches no new ones, and its
+//     maintenance (reaper, replay, retention, reconciliation, the outbox
+//     relay, all run by its River client or beside it) stops with it. Then
+//     it deletes its record and stays in StateRetired, working nothing,
+//     until it is stopped. It never works again: no ping-pong.
+//   - The waiting worker takes over (StateWorking) within about a second of
+//     the last worker with other routes deleting its record (or of that
+//     record expiring, three HeartbeatIntervals after its worker died).
+//
+// "Newer" is by start, so a rollback (the earlier routes, started later)
+// rolls out the same way. Of two route sets waiting, the newer one wins.
 //
 // When River's client fails to start (the database refused a connection:
 // every one may be taken), Start returns its error and leaves the rest
 // running, so that Start may be called again; Stop ends it all.
 func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.pauses.stop == nil {
 		if err := w.pauses.start(ctx); err != nil {
 			return fmt.Errorf("worker: read paused sources: %w", err)
 		}
 	}
-	if w.registration.stop == nil {
-		if err := w.registration.start(ctx); err != nil {
+	if w.stopRollout == nil {
+		blocker, err := w.registration.claim(ctx)
+		if err != nil {
 			w.pauses.shutdown()
 			return err
 		}
+		w.stopRollout, w.rolloutDone = make(chan struct{}), make(chan struct{})
+		go w.rollout(context.WithoutCancel(ctx), w.stopRollout, w.rolloutDone)
+		if blocker != nil {
+			w.setState(StateWaiting)
+			w.waiting(blocker)
+			return nil
+		}
+		w.setState(StateWorking)
+	}
+	if w.State() != StateWorking {
+		return nil
+	}
+	return w.startWork(ctx)
+}
+
+// startWork, called with w.mu held, starts the group committer, River's
+// client and the relay.
+func (w *Worker) startWork(ctx context.Context) error {
+	if w.working || w.workStopped {
+		return nil
 	}
 	if w.group != nil {
 		w.group.Start()
@@ -475,8 +531,11 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	}
 	if w.relay != nil {
-		return w.relay.Start(ctx)
+		if err := w.relay.Start(ctx); err != nil {
+			return err
+		}
 	}
+	w.working = true
 	return nil
 }
 
@@ -486,9 +545,38 @@ func (w *Worker) Client() *river.Client[pgx.Tx] { return w.client }
 // Stop stops the worker: a soft stop lets running jobs finish within
 // SoftStopTimeout; then their contexts are cancelled (a hard stop) and Stop
 // waits until ctx is done for them to return. Jobs cut short run again.
+// Then it deletes the worker's routes record.
 func (w *Worker) Stop(ctx context.Context) error {
-	if err := w.stopClient(ctx); err != nil {
+	w.mu.Lock()
+	w.setState(StateStopped)
+	err := w.stopWork(ctx)
+	w.mu.Unlock()
+	if err != nil {
+		// Jobs may still run: the record is left to expire.
 		return err
+	}
+	w.pauses.shutdown()
+	if w.stopRollout == nil {
+		return nil
+	}
+	select {
+	case <-w.stopRollout:
+	default:
+		close(w.stopRollout)
+	}
+	<-w.rolloutDone
+	return w.registration.delete(ctx)
+}
+
+// stopWork, called with w.mu held, stops River's client, then the relay and
+// the group committer. Calls after the first do nothing.
+func (w *Worker) stopWork(ctx context.Context) error {
+	if w.workStopped {
+		return w.stopErr
+	}
+	w.workStopped = true
+	if w.stopErr = w.stopClient(ctx); w.stopErr != nil {
+		return w.stopErr
 	}
 	if w.relay != nil {
 		// After the handlers: what they enqueued last is delivered if
@@ -499,8 +587,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// No Work runs any more: every queued job was answered.
 		w.group.Stop()
 	}
-	w.pauses.shutdown()
-	return w.registration.stopAndDelete(ctx)
+	return nil
 }
 
 func (w *Worker) stopClient(ctx context.Context) error {

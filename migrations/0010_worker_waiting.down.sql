@@ -1,0 +1,1 @@
+ALTER TABLE hookinbox_worker_routes DROP COLUMN IF EXISTS state;
