@@ -21,6 +21,18 @@ import (
 // noteUnrouted is recorded on an event that no route matched.
 const noteUnrouted = "no route matched; marked done without running a handler"
 
+// An event of a source this worker's configuration does not name comes from
+// a receiver with a newer configuration: during a rollout that adds a source,
+// the receivers may take its events before the workers with its routes take
+// over the queue (see Worker.rollout). Such an event is snoozed, not settled, for
+// unknownSourceGrace after it was enqueued; past it, the unrouted rule
+// settles it as before, so that a source no worker will ever know does not
+// stay pending for ever.
+const (
+	unknownSourceGrace  = 15 * time.Minute
+	unknownSourceSnooze = 5 * time.Second
+)
+
 // eventWorker works inboxstore.JobArgs: the event's row is taken (locked and
 // marked done) and its route's handlers run in a transaction that commits
 // both, shared with the other jobs fetched with it (see groupCommitter).
@@ -43,6 +55,8 @@ type eventWorker struct {
 	group *groupCommitter
 	// pauses is the worker's view of the paused sources.
 	pauses *pauseWatch
+	// sources is Config.Sources: the sources this worker knows.
+	sources map[string]string
 	// tracer traces each event's handlers; nil when tracing is off.
 	tracer trace.Tracer
 	// maxAttempts is Config.MaxAttempts, which every job of an event is
@@ -66,6 +80,11 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 				zap.String("source", job.Args.Source), zap.Int64("job_id", job.ID))
 			return nil
 		}
+	}
+	if _, known := w.sources[job.Args.Source]; !known && job.Args.Source != "" && time.Since(job.CreatedAt) < unknownSourceGrace {
+		w.logger.Debug("event snoozed: its source is not in this worker's configuration (a newer one may be rolling out)",
+			zap.Int64("inbox_id", job.Args.InboxID), zap.String("source", job.Args.Source), zap.Int64("job_id", job.ID))
+		return river.JobSnooze(unknownSourceSnooze)
 	}
 	w.alignAttempts(ctx, job.JobRow)
 	var out jobOutcome

@@ -308,6 +308,40 @@ func TestWorker(t *testing.T) {
 		require.Contains(t, ev.LastError, `no route matches source "bank", type "unknown.type"`)
 	})
 
+	t.Run("EventOfAnUnknownSourceWaitsForAWorkerThatKnowsIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A receiver with a newer configuration took an event of "shop",
+		// a source this worker's configuration does not name.
+		res, err := b.ingester.Ingest(context.Background(), &inboxstore.Delivery{
+			Source: "shop", Provider: "standardwebhooks", Body: []byte(`{}`),
+			Events: []inboxstore.IncomingEvent{{ID: "evt_new_source", Type: "account.deposit", Payload: []byte(`{}`)}},
+		})
+		require.NoError(t, err)
+		id := res.Claimed[0].ID
+		b.start(t, nil)
+		// The old worker snoozes it (River counts no attempt) and leaves the
+		// row pending, instead of failing it as unrouted.
+		jobID := b.row(t, id).JobID
+		poll(t, 30*time.Second, "the job to be snoozed twice", func() (bool, error) {
+			var snoozes int
+			err := b.db.Pool.QueryRow(context.Background(),
+				`SELECT coalesce((metadata ->> 'snoozes')::int, 0) FROM river_job WHERE id = $1`, jobID).Scan(&snoozes)
+			return snoozes >= 2, err
+		})
+		r := b.row(t, id)
+		require.Equal(t, inbox.StatusPending, r.Status)
+		require.Zero(t, r.Attempts)
+		// A worker whose configuration names the source takes the queue
+		// over (the rollout) and settles it.
+		b.start(t, func(c *worker.Config) {
+			c.Sources = map[string]string{"bank": river.QueueDefault, "shop": river.QueueDefault}
+			c.Routes = append([]worker.Route{{Source: "shop", Handlers: []string{"effect"}}}, routes...)
+		})
+		require.Equal(t, inbox.StatusDone, b.waitStatus(t, id, inbox.StatusDone).Status)
+		require.Equal(t, 1, b.effects(t, "evt_new_source"))
+	})
+
 	t.Run("DoneRowIsNeverProcessedAgain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
