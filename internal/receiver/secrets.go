@@ -26,6 +26,9 @@ type SecretsFile struct {
 	// Path names the file. It is read whole each time, following symlinks,
 	// and compared by content (a SHA-256 kept in memory, never logged).
 	Path string
+	// Secrets is the number of secrets of the source's Verifier at start,
+	// the count logged before the first change.
+	Secrets int
 	// Verifier builds the source's verifier from the file's content and
 	// returns how many secrets it holds in all. An error keeps the current
 	// verifier; its message is logged, so it must carry no secret.
@@ -55,7 +58,8 @@ func (s *Server) WatchSecrets(ctx context.Context, m *metrics.Secrets) {
 	var watches []*secretsWatch
 	for _, src := range s.sources {
 		if src.SecretsFile != nil {
-			watches = append(watches, &secretsWatch{source: src.Name, file: src.SecretsFile, live: s.verifiers[src.Name]})
+			watches = append(watches, &secretsWatch{source: src.Name, file: src.SecretsFile, live: s.verifiers[src.Name],
+				secrets: src.SecretsFile.Secrets})
 		}
 	}
 	if len(watches) == 0 {
@@ -85,8 +89,7 @@ type secretsWatch struct {
 	// is one.
 	sum  [sha256.Size]byte
 	read bool
-	// secrets is the number of secrets of the verifier last built from the
-	// file; 0 before the first.
+	// secrets is the number of secrets of the current verifier.
 	secrets int
 	// readErr is the last read error, so that a file that stays unreadable
 	// is logged once.

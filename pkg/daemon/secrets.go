@@ -14,7 +14,8 @@ import (
 // (config.SourceWithSecretsFile), and the verifier rebuilt from it.
 func secretsFile(cfg *config.Config, i int) *receiver.SecretsFile {
 	return &receiver.SecretsFile{
-		Path: cfg.Sources[i].SecretsFile,
+		Path:    cfg.Sources[i].SecretsFile,
+		Secrets: len(cfg.Sources[i].Secrets),
 		Verifier: func(content []byte) (provider.Verifier, int, error) {
 			sc, err := cfg.SourceWithSecretsFile(i, content)
 			if err != nil {
