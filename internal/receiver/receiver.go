@@ -35,7 +35,8 @@ type Source struct {
 	Name string
 	// Provider is the provider's config name, stored with each row.
 	Provider string
-	// Verifier authenticates the source's deliveries.
+	// Verifier authenticates the source's deliveries (until WatchSecrets
+	// replaces it, when SecretsFile is set).
 	Verifier provider.Verifier
 	// MaxBodyBytes is the body limit; larger bodies get 413. Required.
 	MaxBodyBytes int64
