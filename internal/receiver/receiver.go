@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -34,7 +35,8 @@ type Source struct {
 	Name string
 	// Provider is the provider's config name, stored with each row.
 	Provider string
-	// Verifier authenticates the source's deliveries.
+	// Verifier authenticates the source's deliveries (until WatchSecrets
+	// replaces it, when SecretsFile is set).
 	Verifier provider.Verifier
 	// MaxBodyBytes is the body limit; larger bodies get 413. Required.
 	MaxBodyBytes int64
@@ -43,6 +45,9 @@ type Source struct {
 	// AllowIPs, when non-empty, restricts deliveries to these networks;
 	// other peers get 403 before anything is read.
 	AllowIPs []netip.Prefix
+	// SecretsFile, when set, is re-read by WatchSecrets, which swaps
+	// Verifier for the one built from a changed file.
+	SecretsFile *SecretsFile
 }
 
 // The defaults New applies to a zero Config field.
@@ -196,8 +201,10 @@ type Server struct {
 	// unverified accounts for the requests not verified yet.
 	unverified *unverified
 	sources    map[string]*Source
-	config     Config
-	logger     *zap.Logger
+	// verifiers holds each source's current verifier (see WatchSecrets).
+	verifiers map[string]*atomic.Pointer[liveVerifier]
+	config    Config
+	logger    *zap.Logger
 	// tracer is nil when tracing is off.
 	tracer trace.Tracer
 }
@@ -214,7 +221,7 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 	s := &Server{
 		ingester: ingester, slots: make(chan struct{}, c.MaxInFlight),
 		unverified: newUnverified(c.MaxUnverifiedBytes, c.MaxUnverifiedPerClient),
-		sources:    map[string]*Source{}, config: c, logger: sampleRejections(c.Logger, rejectionLogInterval, rejectionLogBurst),
+		sources:    map[string]*Source{}, verifiers: map[string]*atomic.Pointer[liveVerifier]{}, config: c, logger: sampleRejections(c.Logger, rejectionLogInterval, rejectionLogBurst),
 	}
 	if c.TracerProvider != nil {
 		s.tracer = c.TracerProvider.Tracer(tracerName)
@@ -231,6 +238,8 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 				src.Name, src.MaxBodyBytes, c.MaxUnverifiedBytes)
 		}
 		s.sources[src.Name] = src
+		s.verifiers[src.Name] = &atomic.Pointer[liveVerifier]{}
+		s.verifiers[src.Name].Store(&liveVerifier{src.Verifier})
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -343,7 +352,10 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		return c.JSON(http.StatusBadRequest, errorBody{"could not read body"})
 	}
 
-	delivery, err := src.Verifier.Verify(body, c.Request().Header)
+	// Loaded once: a secrets reload during this request does not change
+	// the verifier that acknowledges it.
+	verifier := s.verifier(name)
+	delivery, err := verifier.Verify(body, c.Request().Header)
 	if err != nil {
 		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusUnauthorized, "signature", zap.Error(err))
 		return c.JSON(http.StatusUnauthorized, errorBody{"signature verification failed"})
@@ -379,7 +391,7 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	}
 	status := http.StatusOK
 	answer := func() error { return c.JSON(http.StatusOK, res.ClaimCounts) }
-	if ack, ok := src.Verifier.(provider.Acknowledger); ok {
+	if ack, ok := verifier.(provider.Acknowledger); ok {
 		r := ack.Ack(res.ClaimCounts)
 		status, answer = r.Status, func() error { return reply(c, &r) }
 	}

@@ -23,6 +23,9 @@ type Config struct {
 
 	// warnings are Load's warnings (see Warnings).
 	warnings []string
+	// fileSecrets counts, by source index, the secrets Load appended from
+	// the source's secrets_file (see SourceWithSecretsFile).
+	fileSecrets []int
 }
 
 // DatabaseConfig says where PostgreSQL is.
@@ -114,6 +117,10 @@ type SourceConfig struct {
 	Secrets []secret.String `mapstructure:"secrets"`
 	// SecretsFile names a file with one secret per line (blank lines and
 	// lines starting with # are skipped); its secrets are appended to Secrets.
+	// The receiver re-reads it while it runs and swaps in the new secrets
+	// within seconds of a change, so a secret rotates without a restart (a
+	// ${NAME} in Secrets cannot: the environment is read once). A changed
+	// file with no secret, or one the provider refuses, keeps the old ones.
 	SecretsFile string `mapstructure:"secrets_file"`
 	// Tolerance bounds signed timestamps in both directions. Defaults to 5m.
 	Tolerance time.Duration `mapstructure:"tolerance"`

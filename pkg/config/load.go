@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/viper"
@@ -151,43 +150,6 @@ func readSettings(path string) (map[string]any, error) {
 // "worker.concurrency" → "HOOKINBOX_WORKER_CONCURRENCY".
 func envVar(key string) string {
 	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
-}
-
-// readSecretsFiles appends each source's secrets_file to its secrets.
-func (c *Config) readSecretsFiles(p *problems) {
-	keys := c.sourceKeys()
-	for i := range c.Sources {
-		source := &c.Sources[i]
-		if source.SecretsFile == "" {
-			continue
-		}
-		secrets, err := readSecretsFile(source.SecretsFile)
-		if err != nil {
-			p.add(keys[i]+".secrets_file", err)
-			continue
-		}
-		for _, s := range secrets {
-			source.Secrets = append(source.Secrets, secret.String(s))
-		}
-	}
-}
-
-// readSecretsFile returns the secrets in the file name: one a line, trimmed,
-// skipping blank lines and lines starting with #.
-func readSecretsFile(name string) ([]string, error) {
-	data, err := os.ReadFile(name)
-	if err != nil {
-		return nil, err // *fs.PathError names the file, never its content.
-	}
-	var secrets []string
-	for line := range strings.Lines(string(data)) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		secrets = append(secrets, line)
-	}
-	return secrets, nil
 }
 
 func describe(path string) string {

@@ -23,8 +23,9 @@ import (
 // NewReceiver builds the receiver's server from env: a verifier per source,
 // an insert-only River client, which stamps worker.max_attempts on the jobs
 // it enqueues (the worker aligns a job with its own value before running
-// it), and the group-commit batcher. Call stop after the server has
-// shut down.
+// it), and the group-commit batcher. It re-reads the sources' secrets
+// files (receiver.Server.WatchSecrets) until stop. Call stop after the
+// server has shut down.
 func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	cfg := env.Config
 	rc := &river.Config{
@@ -45,6 +46,9 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		src, err := newSource(&cfg.Sources[i])
 		if err != nil {
 			return nil, nil, fmt.Errorf("sources[%d]: %w", i, err)
+		}
+		if cfg.Sources[i].SecretsFile != "" {
+			src.SecretsFile = secretsFile(cfg, i)
 		}
 		sources = append(sources, *src)
 	}
@@ -86,7 +90,11 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		stopAll()
 		return nil, nil, err
 	}
-	return srv, stopAll, nil
+	stopWatching := watchSecrets(env, srv)
+	return srv, func() {
+		stopWatching()
+		stopAll()
+	}, nil
 }
 
 // RunReceiver serves the receiver until ctx is done. It listens at once,
