@@ -2,11 +2,13 @@ package receiver
 
 import (
 	"cmp"
+	"context"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,9 +39,11 @@ type HTTPConfig struct {
 	// MaxConnections caps the open connections. At the cap, a new
 	// connection first replaces the one that has waited longest, and at
 	// least a second, without a request in progress (idle between
-	// keep-alive requests, or still sending its headers); when there is
-	// none, the new one is answered 503 with Retry-After and closed.
-	// Defaults to 2048.
+	// keep-alive requests, or still sending its headers); else the one
+	// whose request's body, not verified yet, is furthest behind
+	// min_body_rate's schedule (the one the unverified-body budget would
+	// cut first); when there is none, the new one is answered 503 with
+	// Retry-After and closed. Defaults to 2048.
 	MaxConnections int
 	// MaxConnectionsPerClient caps the open connections from one TCP peer
 	// address, so that one address cannot take MaxConnections. At this
@@ -110,6 +114,7 @@ func NewHTTPServer(ln net.Listener, h http.Handler, config *HTTPConfig) (*http.S
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		IdleTimeout:       c.IdleTimeout,
 		ConnState:         limited.track,
+		ConnContext:       limited.connContext,
 		ErrorLog:          errorLog,
 	}
 	return srv, limited
@@ -152,6 +157,35 @@ type connEntry struct {
 	// waiting: no request in progress (new, or idle after an answer).
 	waiting bool
 	since   time.Time
+	// body is the request's unverified body while it is being read, or
+	// nil (see attach).
+	body atomic.Pointer[hold]
+}
+
+// connKey is the context key of a request's *connEntry.
+type connKey struct{}
+
+// connContext puts conn's entry in its requests' context, for attach.
+func (l *connLimiter) connContext(ctx context.Context, conn net.Conn) context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.conns[conn]; e != nil {
+		return context.WithValue(ctx, connKey{}, e)
+	}
+	return ctx
+}
+
+// attach makes h known to the connection limiter that admitted its
+// request's connection, if any, until the returned function is called:
+// at a connection cap, the connection of the slowest unverified body may
+// be closed to make room.
+func attach(ctx context.Context, h *hold) (detach func()) {
+	e, ok := ctx.Value(connKey{}).(*connEntry)
+	if !ok {
+		return func() {}
+	}
+	e.body.Store(h)
+	return func() { e.body.CompareAndSwap(h, nil) }
 }
 
 // Accept accepts the next connection, making room for it when a cap is
@@ -222,23 +256,50 @@ func (l *connLimiter) admit(conn net.Conn, addr netip.Addr) admission {
 }
 
 // evict closes the connection among those that match which has waited
-// longest, and at least evictAfter, without a request in progress, or
-// reports false when there is none.
+// longest, and at least evictAfter, without a request in progress; or,
+// when there is none, the one whose unverified body is furthest behind
+// min_body_rate's schedule (unverified.cutSlowest's choice), cutting the
+// body first. It reports false when there is neither.
 func (l *connLimiter) evict(match func(*connEntry) bool) bool {
-	var oldest net.Conn
+	var oldest, slowest net.Conn
 	var since time.Time
+	var most float64
 	now := time.Now()
 	for c, e := range l.conns {
-		if e.waiting && now.Sub(e.since) >= evictAfter && match(e) && (oldest == nil || e.since.Before(since)) {
+		if !match(e) {
+			continue
+		}
+		if e.waiting && now.Sub(e.since) >= evictAfter && (oldest == nil || e.since.Before(since)) {
 			oldest, since = c, e.since
 		}
+		if h := e.body.Load(); h != nil && h.cuttable(now) {
+			if lag := h.lag(now); slowest == nil || lag > most {
+				slowest, most = c, lag
+			}
+		}
 	}
-	if oldest == nil {
+	switch {
+	case oldest != nil:
+	case slowest != nil && l.cutBody(slowest):
+		oldest = slowest
+	default:
 		return false
 	}
 	l.remove(oldest)
 	_ = oldest.Close()
 	return true
+}
+
+// cutBody cuts the unverified body of conn's request, or reports false
+// when it is no longer being read. The caller holds l.mu.
+func (l *connLimiter) cutBody(conn net.Conn) bool {
+	h := l.conns[conn].body.Load()
+	if h == nil {
+		return false
+	}
+	h.u.mu.Lock()
+	defer h.u.mu.Unlock()
+	return h.u.cut(h)
 }
 
 // remove forgets conn. The caller holds l.mu.

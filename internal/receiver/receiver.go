@@ -193,7 +193,7 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 	}
 	s := &Server{
 		ingester: ingester, slots: make(chan struct{}, c.MaxInFlight),
-		unverified: newUnverified(c.MaxUnverifiedBytes, c.MaxUnverifiedPerClient),
+		unverified: newUnverified(c.MaxUnverifiedBytes, c.MaxUnverifiedPerClient, c.MinBodyRate, c.BodyGrace),
 		sources:    map[string]*Source{}, config: c, logger: sampleRejections(c.Logger, rejectionLogInterval, rejectionLogBurst),
 	}
 	if c.TracerProvider != nil {
@@ -290,15 +290,17 @@ func (s *Server) handleWebhook(c echo.Context) error {
 
 	// The body is held in the unverified budget until its signature is
 	// known; max_in_flight slots are for verified deliveries only.
-	hold, ok := s.unverified.enter(ip)
+	// At a limit, the slowest body being read makes room (unverified.go).
+	hold, ok := s.unverified.enter(ip, rc, start)
 	if !ok {
 		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "client_busy",
-			zap.String("detail", "receiver.max_unverified_per_client requests from this address are being read"),
+			zap.String("detail", "receiver.max_unverified_per_client requests from this address are being read, none of them slow"),
 			zap.String("client_ip", ip.String()))
 		return s.retryLater(c)
 	}
 	defer hold.release()
-	br := &bodyReader{r: c.Request(), rc: rc, hold: hold, limit: src.MaxBodyBytes, ackDeadline: start.Add(src.AckTimeout),
+	defer attach(c.Request().Context(), hold)()
+	br := &bodyReader{r: c.Request(), hold: hold, limit: src.MaxBodyBytes, ackDeadline: start.Add(src.AckTimeout),
 		begin: start, grace: s.config.BodyGrace, rate: s.config.MinBodyRate}
 	body, err := br.read()
 	if err != nil {
@@ -308,7 +310,12 @@ func (s *Server) handleWebhook(c echo.Context) error {
 			return c.JSON(http.StatusRequestEntityTooLarge, errorBody{"body exceeds " + strconv.FormatInt(src.MaxBodyBytes, 10) + " bytes"})
 		case errors.Is(err, errBudget):
 			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "unverified_budget",
-				zap.String("detail", "receiver.max_unverified_bytes are held by bodies not yet verified"), zap.String("client_ip", ip.String()))
+				zap.String("detail", "receiver.max_unverified_bytes are held by bodies not yet verified, none of them slower"), zap.String("client_ip", ip.String()))
+			return s.retryLater(c)
+		case errors.Is(err, errCut):
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "slowest_cut",
+				zap.String("detail", "the body was the slowest being read when a limit was reached, and made room for another"),
+				zap.String("client_ip", ip.String()), zap.Int64("received", hold.got.Load()))
 			return s.retryLater(c)
 		case errors.Is(err, errTooSlow):
 			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusRequestTimeout, "body_too_slow",
