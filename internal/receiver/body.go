@@ -23,7 +23,8 @@ const chunkStep = 32 << 10
 
 // bodyReader reads a request body under the receiver's budgets.
 type bodyReader struct {
-	r *http.Request
+	r  *http.Request
+	rc *http.ResponseController
 	// hold accounts for the body and sets its read deadlines.
 	hold  *hold
 	limit int64
@@ -104,9 +105,10 @@ func (b *bodyReader) readAll() ([]byte, error) {
 	// request, would otherwise fail at it and cancel the connection's
 	// context, and with it this request's commit (which its own context
 	// bounds by the ack deadline).
-	if !b.hold.finish() || !b.hold.setReadDeadline(time.Time{}) {
+	if !b.hold.finish() {
 		return nil, errCut
 	}
+	_ = b.rc.SetReadDeadline(time.Time{})
 	if int64(len(buf)) > b.limit {
 		return nil, errTooLarge
 	}

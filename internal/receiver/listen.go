@@ -39,11 +39,12 @@ type HTTPConfig struct {
 	// MaxConnections caps the open connections. At the cap, a new
 	// connection first replaces the one that has waited longest, and at
 	// least a second, without a request in progress (idle between
-	// keep-alive requests, or still sending its headers); else the one
-	// whose request's body, not verified yet, is furthest behind
-	// min_body_rate's schedule (the one the unverified-body budget would
-	// cut first); when there is none, the new one is answered 503 with
-	// Retry-After and closed. Defaults to 2048.
+	// keep-alive requests, or still sending its headers). Before that, a
+	// connection whose request's body, not verified yet, is furthest
+	// behind min_body_rate's schedule is closed (the body the
+	// unverified-body budget would cut first), and after it one whose body
+	// has had its grace; when there is none, the new one is answered 503
+	// with Retry-After and closed. Defaults to 2048.
 	MaxConnections int
 	// MaxConnectionsPerClient caps the open connections from one TCP peer
 	// address, so that one address cannot take MaxConnections. At this
@@ -255,13 +256,17 @@ func (l *connLimiter) admit(conn net.Conn, addr netip.Addr) admission {
 	return admitted
 }
 
-// evict closes the connection among those that match which has waited
-// longest, and at least evictAfter, without a request in progress; or,
-// when there is none, the one whose unverified body is furthest behind
-// min_body_rate's schedule (unverified.cutSlowest's choice), cutting the
-// body first. It reports false when there is neither.
+// evict closes a connection among those that match to make room: the one
+// whose unverified body is furthest behind min_body_rate's schedule
+// (unverified.cutSlowest's choice), cutting the body first; else the one
+// that has waited longest, and at least evictAfter, without a request in
+// progress; else the one whose unverified body, ahead of the schedule, is
+// cuttable after its grace. A body behind the schedule goes before an
+// idle connection: a keep-alive connection a provider is about to reuse
+// is worth more than a body arriving slower than the receiver accepts. It
+// reports false when there is none.
 func (l *connLimiter) evict(match func(*connEntry) bool) bool {
-	var oldest, slowest net.Conn
+	var idle, slowest net.Conn
 	var since time.Time
 	var most float64
 	now := time.Now()
@@ -269,8 +274,8 @@ func (l *connLimiter) evict(match func(*connEntry) bool) bool {
 		if !match(e) {
 			continue
 		}
-		if e.waiting && now.Sub(e.since) >= evictAfter && (oldest == nil || e.since.Before(since)) {
-			oldest, since = c, e.since
+		if e.waiting && now.Sub(e.since) >= evictAfter && (idle == nil || e.since.Before(since)) {
+			idle, since = c, e.since
 		}
 		if h := e.body.Load(); h != nil && h.cuttable(now) {
 			if lag := h.lag(now); slowest == nil || lag > most {
@@ -278,15 +283,19 @@ func (l *connLimiter) evict(match func(*connEntry) bool) bool {
 			}
 		}
 	}
+	var victim net.Conn
 	switch {
-	case oldest != nil:
+	case slowest != nil && most > 0 && l.cutBody(slowest):
+		victim = slowest
+	case idle != nil:
+		victim = idle
 	case slowest != nil && l.cutBody(slowest):
-		oldest = slowest
+		victim = slowest
 	default:
 		return false
 	}
-	l.remove(oldest)
-	_ = oldest.Close()
+	l.remove(victim)
+	_ = victim.Close()
 	return true
 }
 

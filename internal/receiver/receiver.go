@@ -300,7 +300,7 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	}
 	defer hold.release()
 	defer attach(c.Request().Context(), hold)()
-	br := &bodyReader{r: c.Request(), hold: hold, limit: src.MaxBodyBytes, ackDeadline: start.Add(src.AckTimeout),
+	br := &bodyReader{r: c.Request(), rc: rc, hold: hold, limit: src.MaxBodyBytes, ackDeadline: start.Add(src.AckTimeout),
 		begin: start, grace: s.config.BodyGrace, rate: s.config.MinBodyRate}
 	body, err := br.read()
 	if err != nil {

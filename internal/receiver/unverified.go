@@ -56,9 +56,11 @@ type hold struct {
 	got atomic.Int64
 	// mu orders the reader's deadlines against a cut: once cut is set, the
 	// read deadline stays in the past.
-	mu      sync.Mutex
-	rc      *http.ResponseController
-	reading atomic.Bool // the body is being read; written under mu
+	mu sync.Mutex
+	rc *http.ResponseController
+	// reading: the body's first read has begun and the last has not
+	// ended. Written under mu.
+	reading atomic.Bool
 	cut     bool
 }
 
@@ -79,7 +81,6 @@ func (u *unverified) enter(addr netip.Addr, rc *http.ResponseController, now tim
 	}
 	c.requests++
 	h := &hold{u: u, addr: addr, begin: now, rc: rc}
-	h.reading.Store(true)
 	u.holds[h] = struct{}{}
 	return h, true
 }
@@ -125,8 +126,11 @@ func (h *hold) lag(now time.Time) float64 {
 	return float64(h.u.minRate)*now.Sub(h.begin).Seconds() - float64(h.got.Load())
 }
 
-// cuttable reports whether h may be cut at now: its body is still being
-// read, and it is behind the schedule or has had its grace.
+// cuttable reports whether h may be cut at now: its body is being read,
+// and it is behind the schedule or has had its grace. A request whose
+// first read has not begun is never cut: a body that came with the
+// headers is read whole by that read, so a delivery at normal speed cannot
+// be cut while it waits for a CPU on a loaded machine.
 func (h *hold) cuttable(now time.Time) bool {
 	return h.reading.Load() && (h.lag(now) > 0 || now.Sub(h.begin) >= h.u.grace)
 }
@@ -198,14 +202,15 @@ func (u *unverified) cut(h *hold) bool {
 // once.
 var longAgo = time.Unix(1, 0)
 
-// setReadDeadline moves the read deadline of h's body to d, unless h was
-// cut; it reports false then.
+// setReadDeadline moves the read deadline of h's body to d before a read,
+// unless h was cut; it reports false then.
 func (h *hold) setReadDeadline(d time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cut {
 		return false
 	}
+	h.reading.Store(true)
 	if h.rc != nil {
 		_ = h.rc.SetReadDeadline(d)
 	}
