@@ -3,7 +3,6 @@ package receiver_test
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -157,7 +156,7 @@ func answerOn(conn net.Conn, wait time.Duration) (int, error) {
 func pending(t *testing.T, conn net.Conn) {
 	t.Helper()
 	status, err := answerOn(conn, 50*time.Millisecond)
-	require.True(t, errors.Is(err, os.ErrDeadlineExceeded), "want no answer yet, got %d, %v", status, err)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "want no answer yet, got %d", status)
 }
 
 // proxyFrom is the address the reverse proxy's connections to the

@@ -79,14 +79,23 @@ type Config struct {
 	MaxInFlight int `mapstructure:"max_in_flight"`
 	// MaxUnverifiedBytes bounds the bytes held by bodies whose signature is
 	// not known yet, across all requests; one client address may hold half
-	// of it. A body that does not fit gets 503 with Retry-After, before it
-	// is read when it has a Content-Length. Defaults to 67108864 (64 MiB),
-	// or twice the largest source's max_body_bytes when that is more; it
-	// must be at least that.
+	// of it. When a body does not fit, the bodies being read furthest
+	// behind min_body_rate's schedule (of any address, or of its own for
+	// its half) are cut to make room (503 with Retry-After); when there is
+	// none, the body gets 503 with Retry-After, before it is read when it
+	// has a Content-Length. Defaults to 67108864 (64 MiB), or twice the
+	// largest source's max_body_bytes when that is more; it must be at
+	// least that.
 	MaxUnverifiedBytes int64 `mapstructure:"max_unverified_bytes"`
 	// MaxUnverifiedPerClient bounds the requests one client address may
-	// have whose signature is not known yet; one more gets 503 with
-	// Retry-After before its body is read. Defaults to 64.
+	// have whose signature is not known yet. At the bound, the address's
+	// own body furthest behind min_body_rate's schedule (minimum rate ×
+	// its age − bytes received: the oldest with the least progress; a body
+	// ahead of the schedule only after BodyGrace) is cut to make room (503
+	// with Retry-After), so that a sender at normal speed gets through
+	// where every client shares one address; when there is none, the new
+	// request gets 503 with Retry-After before its body is read. Defaults
+	// to 64.
 	MaxUnverifiedPerClient int `mapstructure:"max_unverified_per_client"`
 	// MinBodyRate is the slowest a body may arrive, in bytes per second,
 	// after a grace second; a slower one gets 408. Defaults to 16384.

@@ -98,15 +98,17 @@ type ReceiverConfig struct {
 	// validation are internal/receiver's.
 	receiver.Config `mapstructure:",squash"`
 	// MaxConnections caps the open connections; at the cap a new one
-	// replaces the connection that has waited longest without a request in
-	// progress, or gets 503 with Retry-After when every connection has one.
-	// Defaults to 2048.
+	// replaces the connection whose unverified body is furthest behind
+	// min_body_rate's schedule, else the one that has waited longest
+	// without a request in progress, or gets 503 with Retry-After when
+	// there is neither. Defaults to 2048.
 	MaxConnections int `mapstructure:"max_connections"`
 	// MaxConnectionsPerClient caps the open connections from one TCP peer
 	// address, so that one address cannot take max_connections; at the
 	// cap a new one from that address replaces the address's own
-	// connection that has waited longest without a request in progress,
-	// or gets 503 with Retry-After. Connections from trusted_proxies are
+	// connection whose unverified body is furthest behind min_body_rate's
+	// schedule, else the one that has waited longest without a request in
+	// progress, or gets 503 with Retry-After. Connections from trusted_proxies are
 	// not counted (only max_connections applies to them). Defaults to a
 	// quarter of max_connections; at most max_connections.
 	MaxConnectionsPerClient int `mapstructure:"max_connections_per_client"`
