@@ -9,6 +9,11 @@ FAULTS_FUZZTIME ?= 10s
 # Scenario 5 (issue 10's attacks at full size, about 3 minutes beside the
 # other scenarios) runs unless FAULTS_HOSTILE=0.
 FAULTS_HOSTILE ?= 1
+# FAULTS_HOSTILE_SAME_ADDRESS=1 sends scenario 5's legit client from the
+# attackers' address (legit must then get 99 %); FAULTS_HOSTILE_SCALE=N
+# divides its attacks' connections by N.
+FAULTS_HOSTILE_SAME_ADDRESS ?= 0
+FAULTS_HOSTILE_SCALE ?= 1
 # golangci-lint at the version pinned in tools/go.mod, built by the go command
 # (the first run builds it: minutes on 2 cores; then it comes from the cache).
 GOLANGCI_LINT ?= $(GO) tool -modfile=tools/go.mod golangci-lint
@@ -48,7 +53,7 @@ bench: ## measure throughput and latency on this machine with hookbench (the ben
 	scripts/with-postgres.sh scripts/bench.sh $(BENCHFLAGS)
 
 faults: ## the fault suite at full size (internal/faults): one row per scenario, non-zero if a guarantee broke; then every fuzz target for FAULTS_FUZZTIME
-	cd internal/faults && HOOKINBOX_FAULTS=full HOOKINBOX_FAULTS_HOSTILE=$(FAULTS_HOSTILE) ../../scripts/with-postgres.sh $(GO) test -count=1 -timeout 30m
+	cd internal/faults && HOOKINBOX_FAULTS=full HOOKINBOX_FAULTS_HOSTILE=$(FAULTS_HOSTILE) HOOKINBOX_FAULTS_HOSTILE_SAME_ADDRESS=$(FAULTS_HOSTILE_SAME_ADDRESS) HOOKINBOX_FAULTS_HOSTILE_SCALE=$(FAULTS_HOSTILE_SCALE) ../../scripts/with-postgres.sh $(GO) test -count=1 -timeout 30m
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FAULTS_FUZZTIME)
 
 fuzz: ## run every Fuzz* target for FUZZTIME (default 30s) each; no database needed

@@ -42,6 +42,8 @@ func runAttack(ctx context.Context, args []string) error {
 	fs.IntVar(&legit.Count, "legit-count", 300, "legit deliveries sent")
 	fs.DurationVar(&legit.Every, "legit-every", 100*time.Millisecond, "time between legit deliveries")
 	fs.DurationVar(&legit.Timeout, "legit-timeout", 10*time.Second, "bound on one legit delivery")
+	fs.StringVar(&legit.From, "legit-from", hostile.LegitAddr, "the legit client's local address; "+hostile.AttackerAddr+
+		" (the attackers') makes it a client the receiver cannot tell from them, as behind a proxy it does not trust")
 	fs.DurationVar(&warmup, "warmup", 2*time.Second, "time the attack runs before the legit client starts")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -56,6 +58,9 @@ func runAttack(ctx context.Context, args []string) error {
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return fmt.Errorf("--addr %s: hookbench attack only attacks loopback addresses", addr)
+	}
+	if ip := net.ParseIP(legit.From); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--legit-from %s: must be a loopback address", legit.From)
 	}
 	if a.Kind, err = parseKind(kind); err != nil {
 		return err
@@ -85,7 +90,7 @@ func runAttack(ctx context.Context, args []string) error {
 	cancel()
 	ar := <-attacked
 	fmt.Printf("attack %s, %d connections, %s\n", a.Kind, a.Conns, ar)
-	fmt.Printf("%s, over %s\n", lr, elapsed.Round(time.Millisecond))
+	fmt.Printf("%s from %s, over %s\n", lr, legit.From, elapsed.Round(time.Millisecond))
 	if pid != 0 {
 		hwm, err := hostile.PeakRSS(pid)
 		if err != nil {

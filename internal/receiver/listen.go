@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -39,17 +41,22 @@ func ConnectionsPerClientFor(maxConnections int) int {
 // (Config.HTTP sets them from the Config). WithDefaults applies the
 // defaults stated below, Validate checks the tagged fields.
 type HTTPConfig struct {
-	// MaxConnections caps the open connections; at the cap a new one
-	// replaces the connection that has waited longest, and at least a
-	// second, without a request in progress (idle between keep-alive
-	// requests, or still sending its headers), or gets 503 with
-	// Retry-After when every connection has one. Defaults to 2048.
+	// MaxConnections caps the open connections. At the cap, a new
+	// connection first replaces the one that has waited longest, and at
+	// least a second, without a request in progress (idle between
+	// keep-alive requests, or still sending its headers). Before that, a
+	// connection whose request's body, not verified yet, is furthest
+	// behind min_body_rate's schedule is closed (the body the
+	// unverified-body budget would cut first), and after it one whose body
+	// has had its grace; when there is none, the new one is answered 503
+	// with Retry-After and closed. Defaults to 2048.
 	MaxConnections int `mapstructure:"max_connections"`
 	// MaxConnectionsPerClient caps the open connections from one TCP peer
 	// address, so that one address cannot take max_connections; at the
 	// cap a new one from that address replaces the address's own
-	// connection that has waited longest without a request in progress,
-	// or gets 503 with Retry-After. Connections from trusted_proxies are
+	// connection whose unverified body is furthest behind min_body_rate's
+	// schedule, else the one that has waited longest without a request in
+	// progress, or gets 503 with Retry-After. Connections from trusted_proxies are
 	// not counted (only max_connections applies to them). Defaults to a
 	// quarter of max_connections; at most max_connections.
 	MaxConnectionsPerClient int `mapstructure:"max_connections_per_client"`
@@ -139,6 +146,7 @@ func NewHTTPServer(ln net.Listener, h http.Handler, config *HTTPConfig) (*http.S
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		IdleTimeout:       c.IdleTimeout,
 		ConnState:         limited.track,
+		ConnContext:       limited.connContext,
 		ErrorLog:          errorLog,
 	}
 	return srv, limited
@@ -181,6 +189,35 @@ type connEntry struct {
 	// waiting: no request in progress (new, or idle after an answer).
 	waiting bool
 	since   time.Time
+	// body is the request's unverified body while it is being read, or
+	// nil (see attach).
+	body atomic.Pointer[hold]
+}
+
+// connKey is the context key of a request's *connEntry.
+type connKey struct{}
+
+// connContext puts conn's entry in its requests' context, for attach.
+func (l *connLimiter) connContext(ctx context.Context, conn net.Conn) context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.conns[conn]; e != nil {
+		return context.WithValue(ctx, connKey{}, e)
+	}
+	return ctx
+}
+
+// attach makes h known to the connection limiter that admitted its
+// request's connection, if any, until the returned function is called:
+// at a connection cap, the connection of the slowest unverified body may
+// be closed to make room.
+func attach(ctx context.Context, h *hold) (detach func()) {
+	e, ok := ctx.Value(connKey{}).(*connEntry)
+	if !ok {
+		return func() {}
+	}
+	e.body.Store(h)
+	return func() { e.body.CompareAndSwap(h, nil) }
 }
 
 // Accept accepts the next connection, making room for it when a cap is
@@ -250,24 +287,59 @@ func (l *connLimiter) admit(conn net.Conn, addr netip.Addr) admission {
 	return admitted
 }
 
-// evict closes the connection among those that match which has waited
-// longest, and at least evictAfter, without a request in progress, or
+// evict closes a connection among those that match to make room: the one
+// whose unverified body is furthest behind min_body_rate's schedule
+// (unverified.cutSlowest's choice), cutting the body first; else the one
+// that has waited longest, and at least evictAfter, without a request in
+// progress; else the one whose unverified body, ahead of the schedule, is
+// cuttable after its grace. A body behind the schedule goes before an
+// idle connection: a keep-alive connection a provider is about to reuse
+// is worth more than a body arriving slower than the receiver accepts. It
 // reports false when there is none.
 func (l *connLimiter) evict(match func(*connEntry) bool) bool {
-	var oldest net.Conn
+	var idle, slowest net.Conn
 	var since time.Time
+	var most float64
 	now := time.Now()
 	for c, e := range l.conns {
-		if e.waiting && now.Sub(e.since) >= evictAfter && match(e) && (oldest == nil || e.since.Before(since)) {
-			oldest, since = c, e.since
+		if !match(e) {
+			continue
+		}
+		if e.waiting && now.Sub(e.since) >= evictAfter && (idle == nil || e.since.Before(since)) {
+			idle, since = c, e.since
+		}
+		if h := e.body.Load(); h != nil && h.cuttable(now) {
+			if lag := h.lag(now); slowest == nil || lag > most {
+				slowest, most = c, lag
+			}
 		}
 	}
-	if oldest == nil {
+	var victim net.Conn
+	switch {
+	case slowest != nil && most > 0 && l.cutBody(slowest):
+		victim = slowest
+	case idle != nil:
+		victim = idle
+	case slowest != nil && l.cutBody(slowest):
+		victim = slowest
+	default:
 		return false
 	}
-	l.remove(oldest)
-	_ = oldest.Close()
+	l.remove(victim)
+	_ = victim.Close()
 	return true
+}
+
+// cutBody cuts the unverified body of conn's request, or reports false
+// when it is no longer being read. The caller holds l.mu.
+func (l *connLimiter) cutBody(conn net.Conn) bool {
+	h := l.conns[conn].body.Load()
+	if h == nil {
+		return false
+	}
+	h.u.mu.Lock()
+	defer h.u.mu.Unlock()
+	return h.u.cut(h)
 }
 
 // remove forgets conn. The caller holds l.mu.

@@ -84,14 +84,23 @@ type Config struct {
 	MaxInFlight int `mapstructure:"max_in_flight"`
 	// MaxUnverifiedBytes bounds the bytes held by bodies whose signature is
 	// not known yet, across all requests; one client address may hold half
-	// of it. A body that does not fit gets 503 with Retry-After, before it
-	// is read when it has a Content-Length. Defaults to 67108864 (64 MiB),
-	// or twice the largest source's max_body_bytes when that is more; it
-	// must be at least that.
+	// of it. When a body does not fit, the bodies being read furthest
+	// behind min_body_rate's schedule (of any address, or of its own for
+	// its half) are cut to make room (503 with Retry-After); when there is
+	// none, the body gets 503 with Retry-After, before it is read when it
+	// has a Content-Length. Defaults to 67108864 (64 MiB), or twice the
+	// largest source's max_body_bytes when that is more; it must be at
+	// least that.
 	MaxUnverifiedBytes int64 `mapstructure:"max_unverified_bytes"`
 	// MaxUnverifiedPerClient bounds the requests one client address may
-	// have whose signature is not known yet; one more gets 503 with
-	// Retry-After before its body is read. Defaults to 64.
+	// have whose signature is not known yet. At the bound, the address's
+	// own body furthest behind min_body_rate's schedule (minimum rate ×
+	// its age − bytes received: the oldest with the least progress; a body
+	// ahead of the schedule only after BodyGrace) is cut to make room (503
+	// with Retry-After), so that a sender at normal speed gets through
+	// where every client shares one address; when there is none, the new
+	// request gets 503 with Retry-After before its body is read. Defaults
+	// to 64.
 	MaxUnverifiedPerClient int `mapstructure:"max_unverified_per_client"`
 	// MinBodyRate is the slowest a body may arrive, in bytes per second,
 	// after a grace second; a slower one gets 408. Defaults to 16384.
@@ -220,7 +229,7 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 	}
 	s := &Server{
 		ingester: ingester, slots: make(chan struct{}, c.MaxInFlight),
-		unverified: newUnverified(c.MaxUnverifiedBytes, c.MaxUnverifiedPerClient),
+		unverified: newUnverified(c.MaxUnverifiedBytes, c.MaxUnverifiedPerClient, c.MinBodyRate, c.BodyGrace),
 		sources:    map[string]*Source{}, verifiers: map[string]*atomic.Pointer[liveVerifier]{}, config: c, logger: sampleRejections(c.Logger, rejectionLogInterval, rejectionLogBurst),
 	}
 	if c.TracerProvider != nil {
@@ -319,14 +328,16 @@ func (s *Server) handleWebhook(c echo.Context) error {
 
 	// The body is held in the unverified budget until its signature is
 	// known; max_in_flight slots are for verified deliveries only.
-	hold, ok := s.unverified.enter(ip)
+	// At a limit, the slowest body being read makes room (unverified.go).
+	hold, ok := s.unverified.enter(ip, rc, start)
 	if !ok {
 		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "client_busy",
-			zap.String("detail", "receiver.max_unverified_per_client requests from this address are being read"),
+			zap.String("detail", "receiver.max_unverified_per_client requests from this address are being read, none of them slow"),
 			zap.String("client_ip", ip.String()))
 		return s.retryLater(c)
 	}
 	defer hold.release()
+	defer attach(c.Request().Context(), hold)()
 	br := &bodyReader{r: c.Request(), rc: rc, hold: hold, limit: src.MaxBodyBytes, ackDeadline: start.Add(src.AckTimeout),
 		begin: start, grace: s.config.BodyGrace, rate: s.config.MinBodyRate}
 	body, err := br.read()
@@ -337,7 +348,12 @@ func (s *Server) handleWebhook(c echo.Context) error {
 			return c.JSON(http.StatusRequestEntityTooLarge, errorBody{"body exceeds " + strconv.FormatInt(src.MaxBodyBytes, 10) + " bytes"})
 		case errors.Is(err, errBudget):
 			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "unverified_budget",
-				zap.String("detail", "receiver.max_unverified_bytes are held by bodies not yet verified"), zap.String("client_ip", ip.String()))
+				zap.String("detail", "receiver.max_unverified_bytes are held by bodies not yet verified, none of them slower"), zap.String("client_ip", ip.String()))
+			return s.retryLater(c)
+		case errors.Is(err, errCut):
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "slowest_cut",
+				zap.String("detail", "the body was the slowest being read when a limit was reached, and made room for another"),
+				zap.String("client_ip", ip.String()), zap.Int64("received", hold.got.Load()))
 			return s.retryLater(c)
 		case errors.Is(err, errTooSlow):
 			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusRequestTimeout, "body_too_slow",

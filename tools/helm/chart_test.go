@@ -175,6 +175,7 @@ func TestEveryValueSet(t *testing.T) {
 			t.Run("NoSecretInAnyConfigMap", func(t *testing.T) { checkNoSecret(t, r) })
 			t.Run("AtMostOneWorkerAutoscaler", func(t *testing.T) { checkAutoscaling(t, r) })
 			t.Run("ConfigChecksumOnThePods", func(t *testing.T) { checkChecksum(t, r) })
+			t.Run("IngressIsATrustedProxyThatTakesEveryBody", func(t *testing.T) { checkIngress(t, r) })
 		})
 	}
 }
@@ -422,6 +423,154 @@ func checkChecksum(t *testing.T, r *rendered) {
 		if !mounted {
 			t.Errorf("%s: the ConfigMap %s is not mounted", component, r.configMap.Name)
 		}
+	}
+}
+
+// presetBodyBytes are the presets' body limits (pkg/provider; its
+// TestChartKnowsTheBodyPresets keeps the chart's copy in step).
+var presetBodyBytes = map[string]int64{"github": 25 << 20}
+
+// maxBodyBytes is the largest body limit of the rendered config's
+// sources, as pkg/config derives it.
+func maxBodyBytes(r *rendered) int64 {
+	limit := func(v any) int64 {
+		f, _ := v.(float64)
+		return int64(f)
+	}
+	receiver, _ := r.config["receiver"].(map[string]any)
+	def := max(limit(receiver["max_body_bytes"]), 0)
+	if def == 0 {
+		def = 1 << 20
+	}
+	var largest int64
+	for _, s := range r.config["sources"].([]any) {
+		src := s.(map[string]any)
+		n := limit(src["max_body_bytes"])
+		if n == 0 {
+			n = presetBodyBytes[src["provider"].(string)]
+		}
+		if n == 0 {
+			n = def
+		}
+		largest = max(largest, n)
+	}
+	return largest
+}
+
+// ingress returns the rendered Ingress, or nil.
+func ingress(r *rendered) *unstructured.Unstructured {
+	for _, u := range r.all {
+		if u.GetKind() == "Ingress" {
+			return u
+		}
+	}
+	return nil
+}
+
+// proxyBodySize parses an nginx size ("25m", "1048576", "2g") into bytes.
+func proxyBodySize(t *testing.T, s string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`^([0-9]+)([kKmMgG]?)$`).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("proxy-body-size %q is not an nginx size", s)
+	}
+	var n int64
+	fmt.Sscan(m[1], &n)
+	return n << map[string]int{"": 0, "k": 10, "m": 20, "g": 30}[strings.ToLower(m[2])]
+}
+
+// checkIngress: an Ingress sets receiver.trusted_proxies in the config, so
+// that the per-client limits see each client's own address, and lets
+// through (nginx's proxy-body-size) every body the receiver accepts.
+func checkIngress(t *testing.T, r *rendered) {
+	in := ingress(r)
+	trusted, set := r.config["receiver"].(map[string]any)["trusted_proxies"]
+	if in == nil {
+		if set {
+			t.Errorf("no Ingress, yet receiver.trusted_proxies is %v", trusted)
+		}
+		return
+	}
+	if list, _ := trusted.([]any); len(list) == 0 {
+		t.Errorf("the Ingress is on, but receiver.trusted_proxies is %v: every delivery would count as the ingress pod's", trusted)
+	}
+	size := in.GetAnnotations()["nginx.ingress.kubernetes.io/proxy-body-size"]
+	if got, want := proxyBodySize(t, size), maxBodyBytes(r); got < want {
+		t.Errorf("proxy-body-size %s (%d bytes) is under the largest source body limit (%d bytes)", size, got, want)
+	}
+}
+
+func TestIngressBehindAProxy(t *testing.T) {
+	t.Parallel()
+	defaults := []string{filepath.Join(chartDir, "ci", "default-values.yaml")}
+	stripe := map[string]any{"name": "stripe", "provider": "stripe", "secrets": []any{"${S}"}}
+	github := map[string]any{"name": "github", "provider": "github", "secrets": []any{"${G}"}}
+	for name, tt := range map[string]struct {
+		set          map[string]any
+		bodySize     string
+		trusted      []any
+		notOnIngress bool
+	}{
+		"DefaultsTrustThePrivateRangesAndTakeAMiB": {
+			set:      map[string]any{},
+			bodySize: "1m",
+			trusted:  []any{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fd00::/8"},
+		},
+		"GitHubsPresetTakes25MiB": {
+			set:      map[string]any{"config.sources": []any{stripe, github}},
+			bodySize: "25m",
+		},
+		"ASourcesOwnLimitWinsOverThePreset": {
+			set:      map[string]any{"config.sources": []any{stripe, map[string]any{"name": "github", "provider": "github", "secrets": []any{"${G}"}, "max_body_bytes": 3_000_000}}},
+			bodySize: "3m",
+		},
+		"TheReceiversDefaultLimitCounts": {
+			set:      map[string]any{"config.receiver": map[string]any{"max_body_bytes": 5 << 20}},
+			bodySize: "5m",
+		},
+		"AValueWins": {
+			set:      map[string]any{"receiver.ingress.proxyBodySize": "64m"},
+			bodySize: "64m",
+		},
+		"AnAnnotationWins": {
+			set:      map[string]any{"receiver.ingress.annotations": map[string]any{"nginx.ingress.kubernetes.io/proxy-body-size": "100m"}},
+			bodySize: "100m",
+		},
+		"TheConfigsTrustedProxiesWin": {
+			set:     map[string]any{"config.receiver": map[string]any{"trusted_proxies": []any{"10.42.0.0/16"}}},
+			trusted: []any{"10.42.0.0/16"},
+		},
+		"TrustedProxiesFromTheValues": {
+			set:     map[string]any{"receiver.ingress.trustedProxies": []any{"10.244.0.0/16"}},
+			trusted: []any{"10.244.0.0/16"},
+		},
+		"NoIngressNoTrustedProxies": {
+			set:          map[string]any{"receiver.ingress.enabled": false},
+			notOnIngress: true,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			set := map[string]any{"receiver.ingress.enabled": true}
+			for k, v := range tt.set {
+				set[k] = v
+			}
+			r := mustRender(t, defaults, set)
+			checkIngress(t, r)
+			trusted, ok := r.config["receiver"].(map[string]any)["trusted_proxies"]
+			if tt.notOnIngress {
+				if ingress(r) != nil || ok {
+					t.Errorf("ingress off: want no Ingress and no trusted_proxies, got %v", trusted)
+				}
+				return
+			}
+			if tt.trusted != nil && !slices.Equal(trusted.([]any), tt.trusted) {
+				t.Errorf("trusted_proxies %v, want %v", trusted, tt.trusted)
+			}
+			if got := ingress(r).GetAnnotations()["nginx.ingress.kubernetes.io/proxy-body-size"]; tt.bodySize != "" && got != tt.bodySize {
+				t.Errorf("proxy-body-size %q, want %q", got, tt.bodySize)
+			}
+		})
 	}
 }
 

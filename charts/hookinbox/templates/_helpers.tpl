@@ -127,6 +127,9 @@ database URL written out instead of referenced as ${NAME}.
 {{- $_ := set $receiver "listen" (printf ":%d" (int .Values.receiver.port)) -}}
 {{- $_ := set $receiver "shutdown_delay" (printf "%ds" (int .Values.receiver.shutdownDelaySeconds)) -}}
 {{- $_ := set $receiver "shutdown_timeout" (printf "%ds" (int .Values.receiver.shutdownTimeoutSeconds)) -}}
+{{- if and .Values.receiver.ingress.enabled (not (hasKey $receiver "trusted_proxies")) -}}
+{{- $_ := set $receiver "trusted_proxies" (default (list) .Values.receiver.ingress.trustedProxies) -}}
+{{- end -}}
 {{- $_ := set $cfg "receiver" $receiver -}}
 {{- $worker := default (dict) (get $cfg "worker") -}}
 {{- $_ := set $worker "listen" (printf ":%d" (int .Values.worker.port)) -}}
@@ -182,4 +185,38 @@ database URL written out instead of referenced as ${NAME}.
 {{- fail "worker.autoscaling: enable either hpa or keda, not both (they would fight over the worker's replicas)" -}}
 {{- end -}}
 {{- if or $a.hpa.enabled $a.keda.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+hookinbox.maxBodyBytes: the largest body limit of the sources in config, as
+the receiver derives it: a source's max_body_bytes, else its provider's
+preset (pkg/provider: github 25 MiB; TestChartKnowsTheBodyPresets keeps
+this list in step), else receiver.max_body_bytes, else 1 MiB.
+*/}}
+{{- define "hookinbox.maxBodyBytes" -}}
+{{- $cfg := default (dict) .Values.config -}}
+{{- $receiver := default (dict) (get $cfg "receiver") -}}
+{{- $default := int64 (default 1048576 (get $receiver "max_body_bytes")) -}}
+{{- $presets := dict "github" 26214400 -}}
+{{- $max := $default -}}
+{{- $sources := default (list) (get $cfg "sources") -}}
+{{- if $sources -}}
+{{- $max = 0 -}}
+{{- end -}}
+{{- range $sources -}}
+{{- $limit := int64 (default (default $default (get $presets (toString .provider))) .max_body_bytes) -}}
+{{- if gt $limit (int64 $max) -}}
+{{- $max = $limit -}}
+{{- end -}}
+{{- end -}}
+{{- $max -}}
+{{- end -}}
+
+{{/* hookinbox.proxyBodySize: receiver.ingress.proxyBodySize, or maxBodyBytes rounded up to MiB. */}}
+{{- define "hookinbox.proxyBodySize" -}}
+{{- with .Values.receiver.ingress.proxyBodySize -}}
+{{- . -}}
+{{- else -}}
+{{- printf "%dm" (div (add (include "hookinbox.maxBodyBytes" . | int64) 1048575) 1048576) -}}
+{{- end -}}
 {{- end -}}

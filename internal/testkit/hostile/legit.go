@@ -15,10 +15,16 @@ import (
 	"github.com/hookinbox/hookinbox/internal/sign"
 )
 
-// LegitAddr is the local address the legit client sends from, so that a
-// receiver tells it apart from attackers on 127.0.0.1 as it would tell a
-// provider's address from an attacker's.
+// LegitAddr is the local address the legit client sends from by default,
+// so that a receiver tells it apart from attackers on 127.0.0.1 as it
+// would tell a provider's address from an attacker's.
 const LegitAddr = "127.0.0.2"
+
+// AttackerAddr is the local address the attacks come from. A legit client
+// sending from it (Legit.From) is one no receiver can tell from the
+// attackers: what a proxy that is not trusted, a load balancer that does
+// not pass the client address, or NAT makes of every client.
+const AttackerAddr = "127.0.0.1"
 
 // Legit sends signed Stripe deliveries one after another, as a provider
 // would, and records how each was answered.
@@ -37,6 +43,10 @@ type Legit struct {
 	// pool does: a delivery due while MaxConns are busy waits for one, and
 	// the wait counts in its latency. Defaults to LegitMaxConnsDefault.
 	MaxConns int
+	// From is the local address the deliveries are sent from. Defaults to
+	// LegitAddr; AttackerAddr puts the legit client on the attackers'
+	// address.
+	From string
 }
 
 // LegitMaxConnsDefault is Legit.MaxConns's default.
@@ -75,7 +85,7 @@ func (r *LegitResult) String() string {
 // Run sends the deliveries and returns what happened. It stops early when
 // ctx ends.
 func (l *Legit) Run(ctx context.Context) *LegitResult {
-	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(LegitAddr)}, Timeout: l.Timeout}
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(cmp.Or(l.From, LegitAddr))}, Timeout: l.Timeout}
 	maxConns := cmp.Or(l.MaxConns, LegitMaxConnsDefault)
 	client := &http.Client{Timeout: l.Timeout, Transport: &http.Transport{DialContext: dialer.DialContext,
 		MaxConnsPerHost: maxConns, MaxIdleConnsPerHost: maxConns}}
