@@ -39,12 +39,27 @@ func (e *Env) Metrics() *prometheus.Registry {
 	return e.metrics
 }
 
-// receiverHandler is what the receiver serves once the database is ready:
-// GET /metrics, unauthenticated, and srv's handler for everything else.
+// receiverHandler is what the receiver serves on receiver.listen once the
+// database is ready: srv's handler and, unless receiver.ops_listen is set
+// (receiverOpsHandler serves it there), GET /metrics, unauthenticated.
 func receiverHandler(env *Env, srv *receiver.Server) http.Handler {
+	if env.Config.Receiver.OpsListen != "" {
+		return srv.Handler()
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(env.Metrics()))
 	mux.Handle("/", srv.Handler())
+	return mux
+}
+
+// receiverOpsHandler is what the receiver serves on receiver.ops_listen
+// once the database is ready: GET /healthz, /readyz (srv's) and /metrics,
+// unauthenticated, and 404 for anything else (no webhook).
+func receiverOpsHandler(env *Env, srv *receiver.Server) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler(env.Metrics()))
+	mux.Handle("GET /healthz", srv.Handler())
+	mux.Handle("GET /readyz", srv.Handler())
 	return mux
 }
 
