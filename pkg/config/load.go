@@ -82,7 +82,7 @@ func load(path string, needs Needs, env environment) (*Config, error) {
 		url, _ := env.lookup(databaseURLEnv)
 		cfg.Database.URL = secret.URL(url)
 	}
-	if needs.covers("sources") {
+	if needs.verifies() {
 		cfg.readSecretsFiles(&p)
 	}
 	read := len(p)
@@ -91,7 +91,7 @@ func load(path string, needs Needs, env environment) (*Config, error) {
 	cfg.validate(&p)
 	cfg.demand(needs, &p)
 	cfg.warnings = env.warnings(referenced)
-	if needs.covers("sources") {
+	if needs.verifies() {
 		for i := range cfg.Sources {
 			cfg.warnings = append(cfg.warnings, cfg.Sources[i].SecretWarnings()...)
 		}
@@ -133,7 +133,7 @@ func report(p problems, read int, needs Needs, vars map[string]string) error {
 	}
 	var out problems
 	for i, pr := range p {
-		if (!pr.shape && !needs.covers(pr.key)) || (i >= read && unreadable[pr.key]) {
+		if (!pr.shape && !needs.covers(pr.judgedBy())) || (i >= read && unreadable[pr.key]) {
 			continue
 		}
 		if name, ok := vars[pr.key]; ok {

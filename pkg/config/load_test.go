@@ -572,7 +572,7 @@ sources:
 worker:
   listen: ${WORKER_ADDR}
   routes: [{source: stripe, handlers: [log]}]
-`), NeedDatabase|NeedWorker, map[string]string{"SET_ONE": testSecret})
+`), NeedDatabase|NeedReceiver|NeedWorker, map[string]string{"SET_ONE": testSecret})
 		require.ErrorContains(t, err, "sources[stripe].secrets[1]: environment variable STRIPE_WEBHOOK_SECRET is not set")
 		require.ErrorContains(t, err, "worker.listen: environment variable WORKER_ADDR is not set")
 		require.NotContains(t, err.Error(), testSecret)
