@@ -124,10 +124,12 @@ func RunReceiver(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	ops, err := openOpsDoor(cfg, env.Logger)
-	if err != nil {
-		_ = door.shutdown(cfg.Receiver.ShutdownTimeout)
-		return err
+	var ops *frontDoor // nil: everything on the webhook port
+	if cfg.Receiver.OpsListen != "" {
+		if ops, err = openOpsDoor(cfg, env.Logger); err != nil {
+			_ = door.shutdown(cfg.Receiver.ShutdownTimeout)
+			return err
+		}
 	}
 	// The ops door closes last, so that the drain can still be scraped.
 	shutdown := func() error {
@@ -168,13 +170,9 @@ func RunReceiver(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// openOpsDoor listens on receiver.ops_listen, when it is set (nil
-// otherwise), with the default connection limits: it serves probes and
-// scrapes, not providers.
+// openOpsDoor listens on receiver.ops_listen with the default connection
+// limits: it serves probes and scrapes, not providers.
 func openOpsDoor(cfg *config.Config, logger *zap.Logger) (*frontDoor, error) {
-	if cfg.Receiver.OpsListen == "" {
-		return nil, nil
-	}
 	return openFrontDoor("receiver ops", "receiver.ops_listen", cfg.Receiver.OpsListen, &receiver.HTTPConfig{
 		RetryAfter: cfg.Receiver.RetryAfter,
 		Logger:     logger,
