@@ -821,3 +821,35 @@ func TestGOMEMLIMIT(t *testing.T) {
 		})
 	}
 }
+
+func TestSecretPerComponent(t *testing.T) {
+	t.Parallel()
+	all := []string{filepath.Join(chartDir, "ci", "all-on-keda-values.yaml")}
+	own := map[string]string{"receiver": "hi-receiver", "worker": "hi-worker", "hi-hookinbox-migrate": "hi-migration"}
+	r := mustRender(t, all, map[string]any{
+		"receiver.existingSecret": own["receiver"], "worker.existingSecret": own["worker"], "migration.existingSecret": own["hi-hookinbox-migrate"],
+	})
+	for name, spec := range podSpecs(r) {
+		refs := 0
+		for _, e := range spec.Containers[0].Env {
+			if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+				continue
+			}
+			refs++
+			if got := e.ValueFrom.SecretKeyRef.Name; got != own[name] {
+				t.Errorf("%s: %s comes from the Secret %s, not its own %s", name, e.Name, got, own[name])
+			}
+		}
+		if refs == 0 {
+			t.Errorf("%s: no key from its Secret", name)
+		}
+	}
+	for _, u := range r.all {
+		if u.GetKind() == "TriggerAuthentication" {
+			refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "secretTargetRef")
+			if got := refs[0].(map[string]any)["name"]; got != own["worker"] {
+				t.Errorf("KEDA reads the connection string from %v, not the worker's Secret", got)
+			}
+		}
+	}
+}

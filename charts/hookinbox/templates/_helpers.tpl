@@ -54,6 +54,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- required "existingSecret is required: the name of a Secret holding the database URL and the provider secrets (see the chart's README)" .Values.existingSecret -}}
 {{- end -}}
 
+{{/* The Secret of a component (receiver, worker, migration): its own existingSecret, else the common one; pass (dict "ctx" $ "component" "receiver"). */}}
+{{- define "hookinbox.componentSecret" -}}
+{{- $own := (index .ctx.Values .component).existingSecret -}}
+{{- if $own -}}{{ $own }}{{- else -}}{{ include "hookinbox.secretName" .ctx }}{{- end -}}
+{{- end -}}
+
 {{/* Grace periods: the stop timeouts plus a margin, or the value set, which must exceed them. */}}
 {{- define "hookinbox.receiverGrace" -}}
 {{- $r := .Values.receiver -}}
@@ -195,7 +201,7 @@ keys of existingSecret the component's config references (and those
 only), and GOMEMLIMIT; pass (dict "ctx" $ "component" "receiver").
 */}}
 {{- define "hookinbox.env" -}}
-{{- $secret := include "hookinbox.secretName" .ctx -}}
+{{- $secret := include "hookinbox.componentSecret" . -}}
 {{- $values := index .ctx.Values .component -}}
 - name: HOOKINBOX_DATABASE_URL
   valueFrom:
