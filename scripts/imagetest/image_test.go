@@ -200,7 +200,9 @@ func render(t *testing.T, ref string, receiverPort, workerPort int) ([]byte, str
 		cmd := exec.Command(goBin, "tool", "-modfile=tools/helm/go.mod", "helm", "template", "hookinbox", "charts/hookinbox",
 			"--set-string", "image.repository="+repo, "--set-string", "image.tag="+tag,
 			"--set-string", "existingSecret="+secretName,
-			"--set", fmt.Sprintf("receiver.port=%d", receiverPort), "--set", fmt.Sprintf("worker.port=%d", workerPort))
+			"--set", fmt.Sprintf("receiver.port=%d", receiverPort), "--set", fmt.Sprintf("worker.port=%d", workerPort),
+			// Host networking: the ops port (probes, /metrics) must be free too.
+			"--set", fmt.Sprintf("receiver.opsPort=%d", freePort(t)))
 		cmd.Dir = root
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
