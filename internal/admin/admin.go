@@ -112,8 +112,8 @@ func (a *Admin) Sources(ctx context.Context) ([]SourceStatus, error) {
 			continue
 		}
 		switch b.Status {
-		case inbox.StatusPending:
-			out[i].Pending = b.Count
+		case inbox.StatusPending, inboxstore.BacklogHeld:
+			out[i].Pending += b.Count // Held ones included, as before.
 		case inbox.StatusFailed:
 			out[i].Failed = b.Count
 		}

@@ -8,9 +8,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// BacklogHeld is the Backlog status of pending rows no worker may claim:
+// held (held_at) or of a paused source. It is not a row status.
+const BacklogHeld Status = "held"
+
 // Backlog is the rows of one source and status that are not done.
 type Backlog struct {
 	Source string `json:"source"`
+	// Status is pending (claimable), BacklogHeld or failed.
 	Status Status `json:"status"`
 	Count  int64  `json:"count"`
 	// Oldest is the received_at of the oldest of them.
@@ -19,10 +24,14 @@ type Backlog struct {
 
 // Backlog counts the pending and failed rows by source and status, with the
 // oldest of each, through the partial indexes on those statuses: it reads
-// no done row, so it stays cheap on a large inbox.
+// no done row, so it stays cheap on a large inbox. A pending row that is
+// held, or whose source is paused, counts as BacklogHeld, not pending:
+// pending is the claimable work, what the chart's KEDA trigger
+// (charts/hookinbox/files/keda-backlog.sql) counts too.
 func (s *Store) Backlog(ctx context.Context) ([]Backlog, error) {
 	rows, err := s.pool.Query(ctx, `
-SELECT source, 'pending', count(*), min(received_at) FROM webhook_inbox WHERE status = 'pending' GROUP BY source
+SELECT i.source, CASE WHEN i.held_at IS NOT NULL OR NOT `+notPaused+` THEN 'held' ELSE 'pending' END, count(*), min(i.received_at)
+FROM webhook_inbox AS i WHERE i.status = 'pending' GROUP BY 1, 2
 UNION ALL
 SELECT source, 'failed', count(*), min(received_at) FROM webhook_inbox WHERE status = 'failed' GROUP BY source`)
 	if err != nil {

@@ -32,8 +32,8 @@ type BacklogConfig struct {
 	Logger *zap.Logger
 }
 
-// Backlog is a prometheus.Collector that reads the inbox's pending and
-// failed rows and River's unfinished jobs from the database when scraped,
+// Backlog is a prometheus.Collector that reads the inbox's pending (split
+// into claimable and held, see inboxstore.Store.Backlog) and failed rows and River's unfinished jobs from the database when scraped,
 // at most once per Cache. A failed reading exports nothing of it (the
 // series go stale) and sets hookinbox_backlog_up to 0.
 type Backlog struct {
@@ -62,9 +62,9 @@ func NewBacklog(store *inboxstore.Store, config *BacklogConfig) *Backlog {
 
 var (
 	backlogEventsDesc = prometheus.NewDesc(namespace+"_inbox_backlog_events",
-		"Inbox rows not done, by source and status (pending, failed).", []string{"source", "status"}, nil)
+		"Inbox rows not done, by source and status: pending (claimable), held (pending, but held or of a paused source), failed.", []string{"source", "status"}, nil)
 	backlogOldestDesc = prometheus.NewDesc(namespace+"_inbox_oldest_pending_age_seconds",
-		"Age of the oldest pending inbox row, by source; absent when a source has none.", []string{"source"}, nil)
+		"Age of the oldest claimable pending inbox row (not held, source not paused), by source; absent when a source has none.", []string{"source"}, nil)
 	riverJobsDesc = prometheus.NewDesc(namespace+"_river_jobs",
 		"River's unfinished jobs (every kind), by queue and state (available, scheduled, retryable, running, pending).", []string{"queue", "state"}, nil)
 	backlogUpDesc = prometheus.NewDesc(namespace+"_backlog_up",
@@ -96,6 +96,7 @@ func (b *Backlog) Collect(ch chan<- prometheus.Metric) {
 	counts := map[[2]string]int64{}
 	for _, source := range b.config.Sources {
 		counts[[2]string{source, string(inbox.StatusPending)}] = 0
+		counts[[2]string{source, string(inboxstore.BacklogHeld)}] = 0
 		counts[[2]string{source, string(inbox.StatusFailed)}] = 0
 	}
 	for _, r := range b.backlog {

@@ -80,7 +80,27 @@ type Config struct {
 	PollOnly bool
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
+	// Observe, when set, is told each finished delivery attempt: its
+	// destination and outcome (OutcomeDelivered, OutcomeRetried,
+	// OutcomeFailed, OutcomeDisabled). The worker counts them in
+	// hookinbox_outbox_deliveries_total.
+	Observe func(destination, outcome string)
 }
+
+// The outcomes of a delivery attempt, as Config.Observe is told them.
+const (
+	// OutcomeDelivered is an attempt the destination acknowledged.
+	OutcomeDelivered = "delivered"
+	// OutcomeRetried is a failed attempt after which the message is due
+	// again.
+	OutcomeRetried = "retried"
+	// OutcomeFailed is a failed attempt after which the message is failed
+	// for good (attempts exhausted, or a permanent answer).
+	OutcomeFailed = "failed"
+	// OutcomeDisabled is an attempt answered 410 Gone: the destination is
+	// disabled until an operator enables it.
+	OutcomeDisabled = "disabled"
+)
 
 // Relay delivers the outbox's messages: one loop per destination claims its
 // due messages, delivers them under the destination's concurrency cap and
@@ -107,6 +127,9 @@ func New(pool *pgxpool.Pool, config *Config) (*Relay, error) {
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.Observe == nil {
+		c.Observe = func(string, string) {}
 	}
 	if c.Batch < 0 || c.Lease < 0 || c.PollInterval < 0 {
 		return nil, errors.New("outbox: Batch, Lease and PollInterval must not be negative")
@@ -370,6 +393,7 @@ func (l *destinationLoop) deliver(ctx context.Context, rec *outbox.Record) {
 		if err := store.MarkDelivered(ctx, rec); err != nil {
 			l.logger.Warn("outbox relay: delivered, but the mark failed; it will be sent again", zap.String("key", rec.Key), zap.Error(err))
 		}
+		l.relay.config.Observe(l.name, OutcomeDelivered)
 		return
 	}
 	l.logger.Warn("outbox relay: delivery failed", zap.String("key", rec.Key), zap.Int("attempt", rec.Attempts), zap.Error(err))
@@ -385,8 +409,10 @@ func (l *destinationLoop) deliver(ctx context.Context, rec *outbox.Record) {
 		}
 		l.logger.Error("outbox relay: destination disabled; `inboxctl outbox enable` enables it", zap.Error(err))
 		markErr = store.Release(ctx, rec, 0)
+		l.relay.config.Observe(l.name, OutcomeDisabled)
 	case outcomePermanent:
 		markErr = store.MarkRetry(ctx, rec, err, 0, true)
+		l.relay.config.Observe(l.name, OutcomeFailed)
 	default:
 		delay := l.backoff(rec.Attempts)
 		if kind == outcomeRetryAfter {
@@ -402,7 +428,13 @@ func (l *destinationLoop) deliver(ctx context.Context, rec *outbox.Record) {
 			l.pausedUntil = until
 		}
 		l.mu.Unlock()
-		markErr = store.MarkRetry(ctx, rec, err, delay, rec.Attempts >= l.d.MaxAttempts)
+		failed := rec.Attempts >= l.d.MaxAttempts
+		markErr = store.MarkRetry(ctx, rec, err, delay, failed)
+		observed := OutcomeRetried
+		if failed {
+			observed = OutcomeFailed
+		}
+		l.relay.config.Observe(l.name, observed)
 	}
 	if markErr != nil {
 		l.logger.Warn("outbox relay: could not record a failed delivery", zap.String("key", rec.Key), zap.Error(markErr))

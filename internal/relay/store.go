@@ -252,3 +252,31 @@ WHERE status = 'failed' AND (coalesce(cardinality($1::text[]), 0) = 0 OR key = A
 	}
 	return tag.RowsAffected(), nil
 }
+
+// Backlog is the messages of one destination and status (pending or
+// failed).
+type Backlog struct {
+	Destination string
+	Status      outbox.Status
+	Count       int64
+	// Oldest is the created_at of the oldest of them.
+	Oldest time.Time
+}
+
+// Backlog counts the pending and failed messages by destination and
+// status, with the oldest of each, through the partial indexes on those
+// statuses: it reads no delivered message.
+func (s *Store) Backlog(ctx context.Context) ([]Backlog, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT destination, 'pending', count(*), min(created_at) FROM hookinbox_outbox WHERE status = 'pending' GROUP BY destination
+UNION ALL
+SELECT destination, 'failed', count(*), min(created_at) FROM hookinbox_outbox WHERE status = 'failed' GROUP BY destination`)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: backlog: %w", err)
+	}
+	backlog, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Backlog])
+	if err != nil {
+		return nil, fmt.Errorf("outbox: backlog: %w", err)
+	}
+	return backlog, nil
+}

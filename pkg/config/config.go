@@ -70,6 +70,13 @@ type LogConfig struct {
 type ReceiverConfig struct {
 	// Listen is the HTTP address. Defaults to 127.0.0.1:8080.
 	Listen string `mapstructure:"listen"`
+	// OpsListen is a second HTTP address, serving only GET /healthz,
+	// /readyz and /metrics, so that Listen can be public while probes and
+	// scrapes keep a port of their own (the chart sets it). When it is
+	// set, Listen no longer serves /metrics (it still answers /healthz and
+	// /readyz, for load balancers that probe the webhook port). Defaults to
+	// empty: everything on Listen.
+	OpsListen string `mapstructure:"ops_listen"`
 	// MaxBodyBytes is the default body limit; larger bodies get 413.
 	// Defaults to 1048576 (1 MiB).
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`

@@ -46,11 +46,24 @@ func (env environment) applyOverrides(cfg *Config, vars map[string]string, p *pr
 	}
 }
 
+// documentedVariables are HOOKINBOX_* variables the docs tell operators to
+// set that are no key's override: the config references them as ${NAME}
+// (worker.admin.token: "${HOOKINBOX_ADMIN_TOKEN}"). A process may have one
+// without referencing it (the receiver, given the worker's Secret).
+var documentedVariables = []string{"HOOKINBOX_ADMIN_TOKEN"}
+
 // warnings returns a warning for each HOOKINBOX_* variable that matches no
-// key: a misspelt override is otherwise silently ignored.
-func (env environment) warnings() []string {
+// key, is not referenced (names the file's ${NAME} references) and is not
+// documented: a misspelt override is otherwise silently ignored.
+func (env environment) warnings(referenced map[string]bool) []string {
 	scalars, lists := settingKeys(reflect.TypeFor[Config](), "")
 	known := map[string]bool{PathEnv: true}
+	for _, name := range documentedVariables {
+		known[name] = true
+	}
+	for name := range referenced {
+		known[name] = true
+	}
 	var names []string
 	for _, key := range scalars {
 		known[envVar(key)] = true

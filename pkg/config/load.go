@@ -69,14 +69,19 @@ func load(path string, needs Needs, env environment) (*Config, error) {
 	}
 	decodeSettings(settings, cfg, skip, &p)
 	env.applyOverrides(cfg, vars, &p)
-	cfg.expandEnv(env.lookup, &p)
+	// A variable the file references is used, whatever its name.
+	referenced := map[string]bool{}
+	cfg.expandEnv(func(name string) (string, bool) {
+		referenced[name] = true
+		return env.lookup(name)
+	}, &p)
 	// Below both HOOKINBOX_DATABASE_URL and database.url. Taken literally:
 	// it is not subject to ${NAME} expansion.
 	if cfg.Database.URL == "" {
 		url, _ := env.lookup(databaseURLEnv)
 		cfg.Database.URL = secret.URL(url)
 	}
-	if needs.covers("sources") {
+	if needs.verifies() {
 		cfg.readSecretsFiles(&p)
 	}
 	read := len(p)
@@ -84,7 +89,12 @@ func load(path string, needs Needs, env environment) (*Config, error) {
 	cfg.ApplyDefaults()
 	cfg.validate(&p)
 	cfg.demand(needs, &p)
-	cfg.warnings = env.warnings()
+	cfg.warnings = env.warnings(referenced)
+	if needs.verifies() {
+		for i := range cfg.Sources {
+			cfg.warnings = append(cfg.warnings, cfg.Sources[i].SecretWarnings()...)
+		}
+	}
 
 	if err := report(p, read, needs, vars); err != nil {
 		return nil, fmt.Errorf("config: invalid configuration, read from %s:\n%w", describe(path), err)
@@ -93,8 +103,10 @@ func load(path string, needs Needs, env environment) (*Config, error) {
 }
 
 // Warnings returns what Load noticed but did not refuse, one message each:
-// a HOOKINBOX_* environment variable that matches no key, and so is ignored.
-// A Config not made by Load has none.
+// a HOOKINBOX_* environment variable that matches no key, is not referenced
+// by the file as ${NAME} and is not documented (HOOKINBOX_ADMIN_TOKEN), and
+// so is ignored; a source's signing secret with another credential's shape
+// (see SourceConfig.SecretWarnings). A Config not made by Load has none.
 func (c *Config) Warnings() []string { return c.warnings }
 
 // demand adds what needs requires beyond valid values: a receiver serves at
@@ -120,7 +132,7 @@ func report(p problems, read int, needs Needs, vars map[string]string) error {
 	}
 	var out problems
 	for i, pr := range p {
-		if (!pr.shape && !needs.covers(pr.key)) || (i >= read && unreadable[pr.key]) {
+		if (!pr.shape && !needs.covers(pr.judgedBy())) || (i >= read && unreadable[pr.key]) {
 			continue
 		}
 		if name, ok := vars[pr.key]; ok {

@@ -572,7 +572,7 @@ sources:
 worker:
   listen: ${WORKER_ADDR}
   routes: [{source: stripe, handlers: [log]}]
-`), NeedDatabase|NeedWorker, map[string]string{"SET_ONE": testSecret})
+`), NeedDatabase|NeedReceiver|NeedWorker, map[string]string{"SET_ONE": testSecret})
 		require.ErrorContains(t, err, "sources[stripe].secrets[1]: environment variable STRIPE_WEBHOOK_SECRET is not set")
 		require.ErrorContains(t, err, "worker.listen: environment variable WORKER_ADDR is not set")
 		require.NotContains(t, err.Error(), testSecret)
@@ -645,7 +645,7 @@ func TestScalarKeys(t *testing.T) {
 	require.Equal(t, []string{
 		"database.url", "database.max_conns", "database.pooler", "database.query_mode",
 		"log.level", "log.format",
-		"receiver.listen", "receiver.max_body_bytes", "receiver.ack_timeout", "receiver.shutdown_delay", "receiver.shutdown_timeout",
+		"receiver.listen", "receiver.ops_listen", "receiver.max_body_bytes", "receiver.ack_timeout", "receiver.shutdown_delay", "receiver.shutdown_timeout",
 		"receiver.batch_max_events", "receiver.batch_max_wait", "receiver.batch_flushers", "receiver.batch_queue", "receiver.retry_after", "receiver.max_in_flight",
 		"receiver.max_unverified_bytes", "receiver.max_unverified_per_client", "receiver.min_body_rate",
 		"receiver.max_connections", "receiver.max_connections_per_client", "receiver.max_header_bytes",

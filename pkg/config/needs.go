@@ -1,5 +1,7 @@
 package config
 
+import "strings"
+
 // Needs names the parts of the configuration a command uses; combine them
 // with |. Load demands only what needs names: ${NAME} references that must
 // be set, secrets files that must be readable, values that must be valid and
@@ -26,13 +28,20 @@ const (
 	NeedSources
 	// NeedReceiver needs the receiver section, worker.max_attempts (which
 	// the receiver stamps on the jobs it enqueues) and the sources, of
-	// which there must be at least one.
+	// which there must be at least one, but not their reconcile keys
+	// (the worker reconciles).
 	NeedReceiver
 	// NeedWorker needs the worker section, of whose routes there must be at
-	// least one, and the sources, which routes and queues refer to.
-	// NeedReceiver and NeedWorker both need the tracing section.
+	// least one, and the sources, which routes and queues refer to, but not
+	// their verifier credentials (secrets, secrets_file, basic_auth,
+	// hmac.api_keys), which only the receiver uses: a worker's environment
+	// need not hold the signing secrets. NeedReceiver and NeedWorker both
+	// need the tracing section.
 	NeedWorker
 )
+
+// verifies reports whether n needs the sources' verifier credentials.
+func (n Needs) verifies() bool { return n&(NeedSources|NeedReceiver) != 0 }
 
 // covers reports whether key ("receiver.ack_timeout",
 // "sources[stripe].secrets[0]") is in a part that n needs.
@@ -43,6 +52,12 @@ func (n Needs) covers(key string) bool {
 	case within(key, "receiver"):
 		return n&NeedReceiver != 0
 	case within(key, "sources"):
+		switch rest := sourceSubkey(key); {
+		case within(rest, "secrets"), within(rest, "secrets_file"), within(rest, "basic_auth"), within(rest, "hmac.api_keys"):
+			return n.verifies()
+		case within(rest, "reconcile"):
+			return n&(NeedSources|NeedWorker) != 0
+		}
 		return n&(NeedSources|NeedReceiver|NeedWorker) != 0
 	case key == "worker.max_attempts":
 		return n&(NeedReceiver|NeedWorker) != 0
@@ -53,4 +68,14 @@ func (n Needs) covers(key string) bool {
 	default:
 		return true // log, and unknown top-level keys.
 	}
+}
+
+// sourceSubkey is the part of a source's key after the source:
+// "secrets[0]" for "sources[stripe].secrets[0]", "" for "sources[stripe]".
+func sourceSubkey(key string) string {
+	_, rest, ok := strings.Cut(key, "].")
+	if !ok || !strings.HasPrefix(key, "sources[") {
+		return ""
+	}
+	return rest
 }

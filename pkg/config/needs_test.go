@@ -102,11 +102,12 @@ worker:
 			env:   set,
 		},
 		{
-			name:  "WorkerNeedsItsSectionAndTheSources",
+			// The signing secrets are the receiver's alone: a worker's
+			// environment need not hold them.
+			name:  "WorkerNeedsItsSectionAndTheSourcesButNotTheirSecrets",
 			needs: NeedDatabase | NeedWorker,
 			yaml:  database + sources + receiver + worker + routes,
 			want: []string{
-				"sources[stripe].secrets[0]: environment variable STRIPE_WEBHOOK_SECRET is not set",
 				"worker.concurrency: must be positive",
 				"worker.max_attempts: must be positive",
 			},
@@ -134,6 +135,23 @@ worker:
 			name:  "NeedSourcesAloneAllowsNone",
 			needs: NeedSources,
 			yaml:  "",
+		},
+		{
+			// No signing secret at all: neither the variable, nor the
+			// file, which provider.New would refuse for a receiver.
+			name:  "WorkerStartsWithoutTheSigningSecrets",
+			needs: NeedDatabase | NeedWorker,
+			yaml: database + `
+sources:
+  - name: stripe
+    provider: stripe
+    secrets_file: /nonexistent/hookinbox/secrets
+  - name: bank
+    provider: standardwebhooks
+    secrets: ["${BANK_SECRET}"]
+worker:
+  routes: [{source: "*", handlers: [log]}]
+`,
 		},
 		{
 			name:  "SecretsFilesAreReadOnlyWhenSourcesAreNeeded",
@@ -171,7 +189,13 @@ func TestNeedsCovers(t *testing.T) {
 		{key: "log.level", migrate: true, receiver: true, worker: true, sourcesOnly: true},
 		{key: "receiver.ack_timeout", receiver: true},
 		{key: "sources", receiver: true, worker: true, sourcesOnly: true},
-		{key: "sources[stripe].secrets[0]", receiver: true, worker: true, sourcesOnly: true},
+		{key: "sources[stripe].secrets[0]", receiver: true, sourcesOnly: true},
+		{key: "sources[stripe].secrets_file", receiver: true, sourcesOnly: true},
+		{key: "sources[stripe].basic_auth[0].password", receiver: true, sourcesOnly: true},
+		{key: "sources[stripe].hmac.api_keys[1]", receiver: true, sourcesOnly: true},
+		{key: "sources[stripe].reconcile.api_key", worker: true, sourcesOnly: true},
+		{key: "sources[stripe].queue", receiver: true, worker: true, sourcesOnly: true},
+		{key: "sources[stripe].hmac.header", receiver: true, worker: true, sourcesOnly: true},
 		{key: "worker.max_attempts", receiver: true, worker: true},
 		{key: "worker.routes[0].source", worker: true},
 		{key: "workers", migrate: true, receiver: true, worker: true, sourcesOnly: true}, // Not a section: an unknown top-level key.

@@ -16,6 +16,18 @@ type problem struct {
 	// shape marks a problem with the file's shape (an unknown key), which
 	// every command reports, whatever its Needs.
 	shape bool
+	// needKey, when set, is the key Needs judges the problem by instead of
+	// key: a source's verifier that cannot be built is its credentials'
+	// problem (sources[stripe].secrets), which only the receiver needs.
+	needKey string
+}
+
+// judgedBy is the key Needs judges p by.
+func (p *problem) judgedBy() string {
+	if p.needKey != "" {
+		return p.needKey
+	}
+	return p.key
 }
 
 func (p *problem) Error() string {

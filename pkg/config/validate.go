@@ -81,6 +81,12 @@ func (c *Config) validateLog(p *problems) {
 func (c *Config) validateReceiver(p *problems) {
 	r := &c.Receiver
 	listenAddr(p, "receiver.listen", r.Listen)
+	if r.OpsListen != "" {
+		listenAddr(p, "receiver.ops_listen", r.OpsListen)
+		if r.OpsListen == r.Listen && !strings.HasSuffix(r.Listen, ":0") {
+			p.addf("receiver.ops_listen", "%q is receiver.listen too; leave it empty to serve everything there", r.OpsListen)
+		}
+	}
 	positive(p, "receiver.max_body_bytes", r.MaxBodyBytes)
 	positive(p, "receiver.ack_timeout", r.AckTimeout)
 	if r.ShutdownDelay != nil && *r.ShutdownDelay < 0 {

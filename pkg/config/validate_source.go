@@ -45,7 +45,7 @@ func (c *Config) validateSources(p *problems) {
 		validateVerifierKeys(p, key, s)
 		if knownProvider && len(*p) == before {
 			if _, err := provider.New(s.Provider, s.ProviderConfig()); err != nil {
-				p.addf(key, "%s", s.scrub(err.Error()))
+				*p = append(*p, &problem{key: key, err: fmt.Errorf("%s", s.scrub(err.Error())), needKey: key + ".secrets"})
 			}
 		}
 

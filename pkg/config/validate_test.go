@@ -94,6 +94,8 @@ func TestValidate(t *testing.T) {
 			{"LogFormat", func(c *Config) { c.Log.Format = "xml" }, `log.format: must be json or console, not "xml"`},
 			{"ReceiverListenNoPort", func(c *Config) { c.Receiver.Listen = "localhost" }, `receiver.listen: "localhost" is not host:port`},
 			{"ReceiverListenBadPort", func(c *Config) { c.Receiver.Listen = "localhost:99999" }, `receiver.listen: "localhost:99999": port must be a number from 0 to 65535`},
+			{"ReceiverOpsListenNoPort", func(c *Config) { c.Receiver.OpsListen = "localhost" }, `receiver.ops_listen: "localhost" is not host:port`},
+			{"ReceiverOpsListenIsListen", func(c *Config) { c.Receiver.OpsListen = c.Receiver.Listen }, `receiver.ops_listen: "127.0.0.1:8080" is receiver.listen too`},
 			{"ReceiverMaxBodyBytes", func(c *Config) { c.Receiver.MaxBodyBytes = -1 }, "receiver.max_body_bytes: must be positive"},
 			{"ReceiverAckTimeout", func(c *Config) { c.Receiver.AckTimeout = -time.Second }, "receiver.ack_timeout: must be positive"},
 			{"ReceiverRetryAfter", func(c *Config) { c.Receiver.RetryAfter = -time.Second }, "receiver.retry_after: must be positive"},

@@ -24,6 +24,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/buildinfo"
 	"github.com/hookinbox/hookinbox/internal/logging"
+	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
@@ -58,6 +59,7 @@ type Env struct {
 	TracerProvider trace.TracerProvider
 
 	metrics *prometheus.Registry // see Metrics
+	outbox  *metrics.Outbox      // see outboxMetrics
 }
 
 // Close releases the pool and flushes the logger.

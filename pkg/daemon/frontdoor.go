@@ -88,6 +88,15 @@ func (d *frontDoor) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // failed delivers the server's error if it stops serving on its own.
 func (d *frontDoor) failed() <-chan error { return d.served }
 
+// failedOrNever is failed, and a channel that never delivers for a nil
+// door (an optional listener that is off), to select on either way.
+func (d *frontDoor) failedOrNever() <-chan error {
+	if d == nil {
+		return nil
+	}
+	return d.served
+}
+
 // shutdown stops the server, letting requests in flight finish within
 // timeout.
 func (d *frontDoor) shutdown(timeout time.Duration) error {

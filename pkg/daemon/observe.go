@@ -3,7 +3,9 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -13,6 +15,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/logging"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -39,12 +42,41 @@ func (e *Env) Metrics() *prometheus.Registry {
 	return e.metrics
 }
 
-// receiverHandler is what the receiver serves once the database is ready:
-// GET /metrics, unauthenticated, and srv's handler for everything else.
+// outboxMetrics returns the relay's counter, registered on first use on
+// Metrics with the collector of the outbox's backlog and disabled
+// destinations: a worker that runs the relay exports them.
+func (e *Env) outboxMetrics() *metrics.Outbox {
+	if e.outbox == nil {
+		reg := e.Metrics()
+		e.outbox = metrics.NewOutbox(reg)
+		reg.MustRegister(metrics.NewOutboxBacklog(relay.NewStore(e.Pool), &metrics.OutboxBacklogConfig{
+			Cache: e.MetricsCache, Destinations: slices.Sorted(maps.Keys(e.Config.Worker.Destinations)), Logger: e.Logger.Named("metrics"),
+		}))
+	}
+	return e.outbox
+}
+
+// receiverHandler is what the receiver serves on receiver.listen once the
+// database is ready: srv's handler and, unless receiver.ops_listen is set
+// (receiverOpsHandler serves it there), GET /metrics, unauthenticated.
 func receiverHandler(env *Env, srv *receiver.Server) http.Handler {
+	if env.Config.Receiver.OpsListen != "" {
+		return srv.Handler()
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(env.Metrics()))
 	mux.Handle("/", srv.Handler())
+	return mux
+}
+
+// receiverOpsHandler is what the receiver serves on receiver.ops_listen
+// once the database is ready: GET /healthz, /readyz (srv's) and /metrics,
+// unauthenticated, and 404 for anything else (no webhook).
+func receiverOpsHandler(env *Env, srv *receiver.Server) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler(env.Metrics()))
+	mux.Handle("GET /healthz", srv.Handler())
+	mux.Handle("GET /readyz", srv.Handler())
 	return mux
 }
 

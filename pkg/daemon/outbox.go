@@ -29,6 +29,7 @@ func outboxRelay(env *Env) (*relay.Config, bool, error) {
 		PollInterval: wc.Outbox.Relay.PollInterval,
 		PollOnly:     env.Config.Database.TransactionPooled(),
 		Logger:       env.Logger.Named("outbox"),
+		Observe:      env.outboxMetrics().Delivery,
 	}
 	for _, name := range slices.Sorted(maps.Keys(wc.Destinations)) {
 		d := wc.Destinations[name]

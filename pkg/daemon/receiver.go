@@ -118,30 +118,59 @@ func RunReceiver(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	if err := env.AwaitSchema(ctx); err != nil {
-		if errors.Is(err, errPoolTooLarge) {
+	var ops *frontDoor // nil: everything on the webhook port
+	if cfg.Receiver.OpsListen != "" {
+		if ops, err = openOpsDoor(cfg, env.Logger); err != nil {
 			_ = door.shutdown(cfg.Receiver.ShutdownTimeout)
 			return err
 		}
+	}
+	// The ops door closes last, so that the drain can still be scraped.
+	shutdown := func() error {
+		err := door.shutdown(cfg.Receiver.ShutdownTimeout)
+		if ops != nil {
+			err = errors.Join(err, ops.shutdown(cfg.Receiver.ShutdownTimeout))
+		}
+		return err
+	}
+	if err := env.AwaitSchema(ctx); err != nil {
+		if errors.Is(err, errPoolTooLarge) {
+			_ = shutdown()
+			return err
+		}
 		env.Logger.Info("stopping before the database was ready")
-		return door.shutdown(cfg.Receiver.ShutdownTimeout)
+		return shutdown()
 	}
 	door.open(receiverHandler(env, srv))
+	if ops != nil {
+		ops.open(receiverOpsHandler(env, srv))
+	}
 	env.Logger.Info("receiver accepting webhooks")
 	select {
 	case <-ctx.Done():
 	case err := <-door.failed():
 		return err
+	case err := <-ops.failedOrNever():
+		return err
 	}
-	if err := unreadyFor(door, shutdownDelay(cfg), env.Logger); err != nil {
+	if err := unreadyFor(door, ops, shutdownDelay(cfg), env.Logger); err != nil {
 		return err
 	}
 	env.Logger.Info("receiver draining", zap.Duration("shutdown_timeout", cfg.Receiver.ShutdownTimeout))
-	if err := door.shutdown(cfg.Receiver.ShutdownTimeout); err != nil {
+	if err := shutdown(); err != nil {
 		return fmt.Errorf("receiver: %w", err)
 	}
 	env.Logger.Info("receiver stopped")
 	return nil
+}
+
+// openOpsDoor listens on receiver.ops_listen with the default connection
+// limits: it serves probes and scrapes, not providers.
+func openOpsDoor(cfg *config.Config, logger *zap.Logger) (*frontDoor, error) {
+	return openFrontDoor("receiver ops", "receiver.ops_listen", cfg.Receiver.OpsListen, &receiver.HTTPConfig{
+		RetryAfter: cfg.Receiver.RetryAfter,
+		Logger:     logger,
+	})
 }
 
 // shutdownDelay is receiver.shutdown_delay. Load defaults it; nil, in a
@@ -153,12 +182,16 @@ func shutdownDelay(cfg *config.Config) time.Duration {
 	return 0
 }
 
-// unreadyFor turns door unready (/readyz 503, connections closed after each
-// answer) and keeps serving for delay, so that endpoints and load
-// balancers stop sending traffic before the listener closes. It returns
-// early, with the error, if the server stops on its own.
-func unreadyFor(door *frontDoor, delay time.Duration, logger *zap.Logger) error {
+// unreadyFor turns door and ops (which may be nil) unready (/readyz 503,
+// connections closed after each answer) and keeps serving for delay, so
+// that endpoints and load balancers stop sending traffic before the
+// listener closes. It returns early, with the error, if a server stops on
+// its own.
+func unreadyFor(door, ops *frontDoor, delay time.Duration, logger *zap.Logger) error {
 	door.unready()
+	if ops != nil {
+		ops.unready()
+	}
 	if delay <= 0 {
 		return nil
 	}
@@ -169,6 +202,8 @@ func unreadyFor(door *frontDoor, delay time.Duration, logger *zap.Logger) error 
 	case <-timer.C:
 		return nil
 	case err := <-door.failed():
+		return err
+	case err := <-ops.failedOrNever():
 		return err
 	}
 }

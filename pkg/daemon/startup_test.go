@@ -99,6 +99,12 @@ sources:
   - {name: bank, provider: standardwebhooks, secrets: ["${HOOKINBOX_TEST_UNSET_SECRET}"]}
 `))
 			require.Equal(t, 1, code, out)
+			if name == "worker" {
+				// Refused for want of a route; the signing secrets are the
+				// receiver's alone.
+				require.NotContains(t, out, "HOOKINBOX_TEST_UNSET_SECRET")
+				return
+			}
 			require.Contains(t, out, "sources[bank].secrets[0]")
 			require.Contains(t, out, "HOOKINBOX_TEST_UNSET_SECRET")
 		})

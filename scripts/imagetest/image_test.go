@@ -200,7 +200,9 @@ func render(t *testing.T, ref string, receiverPort, workerPort int) ([]byte, str
 		cmd := exec.Command(goBin, "tool", "-modfile=tools/helm/go.mod", "helm", "template", "hookinbox", "charts/hookinbox",
 			"--set-string", "image.repository="+repo, "--set-string", "image.tag="+tag,
 			"--set-string", "existingSecret="+secretName,
-			"--set", fmt.Sprintf("receiver.port=%d", receiverPort), "--set", fmt.Sprintf("worker.port=%d", workerPort))
+			"--set", fmt.Sprintf("receiver.port=%d", receiverPort), "--set", fmt.Sprintf("worker.port=%d", workerPort),
+			// Host networking: the ops port (probes, /metrics) must be free too.
+			"--set", fmt.Sprintf("receiver.opsPort=%d", freePort(t)))
 		cmd.Dir = root
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -217,10 +219,12 @@ func render(t *testing.T, ref string, receiverPort, workerPort int) ([]byte, str
 	return out.Bytes(), "testdata/pods.yaml.tmpl (no charts/hookinbox in the repository)"
 }
 
-// referencedVariables returns the ${NAME}s the rendered ConfigMaps' files
-// reference: the keys the operator's Secret must hold.
+// referencedVariables returns the ${NAME}s and the mounted secrets files the
+// rendered ConfigMaps' files reference: the keys the operator's Secret must
+// hold.
 func referencedVariables(m *manifests) map[string]bool {
-	ref := regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	// ${NAME}, and a secrets_file the chart mounts from the Secret's key.
+	ref := regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}|/run/secrets/hookinbox/([-._A-Za-z0-9]+)`)
 	names := map[string]bool{}
 	for _, o := range m.objects {
 		if o.Kind != "ConfigMap" {
@@ -228,7 +232,7 @@ func referencedVariables(m *manifests) map[string]bool {
 		}
 		for _, v := range o.Data {
 			for _, match := range ref.FindAllStringSubmatch(v, -1) {
-				names[match[1]] = true
+				names[match[1]+match[2]] = true
 			}
 		}
 	}

@@ -176,6 +176,9 @@ func TestEveryValueSet(t *testing.T) {
 			t.Run("AtMostOneWorkerAutoscaler", func(t *testing.T) { checkAutoscaling(t, r) })
 			t.Run("ConfigChecksumOnThePods", func(t *testing.T) { checkChecksum(t, r) })
 			t.Run("IngressIsATrustedProxyThatTakesEveryBody", func(t *testing.T) { checkIngress(t, r) })
+			t.Run("EachComponentGetsOnlyItsSecrets", func(t *testing.T) { checkSecretEnv(t, r) })
+			t.Run("GOMEMLIMITFromTheMemoryLimit", func(t *testing.T) { checkGOMEMLIMIT(t, r) })
+			t.Run("MetricsOnTheOpsPortOnly", func(t *testing.T) { checkOpsPort(t, r) })
 		})
 	}
 }
@@ -236,12 +239,23 @@ func checkPods(t *testing.T, r *rendered) {
 	}
 }
 
+// probePort is the container port each component's probes use: the
+// receiver's ops port (receiver.ops_listen), so that its webhook port can be
+// public, and the worker's only port.
+var probePort = map[string]string{"receiver": "ops", "worker": "http"}
+
 func checkProbes(t *testing.T, r *rendered) {
 	for component, d := range r.deployments {
 		c := d.Spec.Template.Spec.Containers[0]
 		for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
-			if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "http" {
-				t.Errorf("%s: want a probe on GET %s at the http port, got %+v", component, path, probe)
+			if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != probePort[component] {
+				t.Errorf("%s: want a probe on GET %s at the %s port, got %+v", component, path, probePort[component], probe)
+			}
+		}
+		if component == "receiver" {
+			ops := fmt.Sprintf(":%d", containerPort(c, "ops"))
+			if got := r.config["receiver"].(map[string]any)["ops_listen"]; got != ops {
+				t.Errorf("receiver: ops_listen is %v, but its ops container port is %s", got, ops)
 			}
 		}
 		want := []string{"/" + component, "--config", "/etc/hookinbox/hookinbox.yaml"}
@@ -253,6 +267,16 @@ func checkProbes(t *testing.T, r *rendered) {
 			t.Errorf("%s: listens on %v, but its container port is %s", component, got, port)
 		}
 	}
+}
+
+// containerPort is c's port named name, 0 when it has none.
+func containerPort(c corev1.Container, name string) int32 {
+	for _, p := range c.Ports {
+		if p.Name == name {
+			return p.ContainerPort
+		}
+	}
+	return 0
 }
 
 func checkMigration(t *testing.T, r *rendered, file string) {
@@ -281,6 +305,21 @@ func checkMigration(t *testing.T, r *rendered, file string) {
 	// neither the ConfigMap nor the chart's ServiceAccount.
 	if len(j.Spec.Template.Spec.Volumes) > 0 {
 		t.Errorf("the migration Job mounts %v, which may not exist yet", j.Spec.Template.Spec.Volumes)
+	}
+	// The database section applies to the migration as to the daemons
+	// (pooler and query_mode above all), through HOOKINBOX_DATABASE_*.
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	db, _ := r.config["database"].(map[string]any)
+	for key, value := range db {
+		if key == "url" {
+			continue
+		}
+		if got, ok := env["HOOKINBOX_DATABASE_"+strings.ToUpper(key)]; !ok || got != fmt.Sprint(value) {
+			t.Errorf("the migration Job does not get database.%s = %v (HOOKINBOX_DATABASE_%s is %q)", key, value, strings.ToUpper(key), got)
+		}
 	}
 	for _, e := range c.Env {
 		if e.Name == "HOOKINBOX_DATABASE_URL" {
@@ -398,6 +437,11 @@ func checkAutoscaling(t *testing.T, r *rendered) {
 		}
 		if auth && r.kinds["TriggerAuthentication"] != 1 {
 			t.Errorf("authenticationRef without a TriggerAuthentication")
+		}
+		// The query internal/metrics' TestKEDAQueryCountsOnlyClaimableWork
+		// runs against PostgreSQL.
+		if want := kedaQuery(t); meta["query"] != want {
+			t.Errorf("the trigger's query is %q, not the chart's files/keda-backlog.sql %q", meta["query"], want)
 		}
 	}
 }
@@ -691,6 +735,269 @@ func TestREADMEListsEveryValue(t *testing.T) {
 			// A row names a value in full, or as `.sub` after its parent's.
 			if !strings.Contains(string(readme), "`"+key+"."+sub) && !strings.Contains(string(readme), "`."+sub) {
 				t.Errorf("charts/hookinbox/README.md does not list %s.%s", key, sub)
+			}
+		}
+	}
+}
+
+// kedaQuery is the chart's KEDA trigger query.
+func kedaQuery(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(chartDir, "files", "keda-backlog.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+var refRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// refs returns the ${NAME} references in v.
+func refs(v any) map[string]bool {
+	data, _ := yaml.Marshal(v)
+	names := map[string]bool{}
+	for _, m := range refRE.FindAllStringSubmatch(string(data), -1) {
+		names[m[1]] = true
+	}
+	return names
+}
+
+// neededRefs are the references of the parts of the config a component
+// needs (config.Needs): the receiver the sources less their reconcile
+// keys, the worker the sources' reconcile keys; each its own section and
+// tracing.
+func neededRefs(r *rendered, component string) map[string]bool {
+	parts := []any{r.config[component], r.config["tracing"]}
+	sources, _ := r.config["sources"].([]any)
+	for _, s := range sources {
+		src := map[string]any{}
+		for k, v := range s.(map[string]any) {
+			src[k] = v
+		}
+		if component == "receiver" {
+			delete(src, "reconcile")
+			parts = append(parts, src)
+		} else {
+			parts = append(parts, src["reconcile"])
+		}
+	}
+	return refs(parts)
+}
+
+// checkSecretEnv requires that no container takes the whole Secret
+// (envFrom), that each daemon has a variable for every reference its part
+// of the config makes, and no key of the Secret beyond those, the database
+// URL and (the worker) River UI's; and that the migration Job gets the
+// database URL alone.
+func checkSecretEnv(t *testing.T, r *rendered) {
+	for name, spec := range podSpecs(r) {
+		c := spec.Containers[0]
+		if len(c.EnvFrom) > 0 {
+			t.Errorf("%s: envFrom %v hands the container every key", name, c.EnvFrom)
+		}
+		secretKeys := map[string]bool{}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.Name != "HOOKINBOX_DATABASE_URL" {
+				secretKeys[e.Name] = true
+			}
+		}
+		want := map[string]bool{}
+		switch name {
+		case "receiver", "worker":
+			want = neededRefs(r, name)
+		}
+		for ref := range want {
+			if !secretKeys[ref] {
+				t.Errorf("%s: the config references ${%s}, which the container does not get", name, ref)
+			}
+		}
+		for key := range secretKeys {
+			if !want[key] {
+				t.Errorf("%s: gets %s from the Secret, which its part of the config does not use", name, key)
+			}
+		}
+	}
+	// The receiver never holds the worker's credentials, nor the worker
+	// the signing secrets.
+	recv, work := neededRefs(r, "receiver"), neededRefs(r, "worker")
+	for _, key := range []string{"RIVERUI_PASSWORD", "HOOKINBOX_ADMIN_TOKEN"} {
+		if recv[key] {
+			t.Errorf("the receiver gets %s", key)
+		}
+	}
+	for key := range refs(r.config["sources"]) {
+		if work[key] && !refs(collectReconcile(r))[key] {
+			t.Errorf("the worker gets the signing secret %s", key)
+		}
+	}
+}
+
+func collectReconcile(r *rendered) []any {
+	var out []any
+	sources, _ := r.config["sources"].([]any)
+	for _, s := range sources {
+		out = append(out, s.(map[string]any)["reconcile"])
+	}
+	return out
+}
+
+// checkGOMEMLIMIT requires GOMEMLIMIT at 90 % (goMemLimitPercent's default)
+// of the memory limit, in MiB, on every container that has one.
+func checkGOMEMLIMIT(t *testing.T, r *rendered) {
+	for name, spec := range podSpecs(r) {
+		c := spec.Containers[0]
+		limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+		got := ""
+		for _, e := range c.Env {
+			if e.Name == "GOMEMLIMIT" {
+				got = e.Value
+			}
+		}
+		if !ok {
+			if got != "" {
+				t.Errorf("%s: GOMEMLIMIT %s without a memory limit", name, got)
+			}
+			continue
+		}
+		want := fmt.Sprintf("%dMiB", limit.Value()*90/100/(1<<20))
+		if got != want {
+			t.Errorf("%s: GOMEMLIMIT is %q, want %q (90 %% of %s)", name, got, want, limit.String())
+		}
+	}
+}
+
+// checkOpsPort requires the receiver's Service to expose the ops port, the
+// ServiceMonitor to scrape the receiver there (not on the webhook port),
+// and the NetworkPolicy to admit opsFrom, not the webhook's peers, to it.
+func checkOpsPort(t *testing.T, r *rendered) {
+	for _, u := range r.all {
+		switch u.GetKind() {
+		case "ServiceMonitor":
+			component := u.GetLabels()["app.kubernetes.io/component"]
+			endpoints, _, _ := unstructured.NestedSlice(u.Object, "spec", "endpoints")
+			if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != probePort[component] {
+				t.Errorf("ServiceMonitor %s: want /metrics on the %s port, got %v", u.GetName(), probePort[component], endpoints)
+			}
+		case "Service":
+			if u.GetLabels()["app.kubernetes.io/component"] != "receiver" {
+				continue
+			}
+			ports, _, _ := unstructured.NestedSlice(u.Object, "spec", "ports")
+			names := map[any]bool{}
+			for _, p := range ports {
+				names[p.(map[string]any)["name"]] = true
+			}
+			if !names["http"] || !names["ops"] {
+				t.Errorf("the receiver's Service must have the ports http and ops, has %v", ports)
+			}
+		case "NetworkPolicy":
+			if u.GetLabels()["app.kubernetes.io/component"] != "receiver" {
+				continue
+			}
+			rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "ingress")
+			for _, rule := range rules {
+				ports, _, _ := unstructured.NestedSlice(rule.(map[string]any), "ports")
+				from, _, _ := unstructured.NestedSlice(rule.(map[string]any), "from")
+				if len(ports) != 1 {
+					t.Errorf("receiver NetworkPolicy: a rule for one port each, got %v", ports)
+					continue
+				}
+				if ports[0].(map[string]any)["port"] == "ops" && len(from) == 0 {
+					t.Errorf("receiver NetworkPolicy: the ops port (/metrics) is open to anyone")
+				}
+			}
+		}
+	}
+}
+
+func TestPrometheusRuleAlerts(t *testing.T) {
+	t.Parallel()
+	r := mustRender(t, []string{filepath.Join(chartDir, "ci", "all-on-keda-values.yaml")}, nil)
+	exprs := map[string]string{}
+	for _, u := range r.all {
+		if u.GetKind() != "PrometheusRule" {
+			continue
+		}
+		groups, _, _ := unstructured.NestedSlice(u.Object, "spec", "groups")
+		for _, g := range groups {
+			rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+			for _, rule := range rules {
+				m := rule.(map[string]any)
+				exprs[fmt.Sprint(m["alert"])] = fmt.Sprint(m["expr"])
+			}
+		}
+	}
+	for _, alert := range []string{"HookinboxOutboxDestinationDisabled", "HookinboxOutboxMessagesFailed", "HookinboxOutboxBacklogOld"} {
+		if exprs[alert] == "" {
+			t.Errorf("no alert %s", alert)
+		}
+	}
+	// A ratio of 401s to all deliveries, per source: a low-volume source
+	// whose rotation failed completely reads 1.
+	burst := exprs["HookinboxUnauthorizedBurst"]
+	if !regexp.MustCompile(`(?s)sum by \(source\) \(increase\(hookinbox_receiver_deliveries_total\{[^}]*reason="signature"\}\[1h\]\)\)\s*/ sum by \(source\) \(increase\(hookinbox_receiver_deliveries_total\{[^}]*\}\[1h\]\)\) > 0\.5`).MatchString(burst) {
+		t.Errorf("HookinboxUnauthorizedBurst is not the ratio of 401s to all deliveries: %s", burst)
+	}
+}
+
+func TestGOMEMLIMIT(t *testing.T) {
+	t.Parallel()
+	defaults := []string{filepath.Join(chartDir, "ci", "default-values.yaml")}
+	for name, tt := range map[string]struct {
+		set  map[string]any
+		want string // the receiver's GOMEMLIMIT; "" for none
+	}{
+		"Gi":             {map[string]any{"receiver.resources": map[string]any{"limits": map[string]any{"memory": "2Gi"}}}, "1843MiB"},
+		"DecimalM":       {map[string]any{"receiver.resources": map[string]any{"limits": map[string]any{"memory": "1000M"}}}, "858MiB"},
+		"Bytes":          {map[string]any{"receiver.resources": map[string]any{"limits": map[string]any{"memory": "536870912"}}}, "460MiB"},
+		"NoLimitNoValue": {map[string]any{"receiver.resources": map[string]any{"limits": map[string]any{"memory": nil}}}, ""},
+		"PercentZero":    {map[string]any{"goMemLimitPercent": 0}, ""},
+		"Percent50":      {map[string]any{"goMemLimitPercent": 50}, "384MiB"},
+		"ExtraEnvWins":   {map[string]any{"receiver.extraEnv": []any{map[string]any{"name": "GOMEMLIMIT", "value": "100MiB"}}}, "100MiB"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := mustRender(t, defaults, tt.set)
+			var got []string
+			for _, e := range r.deployments["receiver"].Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "GOMEMLIMIT" {
+					got = append(got, e.Value)
+				}
+			}
+			if tt.want == "" && len(got) > 0 || tt.want != "" && !slices.Equal(got, []string{tt.want}) {
+				t.Errorf("GOMEMLIMIT %v, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSecretPerComponent(t *testing.T) {
+	t.Parallel()
+	all := []string{filepath.Join(chartDir, "ci", "all-on-keda-values.yaml")}
+	own := map[string]string{"receiver": "hi-receiver", "worker": "hi-worker", "hi-hookinbox-migrate": "hi-migration"}
+	r := mustRender(t, all, map[string]any{
+		"receiver.existingSecret": own["receiver"], "worker.existingSecret": own["worker"], "migration.existingSecret": own["hi-hookinbox-migrate"],
+	})
+	for name, spec := range podSpecs(r) {
+		refs := 0
+		for _, e := range spec.Containers[0].Env {
+			if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+				continue
+			}
+			refs++
+			if got := e.ValueFrom.SecretKeyRef.Name; got != own[name] {
+				t.Errorf("%s: %s comes from the Secret %s, not its own %s", name, e.Name, got, own[name])
+			}
+		}
+		if refs == 0 {
+			t.Errorf("%s: no key from its Secret", name)
+		}
+	}
+	for _, u := range r.all {
+		if u.GetKind() == "TriggerAuthentication" {
+			refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "secretTargetRef")
+			if got := refs[0].(map[string]any)["name"]; got != own["worker"] {
+				t.Errorf("KEDA reads the connection string from %v, not the worker's Secret", got)
 			}
 		}
 	}

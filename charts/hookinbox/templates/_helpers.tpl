@@ -54,6 +54,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- required "existingSecret is required: the name of a Secret holding the database URL and the provider secrets (see the chart's README)" .Values.existingSecret -}}
 {{- end -}}
 
+{{/* The Secret of a component (receiver, worker, migration): its own existingSecret, else the common one; pass (dict "ctx" $ "component" "receiver"). */}}
+{{- define "hookinbox.componentSecret" -}}
+{{- $own := (index .ctx.Values .component).existingSecret -}}
+{{- if $own -}}{{ $own }}{{- else -}}{{ include "hookinbox.secretName" .ctx }}{{- end -}}
+{{- end -}}
+
 {{/* Grace periods: the stop timeouts plus a margin, or the value set, which must exceed them. */}}
 {{- define "hookinbox.receiverGrace" -}}
 {{- $r := .Values.receiver -}}
@@ -91,7 +97,7 @@ database URL written out instead of referenced as ${NAME}.
 */}}
 {{- define "hookinbox.config" -}}
 {{- $cfg := deepCopy (default (dict) .Values.config) -}}
-{{- $owned := dict "receiver" (list "listen" "shutdown_delay" "shutdown_timeout") "worker" (list "listen" "soft_stop_timeout" "hard_stop_timeout" "ui") -}}
+{{- $owned := dict "receiver" (list "listen" "ops_listen" "shutdown_delay" "shutdown_timeout") "worker" (list "listen" "soft_stop_timeout" "hard_stop_timeout" "ui") -}}
 {{- range $section, $keys := $owned -}}
 {{- $s := default (dict) (get $cfg $section) -}}
 {{- range $keys -}}
@@ -125,6 +131,7 @@ database URL written out instead of referenced as ${NAME}.
 {{- end -}}
 {{- $receiver := default (dict) (get $cfg "receiver") -}}
 {{- $_ := set $receiver "listen" (printf ":%d" (int .Values.receiver.port)) -}}
+{{- $_ := set $receiver "ops_listen" (printf ":%d" (int .Values.receiver.opsPort)) -}}
 {{- $_ := set $receiver "shutdown_delay" (printf "%ds" (int .Values.receiver.shutdownDelaySeconds)) -}}
 {{- $_ := set $receiver "shutdown_timeout" (printf "%ds" (int .Values.receiver.shutdownTimeoutSeconds)) -}}
 {{- if and .Values.receiver.ingress.enabled (not (hasKey $receiver "trusted_proxies")) -}}
@@ -142,13 +149,85 @@ database URL written out instead of referenced as ${NAME}.
 {{- toYaml $cfg -}}
 {{- end -}}
 
-{{/* Environment of the receiver and worker containers. */}}
+{{/*
+hookinbox.secretRefs: the ${NAME} references of the parts of the config a
+component needs, comma-separated and sorted; pass (dict "ctx" $ "component"
+"receiver"). The receiver's are in the sources (less their reconcile keys),
+receiver and tracing; the worker's in worker, tracing and the sources'
+reconcile keys (config.Needs: the worker needs no signing secret). The
+database URL and River UI's credentials have entries of their own.
+*/}}
+{{- define "hookinbox.secretRefs" -}}
+{{- $cfg := include "hookinbox.config" .ctx | fromYaml -}}
+{{- $parts := list (default (dict) $cfg.tracing) -}}
+{{- range $src := (default (list) $cfg.sources) -}}
+{{- if eq $.component "receiver" -}}
+{{- $parts = append $parts (omit $src "reconcile") -}}
+{{- else -}}
+{{- $parts = append $parts (default (dict) $src.reconcile) -}}
+{{- end -}}
+{{- end -}}
+{{- $parts = append $parts (default (dict) (get $cfg .component)) -}}
+{{- $names := list -}}
+{{- range regexFindAll "\\$\\{[A-Za-z_][A-Za-z0-9_]*\\}" (toYaml $parts) -1 -}}
+{{- $name := trimSuffix "}" (trimPrefix "${" .) -}}
+{{- if not (has $name (list "HOOKINBOX_DATABASE_URL" "RIVERUI_USERNAME" "RIVERUI_PASSWORD")) -}}
+{{- $names = append $names $name -}}
+{{- end -}}
+{{- end -}}
+{{- $names | uniq | sortAlpha | join "," -}}
+{{- end -}}
+
+{{/*
+hookinbox.gomemlimit: GOMEMLIMIT for a memory limit (a Kubernetes quantity:
+768Mi, 1Gi, 512M, bytes), goMemLimitPercent of it in MiB; empty without a
+limit or with the percentage 0.
+*/}}
+{{- define "hookinbox.gomemlimit" -}}
+{{- $limit := toString (default "" (dig "limits" "memory" "" (default (dict) .resources))) -}}
+{{- $percent := int .percent -}}
+{{- if and $limit (gt $percent 0) -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "K" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 -}}
+{{- $m := regexFind "^[0-9]+" $limit -}}
+{{- $unit := trimPrefix $m $limit -}}
+{{- if or (not $m) (and $unit (not (hasKey $units $unit))) -}}
+{{- fail (printf "resources.limits.memory %q: the chart derives GOMEMLIMIT from Ki, Mi, Gi, Ti, k, M, G, T or bytes; set goMemLimitPercent to 0 to derive none" $limit) -}}
+{{- end -}}
+{{- $bytes := mul (int64 $m) (int64 (default 1 (get $units $unit))) -}}
+{{- printf "%dMiB" (div (mul $bytes $percent) 104857600) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Environment of the receiver and worker containers: the database URL, the
+keys of existingSecret the component's config references (and those
+only), and GOMEMLIMIT; pass (dict "ctx" $ "component" "receiver").
+*/}}
 {{- define "hookinbox.env" -}}
+{{- $secret := include "hookinbox.componentSecret" . -}}
+{{- $values := index .ctx.Values .component -}}
 - name: HOOKINBOX_DATABASE_URL
   valueFrom:
     secretKeyRef:
-      name: {{ include "hookinbox.secretName" . }}
-      key: {{ .Values.databaseUrlKey }}
+      name: {{ $secret }}
+      key: {{ .ctx.Values.databaseUrlKey }}
+{{- range $name := splitList "," (include "hookinbox.secretRefs" .) }}
+{{- if $name }}
+- name: {{ $name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: {{ $name }}
+{{- end }}
+{{- end }}
+{{- $extra := list -}}
+{{- range (default (list) $values.extraEnv) }}{{ $extra = append $extra .name }}{{ end -}}
+{{- with include "hookinbox.gomemlimit" (dict "resources" $values.resources "percent" .ctx.Values.goMemLimitPercent) }}
+{{- if not (has "GOMEMLIMIT" $extra) }}
+- name: GOMEMLIMIT
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* The config volume and a writable /tmp, on a read-only root filesystem. */}}

@@ -1,9 +1,10 @@
 {{/*
-Secrets as files, so that they rotate without a restart: every key of
-existingSecret that a source names as its secrets_file under
-hookinbox.secretsDir is mounted there, one file per key, in the receiver and
-the worker (whose configuration loads the sources too). The kubelet updates
-the files when the Secret changes (within its sync period, about a minute;
+Secrets as files, so that they rotate without a restart: every key of the
+receiver's Secret (receiver.existingSecret, else existingSecret) that a
+source names as its secrets_file under hookinbox.secretsDir is mounted
+there, one file per key, in the receiver only (the worker does not verify,
+and its configuration does not read them: see config.NeedWorker). The
+kubelet updates the files when the Secret changes (within its sync period, about a minute;
 never through a subPath mount, so none is used), and the receiver re-reads a
 changed file within a second or so. An environment variable (${NAME}) is
 read once, at start.
@@ -38,7 +39,7 @@ mounts nothing else.
 {{- if $keys }}
 - name: secrets
   secret:
-    secretName: {{ include "hookinbox.secretName" . }}
+    secretName: {{ include "hookinbox.componentSecret" (dict "ctx" . "component" "receiver") }}
     # 0440: readable by the pod's fsGroup, which owns the files.
     defaultMode: 288
     items:
