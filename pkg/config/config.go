@@ -84,16 +84,10 @@ type ReceiverConfig struct {
 	// BatcherConfig holds the group commit's settings (the batch_ keys):
 	// their keys, defaults and validation are internal/inboxstore's.
 	inboxstore.BatcherConfig `mapstructure:",squash"`
-	// Config holds the receiver's own settings, its connection limits
-	// included: their keys, defaults and validation are internal/receiver's.
+	// Config holds the receiver's own settings, its connection limits and
+	// trusted_proxies included: their keys, defaults and validation are
+	// internal/receiver's.
 	receiver.Config `mapstructure:",squash"`
-	// TrustedProxies are the networks of reverse proxies (an ingress, a load
-	// balancer) whose X-Forwarded-For header is believed when a source's
-	// allow_ips is checked and max_unverified_per_client counted, and whose
-	// connections max_connections_per_client does not count; entries are
-	// written like allow_ips entries. Defaults to none: the TCP peer is the
-	// client.
-	TrustedProxies []string `mapstructure:"trusted_proxies"`
 	// Rejections configures the per-source rejection samples (see ops.go).
 	Rejections RejectionsConfig `mapstructure:"rejections"`
 }

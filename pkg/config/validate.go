@@ -95,7 +95,6 @@ func (c *Config) validateReceiver(p *problems) {
 			break
 		}
 	}
-	prefixes(p, "receiver.trusted_proxies", r.TrustedProxies)
 }
 
 func (c *Config) validateWorker(p *problems) {
