@@ -172,6 +172,12 @@ func SequencedFrom(ctx context.Context) (Sequenced, bool) {
 // and returns a copy with their defaults filled in.
 func checkRouteOptions(r Route) (*Route, error) {
 	out := r
+	if m := out.Mirror; m != nil && m.Kind == "" && m.ID == "" && m.Version == "" {
+		// A mirror section that locates nothing (a route over every source
+		// that sets only its tie, say) takes the provider's defaults, as a
+		// route without one does.
+		out.Mirror = nil
+	}
 	if out.Mirror != nil {
 		m := *out.Mirror
 		if err := m.Validate(); err != nil {
