@@ -58,16 +58,11 @@ func setupServed(t *testing.T, mutate func(*config.ReceiverConfig)) *servedBundl
 	require.NoError(t, err)
 	t.Cleanup(stop) // after the server's shutdown below: cleanups run last-in, first-out
 
-	trusted, err := cfg.Receiver.TrustedProxyPrefixes()
-	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	hs, limited := receiver.NewHTTPServer(ln, srv.Handler(), &receiver.HTTPConfig{
-		MaxConnections:          cfg.Receiver.MaxConnections,
-		MaxConnectionsPerClient: cfg.Receiver.MaxConnectionsPerClient,
-		TrustedProxies:          trusted,
-		Logger:                  env.Logger,
-	})
+	hc := srv.HTTPConfig() // the connection limits and the parsed trusted_proxies
+	hc.Logger = env.Logger
+	hs, limited := receiver.NewHTTPServer(ln, srv.Handler(), hc)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(limited) }()
 	t.Cleanup(func() {

@@ -109,10 +109,13 @@ type Config struct {
 	// request refused before its body is read drains it for this long at
 	// most. Defaults to 1s.
 	BodyGrace time.Duration `mapstructure:"-"`
-	// TrustedProxies are the networks of reverse proxies (an ingress) whose
-	// X-Forwarded-For header is believed when checking a source's AllowIPs.
-	// Empty means the TCP peer is the client.
-	TrustedProxies []netip.Prefix `mapstructure:"-"`
+	// TrustedProxies are the networks of reverse proxies (an ingress, a load
+	// balancer) whose X-Forwarded-For header is believed when a source's
+	// allow_ips is checked and max_unverified_per_client counted, and whose
+	// connections max_connections_per_client does not count; entries are
+	// written like allow_ips entries. Defaults to none: the TCP peer is the
+	// client.
+	TrustedProxies []string `mapstructure:"trusted_proxies"`
 	// DeliveryLogLevel is the level of the line logged for each delivery
 	// answered 2xx (stored, duplicate, handshake). Refused deliveries are
 	// logged at warn, failed commits at error, and requests for an unknown
@@ -136,16 +139,6 @@ type Config struct {
 	// max_connections_per_client, max_header_bytes); New ignores them, the
 	// listener applies them (see HTTP).
 	HTTPConfig `mapstructure:",squash"`
-}
-
-// HTTP returns the HTTPConfig to serve the receiver with: c's connection
-// limits, with c's RetryAfter, TrustedProxies and Logger.
-func (c *Config) HTTP() *HTTPConfig {
-	hc := c.HTTPConfig
-	hc.RetryAfter = c.RetryAfter
-	hc.TrustedProxies = c.TrustedProxies
-	hc.Logger = c.Logger
-	return &hc
 }
 
 // WithDefaults returns a copy of c with every zero-valued setting at its
@@ -186,13 +179,23 @@ func (c *Config) Validate() error {
 	positive("max_unverified_bytes", c.MaxUnverifiedBytes)
 	positive("max_unverified_per_client", int64(c.MaxUnverifiedPerClient))
 	positive("min_body_rate", c.MinBodyRate)
+	if _, err := ParsePrefixes("trusted_proxies", c.TrustedProxies); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, c.HTTPConfig.Validate())
 	return errors.Join(errs...)
 }
 
-// HTTPConfig returns the HTTPConfig to serve s with (Config.HTTP of the
-// Config s was built from).
-func (s *Server) HTTPConfig() *HTTPConfig { return s.config.HTTP() }
+// HTTPConfig returns the HTTPConfig to serve s with: the connection limits
+// of the Config s was built from, with its RetryAfter, TrustedProxies and
+// Logger.
+func (s *Server) HTTPConfig() *HTTPConfig {
+	hc := s.config.HTTPConfig
+	hc.RetryAfter = s.config.RetryAfter
+	hc.TrustedProxies = s.trustedProxies
+	hc.Logger = s.config.Logger
+	return &hc
+}
 
 // Claimer claims a delivery's events in the inbox and enqueues their jobs,
 // returning only after the commit. *inboxstore.Ingester (a transaction per
@@ -214,6 +217,8 @@ type Server struct {
 	verifiers map[string]*atomic.Pointer[liveVerifier]
 	config    Config
 	logger    *zap.Logger
+	// trustedProxies are Config.TrustedProxies, parsed.
+	trustedProxies []netip.Prefix
 	// tracer is nil when tracing is off.
 	tracer trace.Tracer
 }
@@ -232,6 +237,7 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 		unverified: newUnverified(c.MaxUnverifiedBytes, c.MaxUnverifiedPerClient, c.MinBodyRate, c.BodyGrace),
 		sources:    map[string]*Source{}, verifiers: map[string]*atomic.Pointer[liveVerifier]{}, config: c, logger: sampleRejections(c.Logger, rejectionLogInterval, rejectionLogBurst),
 	}
+	s.trustedProxies, _ = ParsePrefixes("trusted_proxies", c.TrustedProxies) // Validate checked them.
 	if c.TracerProvider != nil {
 		s.tracer = c.TracerProvider.Tracer(tracerName)
 	}
@@ -320,7 +326,7 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	// the connection).
 	rc := http.NewResponseController(c.Response().Writer)
 	_ = rc.SetReadDeadline(start.Add(min(s.config.BodyGrace, src.AckTimeout)))
-	ip := clientIP(c.Request(), s.config.TrustedProxies)
+	ip := clientIP(c.Request(), s.trustedProxies)
 	if len(src.AllowIPs) > 0 && !allowed(ip, src.AllowIPs) {
 		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusForbidden, "forbidden_ip", zap.String("client_ip", ip.String()))
 		return c.JSON(http.StatusForbidden, errorBody{"address not allowed"})
@@ -445,7 +451,7 @@ func (s *Server) logRejected(c echo.Context, level zapcore.Level, source string,
 	if s.config.Rejections != nil {
 		// Rate-limited per source and written in the background: a flood of
 		// refusals costs a map lookup and a mutex, not a write each.
-		s.config.Rejections.Record(source, reason, status, clientIP(c.Request(), s.config.TrustedProxies).String(),
+		s.config.Rejections.Record(source, reason, status, clientIP(c.Request(), s.trustedProxies).String(),
 			c.Response().Header().Get(echo.HeaderXRequestID), c.Request().Header)
 	}
 }

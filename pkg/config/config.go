@@ -94,16 +94,10 @@ type ReceiverConfig struct {
 	// BatcherConfig holds the group commit's settings (the batch_ keys):
 	// their keys, defaults and validation are internal/inboxstore's.
 	inboxstore.BatcherConfig `mapstructure:",squash"`
-	// Config holds the receiver's own settings, its connection limits
-	// included: their keys, defaults and validation are internal/receiver's.
+	// Config holds the receiver's own settings, its connection limits and
+	// trusted_proxies included: their keys, defaults and validation are
+	// internal/receiver's.
 	receiver.Config `mapstructure:",squash"`
-	// TrustedProxies are the networks of reverse proxies (an ingress, a load
-	// balancer) whose X-Forwarded-For header is believed when a source's
-	// allow_ips is checked and max_unverified_per_client counted, and whose
-	// connections max_connections_per_client does not count; entries are
-	// written like allow_ips entries. Defaults to none: the TCP peer is the
-	// client.
-	TrustedProxies []string `mapstructure:"trusted_proxies"`
 	// Rejections configures the per-source rejection samples (see ops.go).
 	Rejections RejectionsConfig `mapstructure:"rejections"`
 }
@@ -242,8 +236,8 @@ type WorkerConfig struct {
 	Concurrency int `mapstructure:"concurrency"`
 	// Queues are the River queues this worker works. Defaults to ["default"].
 	Queues []string `mapstructure:"queues"`
-	// Config holds the worker's own settings: their keys, defaults and
-	// validation are pkg/worker's.
+	// Config holds the worker's own settings, its routes included: their
+	// keys, defaults and validation are pkg/worker's.
 	worker.Config `mapstructure:",squash"`
 	// ReplayRate is a bulk replay's default pace, rows per second
 	// (`inboxctl replay --rate` overrides it per run). Replayed events'
@@ -261,8 +255,6 @@ type WorkerConfig struct {
 	// is spent and running jobs are cancelled, waits for them to return.
 	// Defaults to 5s.
 	HardStopTimeout time.Duration `mapstructure:"hard_stop_timeout"`
-	// Routes map events to handlers; the first match decides.
-	Routes []RouteConfig `mapstructure:"routes"`
 	// UI serves River UI at /riverui/ on Listen.
 	UI WorkerUIConfig `mapstructure:"ui"`
 	// Admin configures the admin HTTP API (see ops.go).
@@ -289,37 +281,6 @@ type WorkerUIConfig struct {
 	// in constant time. Reference the password from the environment
 	// ("${RIVERUI_PASSWORD}"). Required when Enabled.
 	BasicAuth []BasicAuthConfig `mapstructure:"basic_auth"`
-}
-
-// RouteConfig maps a source's events, by type pattern, to handlers.
-type RouteConfig struct {
-	// Source is a source name, or "*" for any. Required.
-	Source string `mapstructure:"source"`
-	// Types are event-type patterns: "*", an exact type, or a prefix ending
-	// in ".*" ("payment_intent.*"). Defaults to ["*"].
-	Types []string `mapstructure:"types"`
-	// Handlers are registered handler names run in order in the event's
-	// transaction ("noop", "log", "mirror", or ones a worker binary
-	// registers).
-	Handlers []string `mapstructure:"handlers"`
-	// Isolation is the handler transaction's isolation level:
-	// read_committed, repeatable_read or serializable. Defaults to
-	// worker.isolation.
-	Isolation string `mapstructure:"isolation"`
-	// Mirror says where the mirror handler finds the object (ordering.go).
-	Mirror MirrorConfig `mapstructure:"mirror"`
-	// Lock runs the handlers under an advisory lock (ordering.go).
-	Lock LockConfig `mapstructure:"lock"`
-	// Sequence processes events sharing a key in order (ordering.go).
-	Sequence SequenceConfig `mapstructure:"sequence"`
-	// Filter runs the handlers only for the events meeting every condition;
-	// the route still decides for the others, which are marked done with a
-	// note (outbox.go). Defaults to none: every event.
-	Filter []FilterConfig `mapstructure:"filter"`
-	// Destinations are the worker.destinations the forward handler sends
-	// each event to; a handler of a worker binary may read them too
-	// (worker.RouteFrom). Required with forward.
-	Destinations []string `mapstructure:"destinations"`
 }
 
 // Secret is secret.String, the type of every secret-valued setting: it

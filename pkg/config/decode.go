@@ -32,11 +32,17 @@ func decodeStruct(v reflect.Value, settings map[string]any, prefix string, skip 
 		switch {
 		case value == nil || skip[key]:
 			// Left out, or taken from the environment.
-		case field.Kind() == reflect.Struct:
+		case field.Kind() == reflect.Struct || isStructPointer(field.Type()):
 			m, ok := value.(map[string]any)
 			if !ok {
 				p.addf(key, "must be a mapping of keys to values")
 				continue
+			}
+			if field.Kind() == reflect.Pointer {
+				// An optional section (a route's mirror, lock, sequence):
+				// present once the file has it.
+				field.Set(reflect.New(field.Type().Elem()))
+				field = field.Elem()
 			}
 			decodeStruct(field, m, key+".", skip, p)
 		case field.Kind() == reflect.Slice && field.Type().Elem().Kind() == reflect.Struct:
@@ -121,6 +127,12 @@ func decodeValue(field reflect.Value, value any) error {
 		return de.Unwrap() // Its own name is "": the caller names the key.
 	}
 	return err
+}
+
+// isStructPointer reports whether t is a pointer to a struct, an optional
+// section.
+func isStructPointer(t reflect.Type) bool {
+	return t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct
 }
 
 // fieldNamed returns v's field whose mapstructure tag is name.

@@ -40,7 +40,6 @@ const (
 	// be replayed once the routes are fixed, a row marked done cannot.
 	defaultWorkerUnrouted                      = UnroutedFailed
 	defaultWorkerHardStopTimeout time.Duration = 5 * time.Second
-	defaultRouteType                           = "*"
 	defaultSourceRetention                     = retention.RetentionDefault
 	defaultWorkerReplayRate                    = replay.RateDefault
 	defaultWorkerReplayBatch                   = replay.BatchDefault
@@ -109,11 +108,14 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	w.ReplayRate = cmp.Or(w.ReplayRate, defaultWorkerReplayRate)
 	w.ReplayBatch = cmp.Or(w.ReplayBatch, defaultWorkerReplayBatch)
 	applyOutboxDefaults(w)
-	for i := range w.Routes {
-		if len(w.Routes[i].Types) == 0 {
-			w.Routes[i].Types = []string{defaultRouteType}
+	for i, r := range w.Routes {
+		// A route's mirror and sequence defaults are its source's
+		// provider's; a route over every source ("*") takes none.
+		provider := ""
+		if s, ok := c.Source(r.Source); ok {
+			provider = s.Provider
 		}
-		applyOrderingDefaults(&w.Routes[i])
+		w.Routes[i] = r.WithDefaults(provider)
 	}
 	c.applyOpsDefaults()
 	c.applyTracingDefaults()

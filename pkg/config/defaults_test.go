@@ -27,7 +27,7 @@ func TestApplyDefaults(t *testing.T) {
 
 		cfg := &Config{
 			Sources: []SourceConfig{{Name: "stripe"}},
-			Worker:  WorkerConfig{Routes: []RouteConfig{{Source: "*"}}},
+			Worker:  WorkerConfig{Config: worker.Config{Routes: []worker.Route{{Source: "*"}}}},
 		}
 		cfg.ApplyDefaults()
 
@@ -71,12 +71,12 @@ func TestApplyDefaults(t *testing.T) {
 				SoftStopTimeout:   20 * time.Second,
 				Isolation:         "read_committed",
 				PauseRefresh:      time.Second,
+				Routes:            []worker.Route{{Source: "*", Types: []string{"*"}}},
 			},
 			ReplayRate:      500,
 			ReplayBatch:     100,
 			Unrouted:        UnroutedFailed,
 			HardStopTimeout: 5 * time.Second,
-			Routes:          []RouteConfig{{Source: "*", Types: []string{"*"}}},
 			Outbox:          OutboxConfig{Relay: OutboxRelayConfig{Batch: 100, Lease: 2 * time.Minute, PollInterval: time.Second}},
 		}, cfg.Worker)
 	})

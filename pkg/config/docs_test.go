@@ -64,6 +64,9 @@ func TestConfigurationDoc(t *testing.T) {
 			case ft.Kind() == reflect.Struct:
 				rows(ft, key+".")
 				continue
+			case isStructPointer(ft):
+				rows(ft.Elem(), key+".")
+				continue
 			case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 				rows(ft.Elem(), key+"[].")
 				continue
@@ -120,7 +123,7 @@ func fieldComments(t *testing.T) map[string]string {
 	t.Helper()
 	fset := token.NewFileSet()
 	var names []string
-	for _, pattern := range []string{"*.go", "../worker/*.go", "../../internal/receiver/*.go", "../../internal/inboxstore/*.go"} {
+	for _, pattern := range []string{"*.go", "../worker/*.go", "../effect/*.go", "../../internal/receiver/*.go", "../../internal/inboxstore/*.go"} {
 		matches, err := filepath.Glob(pattern)
 		require.NoError(t, err)
 		names = append(names, matches...)

@@ -13,8 +13,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/effect"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/secret"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 const examplePath = "../../config/hookinbox.yaml"
@@ -70,14 +72,14 @@ func TestExampleFile(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "standardwebhooks", bank.Provider)
 	require.Equal(t, 90*time.Second, cfg.Worker.RescueAfter)
-	require.Equal(t, []config.RouteConfig{
+	require.Equal(t, []worker.Route{
 		{Source: "stripe", Types: []string{"payment_intent.*"}, Handlers: []string{"log"}},
 		{Source: "stripe", Types: []string{"customer.*"}, Handlers: []string{"mirror"}, Isolation: "read_committed",
-			Mirror:   config.MirrorConfig{Kind: "data.object.object", ID: "data.object.id", Version: "created", EventTime: "created", Tie: "arrival"},
-			Lock:     config.LockConfig{Key: "data.object.id", Snooze: time.Second},
-			Sequence: config.SequenceConfig{Key: "data.object.id", Order: "created", PoisonAfter: 3}},
+			Mirror:   &effect.Spec{Kind: "data.object.object", ID: "data.object.id", Version: "created", EventTime: "created", Tie: "arrival"},
+			Lock:     &worker.LockOption{Key: "data.object.id", Snooze: time.Second},
+			Sequence: &worker.SequenceOption{Key: "data.object.id", Order: "created", PoisonAfter: 3}},
 		{Source: "stripe", Types: []string{"invoice.*"}, Handlers: []string{"forward"},
-			Filter: []config.FilterConfig{{Path: "data.object.currency", In: []string{"usd", "eur"}}}, Destinations: []string{"billing"}},
+			Filter: []worker.Condition{{Path: "data.object.currency", In: []string{"usd", "eur"}}}, Destinations: []string{"billing"}},
 		{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}},
 	}, cfg.Worker.Routes)
 	require.Equal(t, exampleEnv["BILLING_WEBHOOK_SECRET"], cfg.Worker.Destinations["billing"].Secret.Reveal())

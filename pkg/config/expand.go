@@ -41,6 +41,10 @@ func expandValue(v reflect.Value, key string, lookup func(string) (string, bool)
 			}
 			expandValue(v.FieldByIndex(f.Index), name, lookup, p)
 		}
+	case reflect.Pointer:
+		if !v.IsNil() && v.Elem().Kind() == reflect.Struct {
+			expandValue(v.Elem(), key, lookup, p)
+		}
 	case reflect.Slice, reflect.Array:
 		for i := range v.Len() {
 			expandValue(v.Index(i), key+"["+strconv.Itoa(i)+"]", lookup, p)

@@ -5,7 +5,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/secret"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 func TestExpandEnv(t *testing.T) {
@@ -31,7 +33,7 @@ func TestExpandEnv(t *testing.T) {
 			}},
 			Worker: WorkerConfig{
 				Queues: []string{"${QUEUE}"},
-				Routes: []RouteConfig{{Source: "${SOURCE}", Types: []string{"${TYPE}.*"}, Handlers: []string{"${HANDLER}"}}},
+				Config: worker.Config{Routes: []worker.Route{{Source: "${SOURCE}", Types: []string{"${TYPE}.*"}, Handlers: []string{"${HANDLER}"}}}},
 			},
 		}
 		err := expand(cfg, lookup(map[string]string{
@@ -44,14 +46,14 @@ func TestExpandEnv(t *testing.T) {
 		require.Equal(t, []string{"a$1", "x--y"}, secret.Reveal(cfg.Sources[0].Secrets), "values are not expanded again; set but empty expands to empty")
 		require.Equal(t, "/run/secrets/stripe", cfg.Sources[0].SecretsFile)
 		require.Equal(t, []string{"bank"}, cfg.Worker.Queues)
-		require.Equal(t, RouteConfig{Source: "stripe", Types: []string{"charge.*"}, Handlers: []string{"log"}}, cfg.Worker.Routes[0])
+		require.Equal(t, worker.Route{Source: "stripe", Types: []string{"charge.*"}, Handlers: []string{"log"}}, cfg.Worker.Routes[0])
 	})
 
 	t.Run("ReachesNestedCredentials", func(t *testing.T) {
 		t.Parallel()
 
 		cfg := &Config{
-			Receiver: ReceiverConfig{TrustedProxies: []string{"${PROXY_NET}"}},
+			Receiver: ReceiverConfig{Config: receiver.Config{TrustedProxies: []string{"${PROXY_NET}"}}},
 			Sources: []SourceConfig{{
 				BasicAuth: []BasicAuthConfig{{Username: "${USER}", Password: "${PW_NEW}"}, {Username: "old", Password: "${PW_OLD}"}},
 				URL:       "https://${HOST}/webhooks/twilio",
@@ -111,7 +113,7 @@ func TestExpandEnv(t *testing.T) {
 				{Secrets: []secret.String{"ok"}},
 				{Secrets: []secret.String{"${SET}", "${STRIPE_WEBHOOK_SECRET}"}},
 			},
-			Worker: WorkerConfig{Routes: []RouteConfig{{Handlers: []string{"${H}"}}}},
+			Worker: WorkerConfig{Config: worker.Config{Routes: []worker.Route{{Handlers: []string{"${H}"}}}}},
 		}
 		err := expand(cfg, lookup(map[string]string{"SET": testSecret}))
 		require.EqualError(t, err, "database.url: environment variable DATABASE_URL is not set\n"+

@@ -64,7 +64,7 @@ worker:
 		require.Equal(t, []string{"default", "bank"}, cfg.Worker.Queues)
 		require.Equal(t, 5*time.Minute, cfg.Worker.JobTimeout)
 		require.Equal(t, 5*time.Minute+30*time.Second, cfg.Worker.RescueAfter)
-		require.Equal(t, []RouteConfig{{
+		require.Equal(t, []worker.Route{{
 			Source:   "stripe",
 			Types:    []string{"payment_intent.*", "charge.refunded"},
 			Handlers: []string{"log", "noop"},
@@ -131,12 +131,12 @@ worker:
 					SoftStopTimeout:   20 * time.Second,
 					Isolation:         "read_committed",
 					PauseRefresh:      time.Second,
+					Routes:            []worker.Route{{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}}},
 				},
 				ReplayRate:      500,
 				ReplayBatch:     100,
 				Unrouted:        "failed",
 				HardStopTimeout: 5 * time.Second,
-				Routes:          []RouteConfig{{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}}},
 				Outbox:          OutboxConfig{Relay: OutboxRelayConfig{Batch: 100, Lease: 2 * time.Minute, PollInterval: time.Second}},
 			},
 			Tracing: TracingConfig{SampleRatio: 1},

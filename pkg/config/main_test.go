@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hookinbox/hookinbox/pkg/secret"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // TestMain unsets the variables Load reads, so that a developer's or CI's
@@ -89,10 +90,10 @@ func validConfig() *Config {
 			{Name: "bank", Provider: "standardwebhooks", Secrets: []secret.String{testBankSecret}},
 		},
 		Worker: WorkerConfig{
-			Routes: []RouteConfig{
+			Config: worker.Config{Routes: []worker.Route{
 				{Source: "stripe", Types: []string{"payment_intent.*"}, Handlers: []string{"log"}},
 				{Source: "*", Handlers: []string{"noop"}},
-			},
+			}},
 		},
 	}
 	cfg.ApplyDefaults()

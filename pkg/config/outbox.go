@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/jetstream"
 	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/pkg/secret"
@@ -96,16 +95,6 @@ type DestinationConfig struct {
 	CreateStream bool `mapstructure:"create_stream"`
 }
 
-// FilterConfig is one condition of a route's filter.
-type FilterConfig struct {
-	// Path locates the value: a dotted JSON path ("data.object.currency")
-	// or "header:Name". Required.
-	Path string `mapstructure:"path"`
-	// In lists the accepted values, compared as text. Empty: the value
-	// only has to be present.
-	In []string `mapstructure:"in"`
-}
-
 // The relay's and destinations' defaults are internal/relay's.
 const defaultDestinationTimeout = relay.HTTPTimeoutDefault
 
@@ -179,33 +168,13 @@ func (c *Config) validateOutbox(p *problems) {
 	}
 }
 
-// validateRouteForward checks a route's filter and destinations.
-func (c *Config) validateRouteForward(p *problems, key string, route *RouteConfig) {
-	for i, f := range route.Filter {
-		if err := inboxstore.CheckSequenceLocator(f.Path); err != nil {
-			p.addf(fmt.Sprintf("%s.filter[%d].path", key, i), "%s", err)
-		}
-	}
-	forwards := slices.Contains(route.Handlers, worker.ForwardHandlerName)
-	if forwards && len(route.Destinations) == 0 {
-		p.addf(key+".destinations", "required by the forward handler: names in worker.destinations")
-	}
+// validateRouteForward checks that a route's destinations are among
+// worker.destinations.
+func (c *Config) validateRouteForward(p *problems, key string, route *worker.Route) {
 	for i, d := range route.Destinations {
 		if _, ok := c.Worker.Destinations[d]; !ok {
 			p.addf(fmt.Sprintf("%s.destinations[%d]", key, i), "unknown destination %q (worker.destinations: %s)",
 				d, strings.Join(slices.Sorted(maps.Keys(c.Worker.Destinations)), ", "))
 		}
 	}
-}
-
-// workerFilter returns the route's filter as the worker takes it.
-func (r *RouteConfig) workerFilter() []worker.Condition {
-	if len(r.Filter) == 0 {
-		return nil
-	}
-	out := make([]worker.Condition, len(r.Filter))
-	for i, f := range r.Filter {
-		out[i] = worker.Condition{Path: f.Path, In: f.In}
-	}
-	return out
 }

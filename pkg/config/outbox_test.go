@@ -57,7 +57,7 @@ worker:
 		require.Equal(t, 10*time.Second, billing.Timeout)
 		require.Equal(t, 8, billing.Concurrency)
 		require.Equal(t, "stripe.{type}", w.Destinations["customers"].Subject)
-		route := w.Routes[0].WorkerRoute("stripe")
+		route := w.Routes[0]
 		require.Equal(t, []string{"billing"}, route.Destinations)
 		require.Equal(t, "data.object.currency", route.Filter[0].Path)
 		require.Equal(t, []string{"usd", "eur"}, route.Filter[0].In)

@@ -53,6 +53,11 @@ func redact(v reflect.Value) any {
 		return v.Interface().(fmt.Stringer).String()
 	case t.Kind() == reflect.Struct:
 		return redactStruct(v)
+	case isStructPointer(t):
+		if v.IsNil() {
+			return nil
+		}
+		return redactStruct(v.Elem())
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
 		out := make([]any, v.Len())
 		for i := range out {

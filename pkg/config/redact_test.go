@@ -13,6 +13,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/tracing"
 	"github.com/hookinbox/hookinbox/pkg/secret"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 func TestRedacted(t *testing.T) {
@@ -136,7 +137,7 @@ func TestRedacted(t *testing.T) {
 		require.ElementsMatch(t, tagNames(reflect.TypeFor[SourceConfig]()), mapKeys(source))
 		require.ElementsMatch(t, tagNames(reflect.TypeFor[BasicAuthConfig]()), mapKeys(source["basic_auth"].([]any)[0].(map[string]any)))
 		require.ElementsMatch(t, tagNames(reflect.TypeFor[HMACConfig]()), mapKeys(source["hmac"].(map[string]any)))
-		require.ElementsMatch(t, tagNames(reflect.TypeFor[RouteConfig]()), mapKeys(route))
+		require.ElementsMatch(t, tagNames(reflect.TypeFor[worker.Route]()), mapKeys(route))
 	})
 }
 

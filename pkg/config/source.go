@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 )
@@ -54,14 +55,7 @@ func (s *SourceConfig) ProviderConfig() *provider.Config {
 // forms). An error names the entry as allow_ips[i]; after Load, which
 // validated them, there is none.
 func (s *SourceConfig) AllowIPPrefixes() ([]netip.Prefix, error) {
-	return parsePrefixes("allow_ips", s.AllowIPs)
-}
-
-// TrustedProxyPrefixes parses TrustedProxies, written like a source's
-// allow_ips. An error names the entry as receiver.trusted_proxies[i]; after
-// Load, which validated them, there is none.
-func (r *ReceiverConfig) TrustedProxyPrefixes() ([]netip.Prefix, error) {
-	return parsePrefixes("receiver.trusted_proxies", r.TrustedProxies)
+	return receiver.ParsePrefixes("allow_ips", s.AllowIPs)
 }
 
 // isZero reports whether no hmac key is set.

@@ -120,19 +120,6 @@ func TestSourceConfigAllowIPPrefixes(t *testing.T) {
 	})
 }
 
-func TestReceiverConfigTrustedProxyPrefixes(t *testing.T) {
-	t.Parallel()
-
-	r := &ReceiverConfig{TrustedProxies: []string{"10.0.0.0/8", "fd00::1"}}
-	prefixes, err := r.TrustedProxyPrefixes()
-	require.NoError(t, err)
-	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::1/128")}, prefixes)
-
-	r.TrustedProxies = []string{"10.0.0.0/8", "ingress"}
-	_, err = r.TrustedProxyPrefixes()
-	require.EqualError(t, err, `receiver.trusted_proxies[1]: "ingress" is not a CIDR prefix (10.0.0.0/8) or an IP address`)
-}
-
 // TestValidateProviderRequirements checks that what a provider requires is
 // reported at start-up under the source's key, and that meeting it is
 // enough. A provider not registered yet is skipped.

@@ -101,7 +101,6 @@ func (c *Config) validateReceiver(p *problems) {
 			break
 		}
 	}
-	prefixes(p, "receiver.trusted_proxies", r.TrustedProxies)
 }
 
 func (c *Config) validateWorker(p *problems) {
@@ -149,68 +148,17 @@ func (c *Config) validateWorker(p *problems) {
 	}
 }
 
+// validateRoute checks what worker.Config.Validate cannot: that the route's
+// source exists, and what its source's provider and worker.destinations
+// must give it.
 func (c *Config) validateRoute(p *problems, i int) {
 	route := &c.Worker.Routes[i]
 	key := fmt.Sprintf("worker.routes[%d]", i)
-
-	if route.Source == "" {
-		p.addf(key+".source", `required (a source name, or "*" for any)`)
-	} else if _, ok := c.Source(route.Source); !ok && route.Source != "*" {
+	if _, ok := c.Source(route.Source); !ok && route.Source != "*" && route.Source != "" {
 		p.addf(key+".source", "unknown source %q", route.Source)
 	}
-
-	if len(route.Types) == 0 {
-		p.addf(key+".types", "at least one type pattern is required")
-	}
-	for j, pattern := range route.Types {
-		if err := checkTypePattern(pattern); err != nil {
-			p.addf(fmt.Sprintf("%s.types[%d]", key, j), "%s", err)
-		}
-	}
-
-	if len(route.Handlers) == 0 {
-		p.addf(key+".handlers", "at least one handler is required")
-	}
-	for j, handler := range route.Handlers {
-		if strings.TrimSpace(handler) == "" {
-			p.addf(fmt.Sprintf("%s.handlers[%d]", key, j), "must not be empty")
-		}
-	}
-
 	c.validateRouteOrdering(p, key, route)
 	c.validateRouteForward(p, key, route)
-
-	// The first match decides, so a route after a catch-all for its source
-	// can never run.
-	for j, earlier := range c.Worker.Routes[:i] {
-		if (earlier.Source == "*" || earlier.Source == route.Source) && slices.Contains(earlier.Types, "*") {
-			p.addf(key, "unreachable: worker.routes[%d] already matches every event of source %q", j, route.Source)
-			break
-		}
-	}
-}
-
-// checkTypePattern accepts "*", an exact type, or a prefix ending in ".*".
-func checkTypePattern(pattern string) error {
-	const want = `must be "*", an exact event type, or a prefix ending in ".*"`
-	switch {
-	case pattern == "*":
-		return nil
-	case strings.TrimSpace(pattern) == "":
-		return errors.New("must not be empty")
-	case strings.ContainsAny(pattern, " \t\r\n"):
-		return fmt.Errorf("%q contains whitespace", pattern)
-	case strings.HasSuffix(pattern, ".*"):
-		prefix := strings.TrimSuffix(pattern, ".*")
-		if prefix == "" || strings.Contains(prefix, "*") {
-			return fmt.Errorf("%q: %s", pattern, want)
-		}
-		return nil
-	case strings.Contains(pattern, "*"):
-		return fmt.Errorf("%q: %s", pattern, want)
-	default:
-		return nil
-	}
 }
 
 func listenAddr(p *problems, key, addr string) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -194,10 +195,10 @@ func (s *SourceConfig) scrub(msg string) string {
 	return msg
 }
 
-// prefixes checks allow_ips-style entries (see parsePrefix).
+// prefixes checks allow_ips-style entries (see receiver.ParsePrefix).
 func prefixes(p *problems, key string, entries []string) {
 	for i, entry := range entries {
-		if _, err := parsePrefix(entry); err != nil {
+		if _, err := receiver.ParsePrefix(entry); err != nil {
 			p.addf(fmt.Sprintf("%s[%d]", key, i), "%s", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/secret"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 func TestValidate(t *testing.T) {
@@ -51,7 +52,7 @@ func TestValidate(t *testing.T) {
 			"TwinTypesOff":     func(c *Config) { c.Sources[0].TwinTypes = []string{} },
 			"TwinTypesOwnList": func(c *Config) { c.Sources[0].TwinTypes = []string{"invoice.paid", "checkout.session.completed"} },
 			"RouteAfterNarrower": func(c *Config) {
-				c.Worker.Routes = []RouteConfig{
+				c.Worker.Routes = []worker.Route{
 					{Source: "stripe", Types: []string{"charge.*"}, Handlers: []string{"log"}},
 					{Source: "stripe", Types: []string{"*"}, Handlers: []string{"noop"}},
 					{Source: "bank", Types: []string{"*"}, Handlers: []string{"noop"}},
@@ -177,10 +178,10 @@ func TestValidate(t *testing.T) {
 			{"RouteHandlersMissing", func(c *Config) { c.Worker.Routes[1].Handlers = nil }, "worker.routes[1].handlers: at least one handler is required"},
 			{"RouteHandlerEmpty", func(c *Config) { c.Worker.Routes[1].Handlers = []string{"log", ""} }, "worker.routes[1].handlers[1]: must not be empty"},
 			{"RouteAfterCatchAllForAnySource", func(c *Config) {
-				c.Worker.Routes = append(c.Worker.Routes, RouteConfig{Source: "bank", Types: []string{"*"}, Handlers: []string{"log"}})
+				c.Worker.Routes = append(c.Worker.Routes, worker.Route{Source: "bank", Types: []string{"*"}, Handlers: []string{"log"}})
 			}, `worker.routes[2]: unreachable: worker.routes[1] already matches every event of source "bank"`},
 			{"RouteAfterCatchAllForItsSource", func(c *Config) {
-				c.Worker.Routes = []RouteConfig{
+				c.Worker.Routes = []worker.Route{
 					{Source: "stripe", Types: []string{"*"}, Handlers: []string{"log"}},
 					{Source: "stripe", Types: []string{"charge.*"}, Handlers: []string{"noop"}},
 				}

@@ -37,7 +37,7 @@ func TestReceiverAndWorkerFromConfig(t *testing.T) {
 		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}, Queue: "bank"}},
 		Worker: config.WorkerConfig{
 			Listen: "127.0.0.1:0", Queues: []string{"bank"}, Concurrency: 4,
-			Routes: []config.RouteConfig{{Source: "bank", Types: []string{"account.*"}, Handlers: []string{"count"}}},
+			Config: worker.Config{Routes: []worker.Route{{Source: "bank", Types: []string{"account.*"}, Handlers: []string{"count"}}}},
 		},
 	}
 	cfg.ApplyDefaults()

@@ -22,6 +22,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // consumer is the user's billing service. It verifies each delivery with
@@ -88,8 +89,8 @@ func TestForwardEndToEnd(t *testing.T) {
 				"feed": {Kind: config.DestinationNATS, URL: config.SecretURL(natsURL), Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true,
 					Subject: prefix + ".{source}.{type}"},
 			},
-			Routes: []config.RouteConfig{{Source: "bank", Types: []string{"account.*"}, Handlers: []string{"forward"},
-				Destinations: []string{"billing", "feed"}}},
+			Config: worker.Config{Routes: []worker.Route{{Source: "bank", Types: []string{"account.*"}, Handlers: []string{"forward"},
+				Destinations: []string{"billing", "feed"}}}},
 		},
 	}
 	cfg.ApplyDefaults()

@@ -62,8 +62,8 @@ func observeSetup(t *testing.T) *observeBundle {
 		Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
 		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}}},
 		Worker: config.WorkerConfig{
-			Listen: "127.0.0.1:0", Concurrency: 4, Config: worker.Config{MaxAttempts: 1},
-			Routes: []config.RouteConfig{{Source: "bank", Handlers: []string{"ledger"}}},
+			Listen: "127.0.0.1:0", Concurrency: 4,
+			Config: worker.Config{MaxAttempts: 1, Routes: []worker.Route{{Source: "bank", Handlers: []string{"ledger"}}}},
 			UI:     config.WorkerUIConfig{Enabled: true, BasicAuth: []config.BasicAuthConfig{{Username: uiUser, Password: uiPassword}}},
 		},
 	}

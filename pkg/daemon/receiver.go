@@ -52,10 +52,6 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 		}
 		sources = append(sources, *src)
 	}
-	trustedProxies, err := cfg.Receiver.TrustedProxyPrefixes()
-	if err != nil {
-		return nil, nil, err
-	}
 	var batcher *inboxstore.Batcher
 	m := metrics.NewReceiver(env.Metrics(), &metrics.ReceiverConfig{
 		InFlight: func() int { return srv.InFlight() },
@@ -79,7 +75,6 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	// receiver: section; the rest is set here.
 	sc := cfg.Receiver.Config
 	sc.Sources = sources
-	sc.TrustedProxies = trustedProxies
 	sc.Ready = readyCheck(env, schema.Core())
 	sc.Logger = env.Logger
 	sc.Metrics = m

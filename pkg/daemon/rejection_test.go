@@ -15,6 +15,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // TestRejectionSamples floods the receiver with refused deliveries that
@@ -42,7 +43,7 @@ func TestRejectionSamples(t *testing.T) {
 			{Name: "partner", Provider: "hmac", Secrets: []config.Secret{hmacSecret},
 				HMAC: config.HMACConfig{Header: "X-Signature", IDHeader: "X-Id", APIKeyHeader: "X-Partner-Key", APIKeys: []config.Secret{apiKey}}},
 		},
-		Worker: config.WorkerConfig{Listen: "127.0.0.1:0", Routes: []config.RouteConfig{{Source: "*", Handlers: []string{"noop"}}},
+		Worker: config.WorkerConfig{Listen: "127.0.0.1:0", Config: worker.Config{Routes: []worker.Route{{Source: "*", Handlers: []string{"noop"}}}},
 			Admin: config.WorkerAdminConfig{Token: adminToken}},
 	}
 	cfg.ApplyDefaults()

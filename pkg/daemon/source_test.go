@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
@@ -73,7 +74,7 @@ func TestReceiverTrustedProxies(t *testing.T) {
 		t.Helper()
 		cfg := &config.Config{
 			Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
-			Receiver: config.ReceiverConfig{TrustedProxies: trusted},
+			Receiver: config.ReceiverConfig{Config: receiver.Config{TrustedProxies: trusted}},
 			Sources: []config.SourceConfig{{
 				Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret},
 				AllowIPs: []string{"203.0.113.0/24"},
@@ -128,10 +129,10 @@ func TestNewReceiverRefusesBadTrustedProxies(t *testing.T) {
 	db := dbtest.New(t)
 	cfg := &config.Config{
 		Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
-		Receiver: config.ReceiverConfig{TrustedProxies: []string{"ingress"}},
+		Receiver: config.ReceiverConfig{Config: receiver.Config{TrustedProxies: []string{"ingress"}}},
 		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}}},
 	}
 	cfg.ApplyDefaults()
 	_, _, err := daemon.NewReceiver(&daemon.Env{Config: cfg, Logger: zaptest.NewLogger(t), Pool: db.Pool})
-	require.ErrorContains(t, err, `receiver.trusted_proxies[0]: "ingress" is not a CIDR prefix`)
+	require.ErrorContains(t, err, `trusted_proxies[0]: "ingress" is not a CIDR prefix`)
 }

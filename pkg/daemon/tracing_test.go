@@ -56,7 +56,7 @@ func traceSetup(t *testing.T, tp trace.TracerProvider, tc config.TracingConfig) 
 		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}, AckTimeout: time.Minute}},
 		Worker: config.WorkerConfig{
 			Listen: "127.0.0.1:0", Concurrency: 4,
-			Routes: []config.RouteConfig{{Source: "bank", Handlers: []string{"record"}}},
+			Config: worker.Config{Routes: []worker.Route{{Source: "bank", Handlers: []string{"record"}}}},
 		},
 		Tracing: tc,
 	}

@@ -34,16 +34,6 @@ func newWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	for _, q := range wc.Queues {
 		queues[q] = wc.Concurrency
 	}
-	routes := make([]worker.Route, len(wc.Routes))
-	for i, r := range wc.Routes {
-		// A route's mirror and sequence defaults are its provider's; a
-		// route over every source ("*") takes none.
-		provider := ""
-		if s, ok := env.Config.Source(r.Source); ok {
-			provider = s.Provider
-		}
-		routes[i] = r.WorkerRoute(provider)
-	}
 	// Every source's queue, so that the worker can refuse routes that leave
 	// a source on its queues without a route.
 	queueOf := queueFor(env.Config)
@@ -76,7 +66,6 @@ func newWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	c.Queues = queues
 	c.UnroutedDone = wc.Unrouted == config.UnroutedDone
 	c.PollOnly = env.Config.Database.TransactionPooled()
-	c.Routes = routes
 	c.Sources = sources
 	c.Registry = registry
 	c.QueueFor = queueOf

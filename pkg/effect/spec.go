@@ -28,17 +28,22 @@ import (
 // event time); strings as integers when they are, else as RFC 3339 times
 // (a version then becomes Unix microseconds).
 type Spec struct {
-	// Kind locates the object's kind. Required.
-	Kind string
-	// ID locates the object's id. Required.
-	ID string
-	// Version locates the object's version. Required.
-	Version string
+	// Kind locates the object's kind. Required; in a route's mirror
+	// section, empty takes the provider's default (DefaultSpec).
+	Kind string `mapstructure:"kind"`
+	// ID locates the object's id. Required; in a route's mirror section,
+	// empty takes the provider's default.
+	ID string `mapstructure:"id"`
+	// Version locates the object's version: a revision counter or a time.
+	// Required; in a route's mirror section, empty takes the provider's
+	// default.
+	Version string `mapstructure:"version"`
 	// EventTime locates the provider's event time, the first tie-breaker.
 	// Optional: without it the inbox's received_at stands in.
-	EventTime string
-	// Tie is the tie rule; "" is TieDefault.
-	Tie Tie
+	EventTime string `mapstructure:"event_time"`
+	// Tie is the rule for tied versions: arrival (the default: the later
+	// event time, then the later delivery wins) or keep_first.
+	Tie Tie `mapstructure:"tie"`
 }
 
 // The documented defaults, by provider.

@@ -31,11 +31,11 @@ type Condition struct {
 	// Path locates a value in the event (pkg/effect's locator grammar: a
 	// dotted JSON path such as "data.object.currency", or "header:Name").
 	// Required.
-	Path string
+	Path string `mapstructure:"path"`
 	// In lists the accepted values, compared as text (a number as written
 	// in the payload, true or false). Empty: the value only has to be
 	// present (and not null).
-	In []string
+	In []string `mapstructure:"in"`
 }
 
 // matches reports whether ev satisfies every condition.

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,10 +69,10 @@ const (
 type LockOption struct {
 	// Key locates the lock key in the event (pkg/effect's locator grammar:
 	// "data.object.customer", "header:X-Shopify-Shop-Domain"). Required.
-	Key string
+	Key string `mapstructure:"key"`
 	// Snooze is how long a busy event waits before it tries again.
-	// Defaults to LockSnoozeDefault.
-	Snooze time.Duration
+	// Defaults to 1s (LockSnoozeDefault).
+	Snooze time.Duration `mapstructure:"snooze"`
 }
 
 // SequenceOption processes a route's events that share a sequence key one
@@ -83,24 +82,26 @@ type LockOption struct {
 type SequenceOption struct {
 	// Key locates the sequence key: a JSON path or "header:Name", several
 	// joined by "|". Required.
-	Key string
+	Key string `mapstructure:"key"`
 	// Order locates the order within a key: an integer version or an
 	// RFC 3339 time. Defaults to the route's mirror version, else the
 	// provider's documented version (pkg/effect.DefaultSpec).
-	Order string
+	Order string `mapstructure:"order"`
 	// HoldBack holds each event back until it is this old (from the inbox's
 	// received_at), so that an older event arriving within the window is
 	// still processed first. 0 (the default) processes at once; an event
 	// that arrives after a newer one of its key was processed is then
 	// processed as soon as it can be, and reported late: never dropped,
 	// never reordered silently.
-	HoldBack time.Duration
+	HoldBack time.Duration `mapstructure:"hold_back"`
 	// PoisonAfter: a pending event of the key that has failed this many
 	// attempts no longer holds back the events after it (it is retried on
-	// its own schedule and reported late when it succeeds). 0 holds them
-	// until it is done or failed for good (worker max_attempts). Defaults
-	// to SequencePoisonAfterDefault.
-	PoisonAfter int
+	// its own schedule and reported late when it succeeds). In a Route
+	// built in code, 0 holds them until it is done or failed for good;
+	// from the worker: section, 0 (left out) defaults to 3
+	// (SequencePoisonAfterDefault), and worker.max_attempts holds the key
+	// until the event is failed for good.
+	PoisonAfter int `mapstructure:"poison_after"`
 }
 
 // validate checks the option and fills in its order from spec.
@@ -116,9 +117,6 @@ func (s *SequenceOption) validate(spec *effect.Spec) error {
 	}
 	if err := inboxstore.CheckSequenceLocator(s.Order); err != nil {
 		return fmt.Errorf("sequence.order: %w", err)
-	}
-	if s.HoldBack < 0 || s.PoisonAfter < 0 {
-		return errors.New("sequence: hold_back and poison_after must not be negative")
 	}
 	return nil
 }
@@ -169,14 +167,16 @@ func SequencedFrom(ctx context.Context) (Sequenced, bool) {
 	return s, ok
 }
 
-// checkRouteOptions checks a route's options and returns a copy with their
-// defaults filled in.
+// checkRouteOptions checks what Config.Validate leaves to run time in a
+// route's options (a mirror spec's and a sequence's locators, a lock's key)
+// and returns a copy with their defaults filled in.
 func checkRouteOptions(r Route) (*Route, error) {
 	out := r
-	if out.Isolation != "" {
-		if _, err := ParseIsolation(string(out.Isolation)); err != nil {
-			return nil, fmt.Errorf("isolation: %w", err)
-		}
+	if m := out.Mirror; m != nil && m.Kind == "" && m.ID == "" && m.Version == "" {
+		// A mirror section that locates nothing (a route over every source
+		// that sets only its tie, say) takes the provider's defaults, as a
+		// route without one does.
+		out.Mirror = nil
 	}
 	if out.Mirror != nil {
 		m := *out.Mirror
@@ -195,24 +195,10 @@ func checkRouteOptions(r Route) (*Route, error) {
 		}
 		out.Lock = &l
 	}
-	for i, c := range out.Filter {
-		if err := inboxstore.CheckSequenceLocator(c.Path); err != nil {
-			return nil, fmt.Errorf("filter[%d].path: %w", i, err)
-		}
-	}
-	if slices.Contains(out.Handlers, ForwardHandlerName) && len(out.Destinations) == 0 {
-		return nil, errors.New("destinations: required by the forward handler")
-	}
 	if out.Sequence != nil {
 		s := *out.Sequence
 		if err := s.validate(out.Mirror); err != nil {
 			return nil, err
-		}
-		if out.Isolation != "" && out.Isolation != IsolationReadCommitted {
-			// The sequence check reads what the key's previous event
-			// committed while this transaction waited for the key: only
-			// READ COMMITTED, with a snapshot per statement, sees it.
-			return nil, fmt.Errorf("sequence: needs isolation %s, not %s", IsolationReadCommitted, out.Isolation)
 		}
 		out.Sequence = &s
 	}

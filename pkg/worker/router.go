@@ -12,35 +12,43 @@ import (
 
 // Route sends a source's events whose type matches one of Types to
 // Handlers, run in order.
+//
+// Its tagged fields are one entry of the worker: section's routes list.
 type Route struct {
-	// Source is a source name, or "*" for every source.
-	Source string
-	// Types are patterns: "*", an exact type, or a prefix ending in ".*"
-	// ("payment_intent.*" matches "payment_intent.succeeded"). Empty means "*".
-	Types []string
-	// Handlers are names in the Registry.
-	Handlers []string
-	// Mirror says where the "mirror" handler finds each event's object kind,
-	// id and version. nil: the provider's documented defaults
-	// (effect.DefaultSpec).
-	Mirror *effect.Spec
-	// Isolation is the handler transaction's isolation level. "": the
-	// worker's (Config.Isolation).
-	Isolation Isolation
+	// Source is a source name, or "*" for any. Required.
+	Source string `mapstructure:"source"`
+	// Types are event-type patterns: "*", an exact type, or a prefix ending
+	// in ".*" ("payment_intent.*" matches "payment_intent.succeeded").
+	// Defaults to ["*"].
+	Types []string `mapstructure:"types"`
+	// Handlers are registered handler names run in order in the event's
+	// transaction ("noop", "log", "mirror", or ones a worker binary
+	// registers in the Registry).
+	Handlers []string `mapstructure:"handlers"`
+	// Mirror says where the mirror handler finds each event's object (see
+	// effect.Spec for the locators). A field left empty takes the
+	// provider's documented default (effect.DefaultSpec: stripe, shopify,
+	// square, paddle); nil takes them all.
+	Mirror *effect.Spec `mapstructure:"mirror"`
+	// Isolation is the handler transaction's isolation level:
+	// read_committed, repeatable_read or serializable. Defaults to
+	// worker.isolation (Config.Isolation).
+	Isolation Isolation `mapstructure:"isolation"`
 	// Lock, when set, runs the handlers under an advisory lock (see
 	// LockOption).
-	Lock *LockOption
+	Lock *LockOption `mapstructure:"lock"`
 	// Sequence, when set, processes events sharing a key one at a time, in
 	// order (see SequenceOption).
-	Sequence *SequenceOption
-	// Filter, when set, runs the handlers only for the events that meet
-	// every condition; the route still decides for the others (it matched
-	// their source and type), which are marked done with a note.
-	Filter []Condition
-	// Destinations are the outbox destinations the "forward" handler
-	// enqueues each event to; a worker binary's handler may read them
-	// (RouteFrom) to send its own messages. Required by forward.
-	Destinations []string
+	Sequence *SequenceOption `mapstructure:"sequence"`
+	// Filter runs the handlers only for the events meeting every
+	// condition; the route still decides for the others (it matched their
+	// source and type), which are marked done with a note. Defaults to
+	// none: every event.
+	Filter []Condition `mapstructure:"filter"`
+	// Destinations are the outbox destinations (worker.destinations) the
+	// forward handler enqueues each event to; a worker binary's handler may
+	// read them (RouteFrom) to send its own messages. Required by forward.
+	Destinations []string `mapstructure:"destinations"`
 }
 
 // router picks an event's handlers: the first route that matches decides.

@@ -159,9 +159,9 @@ type Config struct {
 	// its own, which a transaction pooler (PgBouncer's pool_mode =
 	// transaction) does not give. Defaults to false.
 	PollOnly bool `mapstructure:"-"`
-	// Routes pick each event's handlers; the first match decides. New
-	// refuses routes that leave a source on a worked queue without a route.
-	Routes []Route `mapstructure:"-"`
+	// Routes map events to handlers; the first match decides. New refuses
+	// routes that leave a source on a worked queue without a route.
+	Routes []Route `mapstructure:"routes"`
 	// Sources maps every source's name to its queue, the queue the receiver
 	// enqueues its events on. Required: it is what New checks Routes
 	// against, and where the reaper re-enqueues a source's jobs.
@@ -281,6 +281,9 @@ func (c *Config) Validate() error {
 	positive("prune_interval", int64(c.PruneInterval))
 	positive("prune_batch", int64(c.PruneBatch))
 	positive("pause_refresh", int64(c.PauseRefresh))
+	for i := range c.Routes {
+		errs = append(errs, c.Routes[i].validate(fmt.Sprintf("routes[%d]", i), c.Isolation, c.Routes[:i]))
+	}
 	return errors.Join(errs...)
 }
 
@@ -304,9 +307,6 @@ func (c *Config) validate() error {
 					return fmt.Errorf("worker: route %d: unknown destination %q", i, d)
 				}
 			}
-		}
-		if r.Sequence != nil && r.Isolation == "" && c.Isolation != IsolationReadCommitted {
-			return fmt.Errorf("worker: route %d: sequence needs isolation %s; the worker's is %s (set the route's)", i, IsolationReadCommitted, c.Isolation)
 		}
 	}
 	if len(c.Sources) == 0 {

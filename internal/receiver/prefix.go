@@ -1,4 +1,4 @@
-package config
+package receiver
 
 import (
 	"errors"
@@ -7,13 +7,13 @@ import (
 	"strings"
 )
 
-// parsePrefix parses an allow_ips or trusted_proxies entry: a CIDR prefix
+// ParsePrefix parses an allow_ips or trusted_proxies entry: a CIDR prefix
 // with no host bits set, or a bare IP address meaning that host alone (/32
 // or /128). It refuses what would silently match other addresses than the
 // operator meant: host bits ("10.0.0.1/8" allows all of 10.0.0.0/8), zones,
 // and IPv4-mapped IPv6, which never matches because the receiver compares
 // unmapped client addresses.
-func parsePrefix(entry string) (netip.Prefix, error) {
+func ParsePrefix(entry string) (netip.Prefix, error) {
 	var prefix netip.Prefix
 	if strings.Contains(entry, "/") {
 		p, err := netip.ParsePrefix(entry)
@@ -45,15 +45,15 @@ func parsePrefix(entry string) (netip.Prefix, error) {
 	return prefix, nil
 }
 
-// parsePrefixes parses entries with parsePrefix, naming each bad one as
+// ParsePrefixes parses entries with ParsePrefix, naming each bad one as
 // key[i].
-func parsePrefixes(key string, entries []string) ([]netip.Prefix, error) {
+func ParsePrefixes(key string, entries []string) ([]netip.Prefix, error) {
 	var (
 		prefixes []netip.Prefix
 		errs     []error
 	)
 	for i, entry := range entries {
-		prefix, err := parsePrefix(entry)
+		prefix, err := ParsePrefix(entry)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s[%d]: %w", key, i, err))
 			continue
