@@ -148,12 +148,6 @@ func (s *Server) start(tb testing.TB) {
 	s.done = done
 	deadline := time.Now().Add(startTimeout)
 	for {
-		select {
-		case <-done:
-			s.cmd = nil
-			tb.Fatalf("natstest: nats-server exited before it answered:\n%s", s.stderr)
-		default:
-		}
 		err := probe(s.URL())
 		if err == nil {
 			return
@@ -162,7 +156,13 @@ func (s *Server) start(tb testing.TB) {
 			s.Shutdown()
 			tb.Fatalf("natstest: nats-server did not answer within %s: %v\n%s", startTimeout, err, s.stderr)
 		}
-		time.Sleep(startPoll) // Polls the condition, with the deadline above.
+		// Polls the condition, with the deadline above; an exit ends it.
+		select {
+		case <-done:
+			s.cmd = nil
+			tb.Fatalf("natstest: nats-server exited before it answered:\n%s", s.stderr)
+		case <-time.After(startPoll):
+		}
 	}
 }
 
