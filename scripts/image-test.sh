@@ -3,7 +3,8 @@
 # then runs the image test (scripts/imagetest, build tag imagetest): the
 # rendered migration, receiver and worker containers in podman with host
 # networking against the PostgreSQL of DATABASE_URL (a private cluster when
-# it is unset), in a fresh database dropped afterwards.
+# it is unset), in a fresh database dropped afterwards; and a route change
+# rolling out (old and new worker side by side, TestRouteChangeRollsOutInPodman).
 #
 # podman runs with a containers.conf of this run's own (CONTAINERS_CONF),
 # never the user's: Debian's runc as the runtime (crun fails on some hosts'

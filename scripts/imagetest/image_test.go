@@ -182,10 +182,11 @@ func TestPodsRunAsRendered(t *testing.T) {
 }
 
 // render renders the chart with the image under test, the test's Secret and
-// the given ports, through Helm from tools/helm; without a chart in the
-// repository, it fills testdata/pods.yaml.tmpl instead. It returns the
-// manifests and where they came from.
-func render(t *testing.T, ref string, receiverPort, workerPort int) ([]byte, string) {
+// the given ports, through Helm from tools/helm, adding helm's extra
+// arguments (e.g. "-f", a values file); without a chart in the repository,
+// it fills testdata/pods.yaml.tmpl instead, which takes no extra arguments.
+// It returns the manifests and where they came from.
+func render(t *testing.T, ref string, receiverPort, workerPort int, extra ...string) ([]byte, string) {
 	t.Helper()
 	chart := filepath.Join(root, "charts", "hookinbox")
 	if exists(filepath.Join(chart, "Chart.yaml")) && exists(filepath.Join(root, "tools", "helm", "go.mod")) {
@@ -197,12 +198,13 @@ func render(t *testing.T, ref string, receiverPort, workerPort int) ([]byte, str
 		if goBin == "" {
 			goBin = "go"
 		}
-		cmd := exec.Command(goBin, "tool", "-modfile=tools/helm/go.mod", "helm", "template", "hookinbox", "charts/hookinbox",
-			"--set-string", "image.repository="+repo, "--set-string", "image.tag="+tag,
-			"--set-string", "existingSecret="+secretName,
+		args := []string{"tool", "-modfile=tools/helm/go.mod", "helm", "template", "hookinbox", "charts/hookinbox",
+			"--set-string", "image.repository=" + repo, "--set-string", "image.tag=" + tag,
+			"--set-string", "existingSecret=" + secretName,
 			"--set", fmt.Sprintf("receiver.port=%d", receiverPort), "--set", fmt.Sprintf("worker.port=%d", workerPort),
 			// Host networking: the ops port (probes, /metrics) must be free too.
-			"--set", fmt.Sprintf("receiver.opsPort=%d", freePort(t)))
+			"--set", fmt.Sprintf("receiver.opsPort=%d", freePort(t))}
+		cmd := exec.Command(goBin, append(args, extra...)...)
 		cmd.Dir = root
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -210,6 +212,7 @@ func render(t *testing.T, ref string, receiverPort, workerPort int) ([]byte, str
 		require.NoError(t, err, "helm template:\n%s", stderr.String())
 		return out, "charts/hookinbox rendered by helm template"
 	}
+	require.Empty(t, extra, "testdata/pods.yaml.tmpl takes no helm arguments")
 	tmpl, err := template.ParseFiles(filepath.Join("testdata", "pods.yaml.tmpl"))
 	require.NoError(t, err)
 	var out bytes.Buffer
