@@ -37,17 +37,9 @@ type OutboxRelayConfig struct {
 	// delivers). Defaults to false: every worker replica with destinations
 	// runs a relay, and the replicas share the work.
 	Disabled bool `mapstructure:"disabled"`
-	// Batch is the most messages of one destination claimed at once; a
-	// crashed relay re-sends at most one batch per destination. Defaults
-	// to 100.
-	Batch int `mapstructure:"batch"`
-	// Lease is how long a claimed batch belongs to its relay; it must
-	// exceed the time the batch's deliveries take. Defaults to 2m.
-	Lease time.Duration `mapstructure:"lease"`
-	// PollInterval is how often an idle relay looks for due messages when
-	// no notification wakes it (retries falling due, or behind a pooler).
-	// Defaults to 1s.
-	PollInterval time.Duration `mapstructure:"poll_interval"`
+	// Config holds the relay's own settings (batch, lease, poll_interval):
+	// their keys, defaults and validation are internal/relay's.
+	relay.Config `mapstructure:",squash"`
 }
 
 // DestinationConfig is one place the forward handler (and handlers calling
@@ -102,10 +94,7 @@ var destinationNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
 // applyOutboxDefaults fills the relay's and the destinations' defaults.
 func applyOutboxDefaults(w *WorkerConfig) {
-	r := &w.Outbox.Relay
-	r.Batch = cmp.Or(r.Batch, relay.BatchDefault)
-	r.Lease = cmp.Or(r.Lease, relay.LeaseDefault)
-	r.PollInterval = cmp.Or(r.PollInterval, relay.PollIntervalDefault)
+	w.Outbox.Relay.Config = *w.Outbox.Relay.WithDefaults() // the relay's own defaults
 	for name, d := range w.Destinations {
 		d.Timeout = cmp.Or(d.Timeout, defaultDestinationTimeout)
 		d.Concurrency = cmp.Or(d.Concurrency, relay.ConcurrencyDefault)
@@ -119,9 +108,7 @@ func applyOutboxDefaults(w *WorkerConfig) {
 // validateOutbox checks worker.outbox and worker.destinations.
 func (c *Config) validateOutbox(p *problems) {
 	w := &c.Worker
-	positive(p, "worker.outbox.relay.batch", w.Outbox.Relay.Batch)
-	positive(p, "worker.outbox.relay.lease", w.Outbox.Relay.Lease)
-	positive(p, "worker.outbox.relay.poll_interval", w.Outbox.Relay.PollInterval)
+	ownerProblems(p, "worker.outbox.relay.", w.Outbox.Relay.Validate()) // the relay's own checks
 	for _, name := range slices.Sorted(maps.Keys(w.Destinations)) {
 		d := w.Destinations[name]
 		key := "worker.destinations." + name

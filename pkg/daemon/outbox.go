@@ -22,15 +22,12 @@ func outboxRelay(env *Env) (*relay.Config, bool, error) {
 	if wc.Outbox.Relay.Disabled || len(wc.Destinations) == 0 {
 		return nil, false, nil
 	}
-	rc := &relay.Config{
-		Destinations: make(map[string]*relay.DestinationConfig, len(wc.Destinations)),
-		Batch:        wc.Outbox.Relay.Batch,
-		Lease:        wc.Outbox.Relay.Lease,
-		PollInterval: wc.Outbox.Relay.PollInterval,
-		PollOnly:     env.Config.Database.TransactionPooled(),
-		Logger:       env.Logger.Named("outbox"),
-		Observe:      env.outboxMetrics().Delivery,
-	}
+	rc := &relay.Config{}
+	*rc = wc.Outbox.Relay.Config // batch, lease and poll_interval, as configured
+	rc.Destinations = make(map[string]*relay.DestinationConfig, len(wc.Destinations))
+	rc.PollOnly = env.Config.Database.TransactionPooled()
+	rc.Logger = env.Logger.Named("outbox")
+	rc.Observe = env.outboxMetrics().Delivery
 	for _, name := range slices.Sorted(maps.Keys(wc.Destinations)) {
 		d := wc.Destinations[name]
 		dest, err := newDestination(&d, wc.Outbox.Relay.Lease)
