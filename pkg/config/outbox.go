@@ -58,21 +58,10 @@ type DestinationConfig struct {
 	// Timeout bounds one delivery (http: the request; nats: the wait for
 	// the publish ack). Defaults to 10s.
 	Timeout time.Duration `mapstructure:"timeout"`
-	// Concurrency caps the deliveries in flight at once per worker.
-	// Defaults to 8.
-	Concurrency int `mapstructure:"concurrency"`
-	// Rate caps the deliveries started per second per worker. Defaults to
-	// 0: no cap.
-	Rate float64 `mapstructure:"rate"`
-	// MaxAttempts is how many attempts a message gets before it is failed
-	// (listed by `inboxctl outbox list`, put back by `inboxctl outbox
-	// replay`). Defaults to 20.
-	MaxAttempts int `mapstructure:"max_attempts"`
-	// BackoffMin is the least wait between attempts (doubled per attempt,
-	// half of it random). Defaults to 1s.
-	BackoffMin time.Duration `mapstructure:"backoff_min"`
-	// BackoffMax caps the wait between attempts. Defaults to 1h.
-	BackoffMax time.Duration `mapstructure:"backoff_max"`
+	// DestinationConfig holds the delivery policy (concurrency, rate,
+	// max_attempts, backoff_min, backoff_max): its keys, defaults and
+	// validation are internal/relay's.
+	relay.DestinationConfig `mapstructure:",squash"`
 	// Stream (nats) is the JetStream stream the subjects belong to.
 	// Required for nats.
 	Stream string `mapstructure:"stream"`
@@ -97,10 +86,7 @@ func applyOutboxDefaults(w *WorkerConfig) {
 	w.Outbox.Relay.Config = *w.Outbox.Relay.WithDefaults() // the relay's own defaults
 	for name, d := range w.Destinations {
 		d.Timeout = cmp.Or(d.Timeout, defaultDestinationTimeout)
-		d.Concurrency = cmp.Or(d.Concurrency, relay.ConcurrencyDefault)
-		d.MaxAttempts = cmp.Or(d.MaxAttempts, relay.MaxAttemptsDefault)
-		d.BackoffMin = cmp.Or(d.BackoffMin, relay.BackoffMinDefault)
-		d.BackoffMax = cmp.Or(d.BackoffMax, relay.BackoffMaxDefault)
+		d.DestinationConfig = *d.WithDefaults() // the relay's own defaults
 		w.Destinations[name] = d
 	}
 }
@@ -144,14 +130,7 @@ func (c *Config) validateOutbox(p *problems) {
 			p.addf(key+".kind", "must be %s or %s, not %q", DestinationHTTP, DestinationNATS, d.Kind)
 		}
 		positive(p, key+".timeout", d.Timeout)
-		positive(p, key+".concurrency", d.Concurrency)
-		positive(p, key+".max_attempts", d.MaxAttempts)
-		if d.Rate < 0 {
-			p.addf(key+".rate", "must not be negative")
-		}
-		if d.BackoffMin <= 0 || d.BackoffMax < d.BackoffMin {
-			p.addf(key+".backoff_max", "backoff_min must be positive and backoff_max at least backoff_min")
-		}
+		ownerProblems(p, key+".", d.Validate()) // the relay's own checks
 	}
 }
 

@@ -86,7 +86,8 @@ func TestForwardEndToEnd(t *testing.T) {
 			Listen: "127.0.0.1:0", Concurrency: 4,
 			Outbox: config.OutboxConfig{Relay: config.OutboxRelayConfig{Config: relay.Config{PollInterval: 20 * time.Millisecond}}},
 			Destinations: map[string]config.DestinationConfig{
-				"billing": {Kind: config.DestinationHTTP, URL: config.SecretURL(sink.URL), Secret: secret, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
+				"billing": {Kind: config.DestinationHTTP, URL: config.SecretURL(sink.URL), Secret: secret,
+					DestinationConfig: relay.DestinationConfig{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}},
 				"feed": {Kind: config.DestinationNATS, URL: config.SecretURL(natsURL), Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true,
 					Subject: prefix + ".{source}.{type}"},
 			},

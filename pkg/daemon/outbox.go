@@ -35,10 +35,9 @@ func outboxRelay(env *Env) (*relay.Config, bool, error) {
 			closeDestinations(rc)
 			return nil, false, fmt.Errorf("worker.destinations.%s: %w", name, err)
 		}
-		rc.Destinations[name] = &relay.DestinationConfig{
-			Destination: dest, Concurrency: d.Concurrency, Rate: d.Rate, MaxAttempts: d.MaxAttempts,
-			BackoffMin: d.BackoffMin, BackoffMax: d.BackoffMax,
-		}
+		policy := d.DestinationConfig // concurrency, rate, max_attempts and backoff, as configured
+		policy.Destination = dest
+		rc.Destinations[name] = &policy
 	}
 	return rc, true, nil
 }
