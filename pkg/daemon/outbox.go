@@ -22,8 +22,7 @@ func outboxRelay(env *Env) (*relay.Config, bool, error) {
 	if wc.Outbox.Relay.Disabled || len(wc.Destinations) == 0 {
 		return nil, false, nil
 	}
-	rc := &relay.Config{}
-	*rc = wc.Outbox.Relay.Config // batch, lease and poll_interval, as configured
+	rc := wc.Outbox.Relay.Config // batch, lease and poll_interval, as configured
 	rc.Destinations = make(map[string]*relay.DestinationConfig, len(wc.Destinations))
 	rc.PollOnly = env.Config.Database.TransactionPooled()
 	rc.Logger = env.Logger.Named("outbox")
@@ -32,14 +31,14 @@ func outboxRelay(env *Env) (*relay.Config, bool, error) {
 		d := wc.Destinations[name]
 		dest, err := newDestination(&d, wc.Outbox.Relay.Lease)
 		if err != nil {
-			closeDestinations(rc)
+			closeDestinations(&rc)
 			return nil, false, fmt.Errorf("worker.destinations.%s: %w", name, err)
 		}
 		policy := d.DestinationConfig // concurrency, rate, max_attempts and backoff, as configured
 		policy.Destination = dest
 		rc.Destinations[name] = &policy
 	}
-	return rc, true, nil
+	return &rc, true, nil
 }
 
 // natsDialTimeout is added to a nats destination's timeout to bound its
