@@ -16,36 +16,16 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
-// Config configures New.
-type Config struct {
-	// ServiceName is the resource's service.name ("hookinbox-receiver");
-	// OTEL_SERVICE_NAME overrides it. Required.
-	ServiceName string
-	// ServiceVersion is the resource's service.version. Optional.
-	ServiceVersion string
-	// Endpoint is the full URL spans are POSTed to (OTLP over HTTP,
-	// protobuf), path included: nothing is appended to it
-	// ("http://otel-collector:4318/v1/traces"). Required.
-	Endpoint string
-	// Headers are sent with every export request, their values revealed
-	// only for the exporter. Optional; when empty,
-	// OTEL_EXPORTER_OTLP_HEADERS applies.
-	Headers map[string]secret.String
-	// SampleRatio is the share of new traces sampled, in (0, 1]; 0 means
-	// 1. See Sampler.
-	SampleRatio float64
-}
-
 // New returns a tracer provider that batches spans and exports them to
-// config.Endpoint. It connects to nothing until the first export. The
+// config.OTLPEndpoint. It connects to nothing until the first export. The
 // caller must Shutdown the provider, which exports the spans still
 // buffered.
 func New(ctx context.Context, config *Config) (*sdktrace.TracerProvider, error) {
 	if config.ServiceName == "" {
 		return nil, errors.New("tracing: ServiceName is required")
 	}
-	if config.Endpoint == "" {
-		return nil, errors.New("tracing: Endpoint is required")
+	if config.OTLPEndpoint == "" {
+		return nil, errors.New("tracing: OTLPEndpoint is required")
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", config.ServiceName), attribute.String("service.version", config.ServiceVersion)),
@@ -55,7 +35,7 @@ func New(ctx context.Context, config *Config) (*sdktrace.TracerProvider, error) 
 	if err != nil {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(config.Endpoint)}
+	opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(config.OTLPEndpoint.Reveal())}
 	if len(config.Headers) > 0 {
 		// Only then: no headers leaves OTEL_EXPORTER_OTLP_HEADERS in force.
 		opts = append(opts, otlptracehttp.WithHeaders(revealHeaders(config.Headers)))

@@ -27,7 +27,7 @@ func TestNewExportsWithOTLP(t *testing.T) {
 	ctx := context.Background()
 	tp, err := tracing.New(ctx, &tracing.Config{
 		ServiceName: "hookinbox-test", ServiceVersion: "v0.0.0-test",
-		Endpoint: c.URL + "/otlp/v1/traces", Headers: map[string]secret.String{"authorization": "Bearer test-token"},
+		OTLPEndpoint: secret.URL(c.URL + "/otlp/v1/traces"), Headers: map[string]secret.String{"authorization": "Bearer test-token"},
 	})
 	require.NoError(t, err)
 	_, span := tp.Tracer("test").Start(ctx, "hookinbox.receive")
@@ -47,7 +47,7 @@ func TestNewExportsWithOTLP(t *testing.T) {
 func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 	t.Parallel()
 
-	_, err := tracing.New(context.Background(), &tracing.Config{Endpoint: "http://127.0.0.1:1/v1/traces"})
+	_, err := tracing.New(context.Background(), &tracing.Config{OTLPEndpoint: "http://127.0.0.1:1/v1/traces"})
 	require.ErrorContains(t, err, "ServiceName is required")
 	_, err = tracing.New(context.Background(), &tracing.Config{ServiceName: "x"})
 	require.ErrorContains(t, err, "Endpoint is required")

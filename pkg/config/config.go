@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/tracing"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -19,7 +20,9 @@ type Config struct {
 	Receiver ReceiverConfig `mapstructure:"receiver"`
 	Sources  []SourceConfig `mapstructure:"sources"`
 	Worker   WorkerConfig   `mapstructure:"worker"`
-	Tracing  TracingConfig  `mapstructure:"tracing"`
+	// Tracing is the tracing: section: its keys, defaults and validation
+	// are internal/tracing's (tracing.Config).
+	Tracing tracing.Config `mapstructure:"tracing"`
 
 	// warnings are Load's warnings (see Warnings).
 	warnings []string

@@ -118,7 +118,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 		w.Routes[i] = r.WithDefaults(provider)
 	}
 	c.applyOpsDefaults()
-	c.applyTracingDefaults()
+	c.Tracing = *c.Tracing.WithDefaults() // tracing.Config's own defaults
 }
 
 // Source returns the source named name, pointing into c.Sources.

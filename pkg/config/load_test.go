@@ -13,6 +13,8 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/relay"
+	"github.com/hookinbox/hookinbox/internal/tracing"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -137,9 +139,9 @@ worker:
 				ReplayBatch:     100,
 				Unrouted:        "failed",
 				HardStopTimeout: 5 * time.Second,
-				Outbox:          OutboxConfig{Relay: OutboxRelayConfig{Batch: 100, Lease: 2 * time.Minute, PollInterval: time.Second}},
+				Outbox:          OutboxConfig{Relay: OutboxRelayConfig{Config: relay.Config{Batch: 100, Lease: 2 * time.Minute, PollInterval: time.Second}}},
 			},
-			Tracing: TracingConfig{SampleRatio: 1},
+			Tracing: tracing.Config{SampleRatio: 1},
 		}, cfg)
 	})
 

@@ -37,17 +37,9 @@ type OutboxRelayConfig struct {
 	// delivers). Defaults to false: every worker replica with destinations
 	// runs a relay, and the replicas share the work.
 	Disabled bool `mapstructure:"disabled"`
-	// Batch is the most messages of one destination claimed at once; a
-	// crashed relay re-sends at most one batch per destination. Defaults
-	// to 100.
-	Batch int `mapstructure:"batch"`
-	// Lease is how long a claimed batch belongs to its relay; it must
-	// exceed the time the batch's deliveries take. Defaults to 2m.
-	Lease time.Duration `mapstructure:"lease"`
-	// PollInterval is how often an idle relay looks for due messages when
-	// no notification wakes it (retries falling due, or behind a pooler).
-	// Defaults to 1s.
-	PollInterval time.Duration `mapstructure:"poll_interval"`
+	// Config holds the relay's own settings (batch, lease, poll_interval):
+	// their keys, defaults and validation are internal/relay's.
+	relay.Config `mapstructure:",squash"`
 }
 
 // DestinationConfig is one place the forward handler (and handlers calling
@@ -66,21 +58,10 @@ type DestinationConfig struct {
 	// Timeout bounds one delivery (http: the request; nats: the wait for
 	// the publish ack). Defaults to 10s.
 	Timeout time.Duration `mapstructure:"timeout"`
-	// Concurrency caps the deliveries in flight at once per worker.
-	// Defaults to 8.
-	Concurrency int `mapstructure:"concurrency"`
-	// Rate caps the deliveries started per second per worker. Defaults to
-	// 0: no cap.
-	Rate float64 `mapstructure:"rate"`
-	// MaxAttempts is how many attempts a message gets before it is failed
-	// (listed by `inboxctl outbox list`, put back by `inboxctl outbox
-	// replay`). Defaults to 20.
-	MaxAttempts int `mapstructure:"max_attempts"`
-	// BackoffMin is the least wait between attempts (doubled per attempt,
-	// half of it random). Defaults to 1s.
-	BackoffMin time.Duration `mapstructure:"backoff_min"`
-	// BackoffMax caps the wait between attempts. Defaults to 1h.
-	BackoffMax time.Duration `mapstructure:"backoff_max"`
+	// DestinationConfig holds the delivery policy (concurrency, rate,
+	// max_attempts, backoff_min, backoff_max): its keys, defaults and
+	// validation are internal/relay's.
+	relay.DestinationConfig `mapstructure:",squash"`
 	// Stream (nats) is the JetStream stream the subjects belong to.
 	// Required for nats.
 	Stream string `mapstructure:"stream"`
@@ -102,16 +83,10 @@ var destinationNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
 // applyOutboxDefaults fills the relay's and the destinations' defaults.
 func applyOutboxDefaults(w *WorkerConfig) {
-	r := &w.Outbox.Relay
-	r.Batch = cmp.Or(r.Batch, relay.BatchDefault)
-	r.Lease = cmp.Or(r.Lease, relay.LeaseDefault)
-	r.PollInterval = cmp.Or(r.PollInterval, relay.PollIntervalDefault)
+	w.Outbox.Relay.Config = *w.Outbox.Relay.WithDefaults() // the relay's own defaults
 	for name, d := range w.Destinations {
 		d.Timeout = cmp.Or(d.Timeout, defaultDestinationTimeout)
-		d.Concurrency = cmp.Or(d.Concurrency, relay.ConcurrencyDefault)
-		d.MaxAttempts = cmp.Or(d.MaxAttempts, relay.MaxAttemptsDefault)
-		d.BackoffMin = cmp.Or(d.BackoffMin, relay.BackoffMinDefault)
-		d.BackoffMax = cmp.Or(d.BackoffMax, relay.BackoffMaxDefault)
+		d.DestinationConfig = *d.WithDefaults() // the relay's own defaults
 		w.Destinations[name] = d
 	}
 }
@@ -119,9 +94,7 @@ func applyOutboxDefaults(w *WorkerConfig) {
 // validateOutbox checks worker.outbox and worker.destinations.
 func (c *Config) validateOutbox(p *problems) {
 	w := &c.Worker
-	positive(p, "worker.outbox.relay.batch", w.Outbox.Relay.Batch)
-	positive(p, "worker.outbox.relay.lease", w.Outbox.Relay.Lease)
-	positive(p, "worker.outbox.relay.poll_interval", w.Outbox.Relay.PollInterval)
+	ownerProblems(p, "worker.outbox.relay.", w.Outbox.Relay.Validate()) // the relay's own checks
 	for _, name := range slices.Sorted(maps.Keys(w.Destinations)) {
 		d := w.Destinations[name]
 		key := "worker.destinations." + name
@@ -157,14 +130,7 @@ func (c *Config) validateOutbox(p *problems) {
 			p.addf(key+".kind", "must be %s or %s, not %q", DestinationHTTP, DestinationNATS, d.Kind)
 		}
 		positive(p, key+".timeout", d.Timeout)
-		positive(p, key+".concurrency", d.Concurrency)
-		positive(p, key+".max_attempts", d.MaxAttempts)
-		if d.Rate < 0 {
-			p.addf(key+".rate", "must not be negative")
-		}
-		if d.BackoffMin <= 0 || d.BackoffMax < d.BackoffMin {
-			p.addf(key+".backoff_max", "backoff_min must be positive and backoff_max at least backoff_min")
-		}
+		ownerProblems(p, key+".", d.Validate()) // the relay's own checks
 	}
 }
 

@@ -99,7 +99,7 @@ func TestRedacted(t *testing.T) {
 		cfg.Tracing.Headers = map[string]secret.String{"authorization": testPassword}
 		cfg.Worker.Destinations = map[string]DestinationConfig{"bank": {Kind: DestinationHTTP, URL: "https://bank.example.com/hooks", Secret: testSecret}}
 		httpDest := relay.HTTPConfig{URL: cfg.Worker.Destinations["bank"].URL.Reveal(), Secret: cfg.Worker.Destinations["bank"].Secret}
-		exporter := tracing.Config{ServiceName: "hookinbox-worker", Endpoint: "http://127.0.0.1:4318/v1/traces", Headers: cfg.Tracing.Headers}
+		exporter := tracing.Config{ServiceName: "hookinbox-worker", OTLPEndpoint: "http://127.0.0.1:4318/v1/traces", Headers: cfg.Tracing.Headers}
 		for name, out := range map[string]string{
 			"Config%+v":         fmt.Sprintf("%+v", *cfg),
 			"Worker%+v":         fmt.Sprintf("%+v", cfg.Worker),

@@ -53,7 +53,7 @@ func (c *Config) validate(p *problems) {
 	c.validateSources(p)
 	c.validateWorker(p)
 	c.validateOps(p)
-	c.validateTracing(p)
+	ownerProblems(p, "tracing.", c.Tracing.Validate()) // tracing.Config's own checks
 }
 
 func (c *Config) validateDatabase(p *problems) {

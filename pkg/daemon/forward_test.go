@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/testkit/natstest"
 	"github.com/hookinbox/hookinbox/internal/webhook"
@@ -83,9 +84,10 @@ func TestForwardEndToEnd(t *testing.T) {
 		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}}},
 		Worker: config.WorkerConfig{
 			Listen: "127.0.0.1:0", Concurrency: 4,
-			Outbox: config.OutboxConfig{Relay: config.OutboxRelayConfig{PollInterval: 20 * time.Millisecond}},
+			Outbox: config.OutboxConfig{Relay: config.OutboxRelayConfig{Config: relay.Config{PollInterval: 20 * time.Millisecond}}},
 			Destinations: map[string]config.DestinationConfig{
-				"billing": {Kind: config.DestinationHTTP, URL: config.SecretURL(sink.URL), Secret: secret, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
+				"billing": {Kind: config.DestinationHTTP, URL: config.SecretURL(sink.URL), Secret: secret,
+					DestinationConfig: relay.DestinationConfig{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}},
 				"feed": {Kind: config.DestinationNATS, URL: config.SecretURL(natsURL), Stream: stream, Subjects: []string{prefix + ".>"}, CreateStream: true,
 					Subject: prefix + ".{source}.{type}"},
 			},

@@ -22,28 +22,23 @@ func outboxRelay(env *Env) (*relay.Config, bool, error) {
 	if wc.Outbox.Relay.Disabled || len(wc.Destinations) == 0 {
 		return nil, false, nil
 	}
-	rc := &relay.Config{
-		Destinations: make(map[string]*relay.DestinationConfig, len(wc.Destinations)),
-		Batch:        wc.Outbox.Relay.Batch,
-		Lease:        wc.Outbox.Relay.Lease,
-		PollInterval: wc.Outbox.Relay.PollInterval,
-		PollOnly:     env.Config.Database.TransactionPooled(),
-		Logger:       env.Logger.Named("outbox"),
-		Observe:      env.outboxMetrics().Delivery,
-	}
+	rc := wc.Outbox.Relay.Config // batch, lease and poll_interval, as configured
+	rc.Destinations = make(map[string]*relay.DestinationConfig, len(wc.Destinations))
+	rc.PollOnly = env.Config.Database.TransactionPooled()
+	rc.Logger = env.Logger.Named("outbox")
+	rc.Observe = env.outboxMetrics().Delivery
 	for _, name := range slices.Sorted(maps.Keys(wc.Destinations)) {
 		d := wc.Destinations[name]
 		dest, err := newDestination(&d, wc.Outbox.Relay.Lease)
 		if err != nil {
-			closeDestinations(rc)
+			closeDestinations(&rc)
 			return nil, false, fmt.Errorf("worker.destinations.%s: %w", name, err)
 		}
-		rc.Destinations[name] = &relay.DestinationConfig{
-			Destination: dest, Concurrency: d.Concurrency, Rate: d.Rate, MaxAttempts: d.MaxAttempts,
-			BackoffMin: d.BackoffMin, BackoffMax: d.BackoffMax,
-		}
+		policy := d.DestinationConfig // concurrency, rate, max_attempts and backoff, as configured
+		policy.Destination = dest
+		rc.Destinations[name] = &policy
 	}
-	return rc, true, nil
+	return &rc, true, nil
 }
 
 // natsDialTimeout is added to a nats destination's timeout to bound its

@@ -37,10 +37,8 @@ func startTracing(ctx context.Context, env *Env) (stop func(), err error) {
 	if env.TracerProvider != nil || !tc.Enabled {
 		return func() {}, nil
 	}
-	tp, err := tracing.New(ctx, &tracing.Config{
-		ServiceName: serviceName(env), ServiceVersion: buildinfo.Version(),
-		Endpoint: tc.OTLPEndpoint.Reveal(), Headers: tc.Headers, SampleRatio: tc.SampleRatio,
-	})
+	tc.ServiceName, tc.ServiceVersion = serviceName(env), buildinfo.Version() // the rest as configured
+	tp, err := tracing.New(ctx, &tc)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}

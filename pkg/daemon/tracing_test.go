@@ -47,7 +47,7 @@ type traceBundle struct {
 // its one flusher waits (up to a minute) for a second delivery, so that
 // two deliveries sent together commit in one group transaction. tp, when
 // set, is the daemons' tracer provider; otherwise tracing follows tc.
-func traceSetup(t *testing.T, tp trace.TracerProvider, tc config.TracingConfig) *traceBundle {
+func traceSetup(t *testing.T, tp trace.TracerProvider, tc tracing.Config) *traceBundle {
 	t.Helper()
 	db := dbtest.New(t)
 	cfg := &config.Config{
@@ -227,7 +227,7 @@ func TestTracingFollowsEachDeliveryThroughItsJob(t *testing.T) {
 	exporter := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter), sdktrace.WithSampler(tracing.Sampler(1)))
 	t.Cleanup(func() { require.NoError(t, tp.Shutdown(context.Background())) })
-	b := traceSetup(t, tp, config.TracingConfig{})
+	b := traceSetup(t, tp, tracing.Config{})
 	b.start(t)
 
 	b.deliverTogether(t, "evt_a", "evt_b")
@@ -330,7 +330,7 @@ func TestTracingOffMakesNoSpan(t *testing.T) {
 	t.Parallel()
 
 	collector := tracingtest.NewCollector(t)
-	b := traceSetup(t, nil, config.TracingConfig{Enabled: false, OTLPEndpoint: config.SecretURL(collector.URL + "/v1/traces")})
+	b := traceSetup(t, nil, tracing.Config{Enabled: false, OTLPEndpoint: config.SecretURL(collector.URL + "/v1/traces")})
 	stop, err := daemon.StartTracing(context.Background(), b.env)
 	require.NoError(t, err)
 	require.Nil(t, b.env.TracerProvider, "no provider, no exporter")
@@ -359,7 +359,7 @@ func TestTracingExportsWithOTLP(t *testing.T) {
 	t.Parallel()
 
 	collector := tracingtest.NewCollector(t)
-	b := traceSetup(t, nil, config.TracingConfig{
+	b := traceSetup(t, nil, tracing.Config{
 		Enabled: true, OTLPEndpoint: config.SecretURL(collector.URL + "/v1/traces"), Headers: map[string]config.Secret{"authorization": "Bearer otlp-test"},
 	})
 	stop, err := daemon.StartTracing(context.Background(), b.env)
