@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -43,7 +44,7 @@ func TestApplyDefaults(t *testing.T) {
 			BatcherConfig:   inboxstore.BatcherConfig{MaxEvents: 256, Flushers: 4, QueueSize: 1024},
 			Config: receiver.Config{RetryAfter: 5 * time.Second, MaxInFlight: 1024, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second,
 				HTTPConfig: receiver.HTTPConfig{MaxConnections: 2048, MaxConnectionsPerClient: 512, MaxHeaderBytes: 32768}},
-			Rejections: RejectionsConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second},
+			Rejections: RejectionsConfig{RecorderConfig: rejection.RecorderConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second}},
 		}, cfg.Receiver)
 		require.Equal(t, SourceConfig{
 			Name:         "stripe",

@@ -19,15 +19,10 @@ import (
 type RejectionsConfig struct {
 	// Disabled records no sample. Defaults to false: samples are kept.
 	Disabled bool `mapstructure:"disabled"`
-	// Keep is how many samples each source keeps, 1 to 1000. Defaults to 20.
-	Keep int `mapstructure:"keep"`
-	// SampleBurst is how many refusals of one source are recorded at once
-	// before SampleEvery applies. Defaults to 5.
-	SampleBurst int `mapstructure:"sample_burst"`
-	// SampleEvery is the least time between two samples of one source once
-	// the burst is spent, so a flood of refusals writes at most one row per
-	// source per SampleEvery. Defaults to 10s.
-	SampleEvery time.Duration `mapstructure:"sample_every"`
+	// RecorderConfig holds the recorder's own settings (keep, sample_burst,
+	// sample_every): their keys, defaults and validation are
+	// internal/rejection's.
+	rejection.RecorderConfig `mapstructure:",squash"`
 }
 
 // ReconcileConfig configures a source's reconciliation: the worker
@@ -62,23 +57,17 @@ type WorkerAdminConfig struct {
 
 // The defaults of the keys above.
 const (
-	defaultReconcileInterval     = 15 * time.Minute
-	defaultReconcileLookback     = time.Hour
-	defaultReconcileAPIBaseURL   = reconcile.StripeBaseURLDefault
-	defaultRejectionsKeep        = rejection.KeepDefault
-	defaultRejectionsSampleBurst = rejection.SampleBurstDefault
-	defaultRejectionsSampleEvery = rejection.SampleEveryDefault
-	maxReconcileLookback         = 720 * time.Hour
-	minAdminTokenBytes           = 16
-	maxRejectionsKeep            = 1000
-	reconcileProviderStripe      = "stripe"
+	defaultReconcileInterval   = 15 * time.Minute
+	defaultReconcileLookback   = time.Hour
+	defaultReconcileAPIBaseURL = reconcile.StripeBaseURLDefault
+	maxReconcileLookback       = 720 * time.Hour
+	minAdminTokenBytes         = 16
+	reconcileProviderStripe    = "stripe"
 )
 
 func (c *Config) applyOpsDefaults() {
 	r := &c.Receiver.Rejections
-	r.Keep = cmp.Or(r.Keep, defaultRejectionsKeep)
-	r.SampleBurst = cmp.Or(r.SampleBurst, defaultRejectionsSampleBurst)
-	r.SampleEvery = cmp.Or(r.SampleEvery, defaultRejectionsSampleEvery)
+	r.RecorderConfig = *r.WithDefaults() // the recorder's own defaults
 	for i := range c.Sources {
 		rc := &c.Sources[i].Reconcile
 		rc.APIBaseURL = cmp.Or(rc.APIBaseURL, defaultReconcileAPIBaseURL)
@@ -88,12 +77,7 @@ func (c *Config) applyOpsDefaults() {
 }
 
 func (c *Config) validateOps(p *problems) {
-	r := &c.Receiver.Rejections
-	if r.Keep < 1 || r.Keep > maxRejectionsKeep {
-		p.addf("receiver.rejections.keep", "must be 1 to %d, not %d", maxRejectionsKeep, r.Keep)
-	}
-	positive(p, "receiver.rejections.sample_burst", r.SampleBurst)
-	positive(p, "receiver.rejections.sample_every", r.SampleEvery)
+	ownerProblems(p, "receiver.rejections.", c.Receiver.Rejections.Validate()) // the recorder's own checks
 
 	keys := c.sourceKeys()
 	for i := range c.Sources {

@@ -28,10 +28,9 @@ func newRejectionRecorder(env *Env) *rejection.Recorder {
 	for i, s := range env.Config.Sources {
 		names[i] = s.Name
 	}
-	return rejection.NewRecorder(rejection.NewStore(env.Pool), &rejection.RecorderConfig{
-		Sources: names, Secrets: env.Config.SecretValues(), Keep: rc.Keep, SampleBurst: rc.SampleBurst, SampleEvery: rc.SampleEvery,
-		Logger: env.Logger.Named("rejections"),
-	})
+	config := rc.RecorderConfig // the settings decoded from receiver.rejections
+	config.Sources, config.Secrets, config.Logger = names, env.Config.SecretValues(), env.Logger.Named("rejections")
+	return rejection.NewRecorder(rejection.NewStore(env.Pool), &config)
 }
 
 // reconcileSources builds a reconciliation per source that enables one.

@@ -34,7 +34,7 @@ func TestRejectionSamples(t *testing.T) {
 	)
 	cfg := &config.Config{
 		Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
-		Receiver: config.ReceiverConfig{Rejections: config.RejectionsConfig{Keep: 4, SampleBurst: 3, SampleEvery: time.Hour}},
+		Receiver: config.ReceiverConfig{Rejections: config.RejectionsConfig{RecorderConfig: rejection.RecorderConfig{Keep: 4, SampleBurst: 3, SampleEvery: time.Hour}}},
 		Sources: []config.SourceConfig{
 			{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{whsec}},
 			{Name: "stripe", Provider: "stripe", Secrets: []config.Secret{"whsec_stripe_secret_for_test"},
