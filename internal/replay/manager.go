@@ -18,23 +18,59 @@ import (
 
 // The defaults NewManager applies to a zero Config field.
 const (
-	// RateDefault is Config.Rate's default, rows per second: a replay of a
+	// RateDefault is Pace.Rate's default, rows per second: a replay of a
 	// million rows takes about 35 minutes, and its jobs wait behind live
 	// events anyway (inboxstore.ReplayPriority).
 	RateDefault = 500
-	// BatchDefault is Config.Batch's default, rows per transaction.
+	// BatchDefault is Pace.Batch's default, rows per transaction.
 	BatchDefault = 100
 	// MaxAttemptsDefault is how often a run's job is retried after an
 	// error before River discards it (Resume then starts a new one).
 	MaxAttemptsDefault = 10
 )
 
+// Pace holds a run's default pace. Its tagged fields are keys of the
+// worker: section of the YAML configuration (pkg/config decodes them
+// directly). WithDefaults applies the defaults stated below, Validate
+// checks them.
+type Pace struct {
+	// Rate is a bulk replay's default pace, rows per second
+	// (`inboxctl replay --rate` overrides it per run). Replayed events'
+	// jobs also wait behind live ones (a lower River priority). Defaults
+	// to 500.
+	Rate int `mapstructure:"replay_rate"`
+	// Batch is how many rows one bulk replay transaction puts back
+	// to pending. Defaults to 100.
+	Batch int `mapstructure:"replay_batch"`
+}
+
+// WithDefaults returns a copy of p with every zero-valued setting at its
+// documented default. It is idempotent.
+func (p *Pace) WithDefaults() *Pace {
+	out := *p
+	out.Rate = cmp.Or(out.Rate, RateDefault)
+	out.Batch = cmp.Or(out.Batch, BatchDefault)
+	return &out
+}
+
+// Validate checks a Pace that WithDefaults filled, and returns every
+// problem found, each an error that starts with its key in the worker:
+// section ("replay_rate: must be positive"), joined.
+func (p *Pace) Validate() error {
+	var errs []error
+	if p.Rate <= 0 {
+		errs = append(errs, errors.New("replay_rate: must be positive"))
+	}
+	if p.Batch <= 0 {
+		errs = append(errs, errors.New("replay_batch: must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
 // Config configures a Manager.
 type Config struct {
-	// Rate is a run's default rows per second. Defaults to 500.
-	Rate int
-	// Batch is a run's default rows per transaction. Defaults to 100.
-	Batch int
+	// Pace is a run's default pace (Rate, Batch).
+	Pace
 	// Queue is the River queue of the bulk replay jobs: one the worker
 	// works. Defaults to River's default queue.
 	Queue string
@@ -56,8 +92,7 @@ type Manager struct {
 // NewManager returns a Manager on pool and client.
 func NewManager(pool *pgxpool.Pool, client *river.Client[pgx.Tx], config *Config) (*Manager, error) {
 	c := *config
-	c.Rate = cmp.Or(c.Rate, RateDefault)
-	c.Batch = cmp.Or(c.Batch, BatchDefault)
+	c.Pace = *c.Pace.WithDefaults()
 	c.Queue = cmp.Or(c.Queue, river.QueueDefault)
 	if c.QueueFor == nil {
 		c.QueueFor = func(string) string { return river.QueueDefault }

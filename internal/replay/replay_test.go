@@ -35,7 +35,7 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	require.NoError(t, err)
-	manager, err := replay.NewManager(db.Pool, client, &replay.Config{Rate: 1_000_000})
+	manager, err := replay.NewManager(db.Pool, client, &replay.Config{Pace: replay.Pace{Rate: 1_000_000}})
 	require.NoError(t, err)
 	return &testBundle{db: db, store: inboxstore.New(db.Pool), manager: manager}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/internal/tracing"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -242,14 +243,10 @@ type WorkerConfig struct {
 	// Config holds the worker's own settings, its routes included: their
 	// keys, defaults and validation are pkg/worker's.
 	worker.Config `mapstructure:",squash"`
-	// ReplayRate is a bulk replay's default pace, rows per second
-	// (`inboxctl replay --rate` overrides it per run). Replayed events'
-	// jobs also wait behind live ones (a lower River priority). Defaults
-	// to 500.
-	ReplayRate int `mapstructure:"replay_rate"`
-	// ReplayBatch is how many rows one bulk replay transaction puts back
-	// to pending. Defaults to 100.
-	ReplayBatch int `mapstructure:"replay_batch"`
+	// Pace holds the bulk replays' default pace (replay_rate,
+	// replay_batch): its keys, defaults and validation are
+	// internal/replay's.
+	replay.Pace `mapstructure:",squash"`
 	// Unrouted decides what happens to an event no route matches: "failed"
 	// (the default: it fails loudly, and can be replayed once the routes
 	// are fixed) or "done" (marked done with a note, and never run).

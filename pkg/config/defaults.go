@@ -7,7 +7,6 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/hookinbox/hookinbox/internal/receiver"
-	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -41,8 +40,6 @@ const (
 	defaultWorkerUnrouted                      = UnroutedFailed
 	defaultWorkerHardStopTimeout time.Duration = 5 * time.Second
 	defaultSourceRetention                     = retention.RetentionDefault
-	defaultWorkerReplayRate                    = replay.RateDefault
-	defaultWorkerReplayBatch                   = replay.BatchDefault
 )
 
 // ApplyDefaults fills every zero-valued field with its documented default. A
@@ -102,11 +99,10 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	if len(w.Queues) == 0 {
 		w.Queues = []string{defaultQueue}
 	}
-	w.Config = *w.WithDefaults() // worker.Config's own defaults
+	w.Config = *w.Config.WithDefaults() // worker.Config's own defaults
 	w.Unrouted = cmp.Or(w.Unrouted, defaultWorkerUnrouted)
 	w.HardStopTimeout = cmp.Or(w.HardStopTimeout, defaultWorkerHardStopTimeout)
-	w.ReplayRate = cmp.Or(w.ReplayRate, defaultWorkerReplayRate)
-	w.ReplayBatch = cmp.Or(w.ReplayBatch, defaultWorkerReplayBatch)
+	w.Pace = *w.Pace.WithDefaults() // replay's own defaults
 	applyOutboxDefaults(w)
 	for i, r := range w.Routes {
 		// A route's mirror and sequence defaults are its source's

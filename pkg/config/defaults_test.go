@@ -17,6 +17,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/internal/relay"
+	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -75,8 +76,7 @@ func TestApplyDefaults(t *testing.T) {
 				PauseRefresh:      time.Second,
 				Routes:            []worker.Route{{Source: "*", Types: []string{"*"}}},
 			},
-			ReplayRate:      500,
-			ReplayBatch:     100,
+			Pace:            replay.Pace{Rate: 500, Batch: 100},
 			Unrouted:        UnroutedFailed,
 			HardStopTimeout: 5 * time.Second,
 			Outbox:          OutboxConfig{Relay: OutboxRelayConfig{Config: relay.Config{Batch: 100, Lease: 2 * time.Minute, PollInterval: time.Second}}},

@@ -15,6 +15,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/internal/relay"
+	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/internal/tracing"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/secret"
@@ -136,8 +137,7 @@ worker:
 					PauseRefresh:      time.Second,
 					Routes:            []worker.Route{{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}}},
 				},
-				ReplayRate:      500,
-				ReplayBatch:     100,
+				Pace:            replay.Pace{Rate: 500, Batch: 100},
 				Unrouted:        "failed",
 				HardStopTimeout: 5 * time.Second,
 				Outbox:          OutboxConfig{Relay: OutboxRelayConfig{Config: relay.Config{Batch: 100, Lease: 2 * time.Minute, PollInterval: time.Second}}},

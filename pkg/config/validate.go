@@ -119,13 +119,12 @@ func (c *Config) validateWorker(p *problems) {
 		}
 	}
 
-	ownerProblems(p, "worker.", w.Validate()) // worker.Config's own checks
+	ownerProblems(p, "worker.", w.Config.Validate()) // worker.Config's own checks
 	if w.Unrouted != UnroutedDone && w.Unrouted != UnroutedFailed {
 		p.addf("worker.unrouted", "must be %s or %s, not %q", UnroutedDone, UnroutedFailed, w.Unrouted)
 	}
 	positive(p, "worker.hard_stop_timeout", w.HardStopTimeout)
-	positive(p, "worker.replay_rate", w.ReplayRate)
-	positive(p, "worker.replay_batch", w.ReplayBatch)
+	ownerProblems(p, "worker.", w.Pace.Validate()) // replay's own checks
 	if w.UI.Enabled && len(w.UI.BasicAuth) == 0 {
 		p.addf("worker.ui.basic_auth", "required when worker.ui.enabled is true: River UI is never served without authentication")
 	}

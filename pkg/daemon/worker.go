@@ -250,6 +250,6 @@ func NewReplayManager(env *Env) (*replay.Manager, error) {
 		queue = river.QueueDefault
 	}
 	return replay.NewManager(env.Pool, client, &replay.Config{
-		Rate: cfg.Worker.ReplayRate, Batch: cfg.Worker.ReplayBatch, Queue: queue, QueueFor: queueFor(cfg),
+		Pace: cfg.Worker.Pace, Queue: queue, QueueFor: queueFor(cfg),
 	})
 }
