@@ -92,7 +92,7 @@ type Manager struct {
 // NewManager returns a Manager on pool and client.
 func NewManager(pool *pgxpool.Pool, client *river.Client[pgx.Tx], config *Config) (*Manager, error) {
 	c := *config
-	c.Pace = *c.Pace.WithDefaults()
+	c.Pace = *c.WithDefaults()
 	c.Queue = cmp.Or(c.Queue, river.QueueDefault)
 	if c.QueueFor == nil {
 		c.QueueFor = func(string) string { return river.QueueDefault }
