@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/internal/tracing"
 	"github.com/hookinbox/hookinbox/pkg/secret"
@@ -181,7 +182,7 @@ type SourceConfig struct {
 	// live as long as their rows.
 	PayloadRetention time.Duration `mapstructure:"payload_retention"`
 	// Reconcile configures the source's reconciliation (see ops.go).
-	Reconcile ReconcileConfig `mapstructure:"reconcile"`
+	Reconcile reconcile.Config `mapstructure:"reconcile"`
 }
 
 // BasicAuthConfig is one accepted pair of HTTP Basic credentials. Both are

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/replay"
@@ -54,7 +55,7 @@ func TestApplyDefaults(t *testing.T) {
 			AckTimeout:   4 * time.Second,
 			Queue:        "default",
 			Retention:    720 * time.Hour,
-			Reconcile:    ReconcileConfig{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
+			Reconcile:    reconcile.Config{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
 		}, cfg.Sources[0])
 		require.Equal(t, WorkerConfig{
 			Listen:      "127.0.0.1:8081",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/internal/relay"
 	"github.com/hookinbox/hookinbox/internal/replay"
@@ -62,7 +63,7 @@ worker:
 			AckTimeout:   2 * time.Second, // Inherited from receiver.
 			Queue:        "default",
 			Retention:    720 * time.Hour,
-			Reconcile:    ReconcileConfig{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
+			Reconcile:    reconcile.Config{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
 		}}, cfg.Sources)
 		require.Equal(t, 4, cfg.Worker.Concurrency)
 		require.Equal(t, []string{"default", "bank"}, cfg.Worker.Queues)
@@ -115,7 +116,7 @@ worker:
 				AckTimeout:   4 * time.Second,
 				Queue:        "default",
 				Retention:    720 * time.Hour,
-				Reconcile:    ReconcileConfig{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
+				Reconcile:    reconcile.Config{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
 			}},
 			Worker: WorkerConfig{
 				Listen:      "127.0.0.1:8081",

@@ -46,13 +46,11 @@ func reconcileSources(cfg *config.Config) ([]*reconcile.Source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sources[%s].reconcile: %w", s.Name, err)
 		}
-		fetcher, err := reconcile.NewStripe(&reconcile.StripeConfig{APIKey: s.Reconcile.APIKey.Reveal(), BaseURL: s.Reconcile.APIBaseURL.Reveal(), Parser: parser})
+		source, err := s.Reconcile.Source(s.Name, s.Provider, parser)
 		if err != nil {
 			return nil, fmt.Errorf("sources[%s].reconcile: %w", s.Name, err)
 		}
-		out = append(out, &reconcile.Source{
-			Name: s.Name, Provider: s.Provider, Fetcher: fetcher, Interval: s.Reconcile.Interval, Lookback: s.Reconcile.Lookback,
-		})
+		out = append(out, source)
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/config"
@@ -38,7 +39,7 @@ func TestRejectionSamples(t *testing.T) {
 		Sources: []config.SourceConfig{
 			{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{whsec}},
 			{Name: "stripe", Provider: "stripe", Secrets: []config.Secret{"whsec_stripe_secret_for_test"},
-				Reconcile: config.ReconcileConfig{Enabled: true, APIKey: reconKey}},
+				Reconcile: reconcile.Config{Enabled: true, APIKey: reconKey}},
 			{Name: "marqeta", Provider: "marqeta", BasicAuth: []config.BasicAuthConfig{{Username: "hookinbox", Password: password}}},
 			{Name: "partner", Provider: "hmac", Secrets: []config.Secret{hmacSecret},
 				HMAC: config.HMACConfig{Header: "X-Signature", IDHeader: "X-Id", APIKeyHeader: "X-Partner-Key", APIKeys: []config.Secret{apiKey}}},
