@@ -3,7 +3,6 @@ package metrics
 import (
 	"cmp"
 	"context"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,14 +36,15 @@ type BacklogConfig struct {
 // at most once per Cache. A failed reading exports nothing of it (the
 // series go stale) and sets hookinbox_backlog_up to 0.
 type Backlog struct {
-	store  *inboxstore.Store
-	config BacklogConfig
+	store   *inboxstore.Store
+	config  BacklogConfig
+	reading cachedReading[backlogReading]
+}
 
-	mu      sync.Mutex
-	readAt  time.Time
+// backlogReading is one reading of the inbox's backlog and River's queues.
+type backlogReading struct {
 	backlog []inboxstore.Backlog
 	depths  []inboxstore.QueueDepth
-	ok      bool
 }
 
 // NewBacklog returns a Backlog collector reading through store.
@@ -81,14 +81,9 @@ func (b *Backlog) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (b *Backlog) Collect(ch chan<- prometheus.Metric) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	now := b.config.Now()
-	if b.readAt.IsZero() || now.Sub(b.readAt) >= b.config.Cache {
-		b.read()
-		b.readAt = now
-	}
-	if !b.ok {
+	r, ok := b.reading.get(now, b.config.Cache, b.config.Logger, "the backlog", b.read)
+	if !ok {
 		ch <- prometheus.MustNewConstMetric(backlogUpDesc, prometheus.GaugeValue, 0)
 		return
 	}
@@ -99,34 +94,28 @@ func (b *Backlog) Collect(ch chan<- prometheus.Metric) {
 		counts[[2]string{source, string(inboxstore.BacklogHeld)}] = 0
 		counts[[2]string{source, string(inbox.StatusFailed)}] = 0
 	}
-	for _, r := range b.backlog {
-		counts[[2]string{r.Source, string(r.Status)}] = r.Count
+	for _, row := range r.backlog {
+		counts[[2]string{row.Source, string(row.Status)}] = row.Count
 	}
 	for key, n := range counts {
 		ch <- prometheus.MustNewConstMetric(backlogEventsDesc, prometheus.GaugeValue, float64(n), key[0], key[1])
 	}
-	for _, r := range b.backlog {
-		if r.Status == inbox.StatusPending {
-			ch <- prometheus.MustNewConstMetric(backlogOldestDesc, prometheus.GaugeValue, max(0, now.Sub(r.Oldest).Seconds()), r.Source)
+	for _, row := range r.backlog {
+		if row.Status == inbox.StatusPending {
+			ch <- prometheus.MustNewConstMetric(backlogOldestDesc, prometheus.GaugeValue, max(0, now.Sub(row.Oldest).Seconds()), row.Source)
 		}
 	}
-	for _, d := range b.depths {
+	for _, d := range r.depths {
 		ch <- prometheus.MustNewConstMetric(riverJobsDesc, prometheus.GaugeValue, float64(d.Count), d.Queue, d.State)
 	}
 }
 
-// read refreshes the cache; b.mu is held.
-func (b *Backlog) read() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+// read takes one reading of the backlog.
+func (b *Backlog) read(ctx context.Context) (backlogReading, error) {
 	backlog, err := b.store.Backlog(ctx)
-	if err == nil {
-		b.depths, err = b.store.QueueDepths(ctx)
-	}
 	if err != nil {
-		b.config.Logger.Warn("could not read the backlog for /metrics", zap.Error(err))
-		b.ok = false
-		return
+		return backlogReading{}, err
 	}
-	b.backlog, b.ok = backlog, true
+	depths, err := b.store.QueueDepths(ctx)
+	return backlogReading{backlog: backlog, depths: depths}, err
 }

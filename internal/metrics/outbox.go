@@ -3,7 +3,6 @@ package metrics
 import (
 	"cmp"
 	"context"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,14 +54,15 @@ type OutboxBacklogConfig struct {
 // scraped, at most once per Cache. A failed reading exports none of them
 // (the series go stale) and logs why.
 type OutboxBacklog struct {
-	store  *relay.Store
-	config OutboxBacklogConfig
+	store   *relay.Store
+	config  OutboxBacklogConfig
+	reading cachedReading[outboxReading]
+}
 
-	mu       sync.Mutex
-	readAt   time.Time
+// outboxReading is one reading of the outbox's messages and destinations.
+type outboxReading struct {
 	backlog  []relay.Backlog
 	disabled []relay.DisabledDestination
-	ok       bool
 }
 
 // NewOutboxBacklog returns an OutboxBacklog collector reading through store.
@@ -96,14 +96,9 @@ func (b *OutboxBacklog) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (b *OutboxBacklog) Collect(ch chan<- prometheus.Metric) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	now := b.config.Now()
-	if b.readAt.IsZero() || now.Sub(b.readAt) >= b.config.Cache {
-		b.read()
-		b.readAt = now
-	}
-	if !b.ok {
+	r, ok := b.reading.get(now, b.config.Cache, b.config.Logger, "the outbox", b.read)
+	if !ok {
 		return
 	}
 	counts := map[[2]string]int64{}
@@ -113,16 +108,16 @@ func (b *OutboxBacklog) Collect(ch chan<- prometheus.Metric) {
 		counts[[2]string{d, string(outbox.StatusFailed)}] = 0
 		disabled[d] = 0
 	}
-	for _, r := range b.backlog {
-		counts[[2]string{r.Destination, string(r.Status)}] = r.Count
-		if r.Status == outbox.StatusPending {
-			ch <- prometheus.MustNewConstMetric(outboxOldestDesc, prometheus.GaugeValue, max(0, now.Sub(r.Oldest).Seconds()), r.Destination)
+	for _, row := range r.backlog {
+		counts[[2]string{row.Destination, string(row.Status)}] = row.Count
+		if row.Status == outbox.StatusPending {
+			ch <- prometheus.MustNewConstMetric(outboxOldestDesc, prometheus.GaugeValue, max(0, now.Sub(row.Oldest).Seconds()), row.Destination)
 		}
 	}
 	for key, n := range counts {
 		ch <- prometheus.MustNewConstMetric(outboxMessagesDesc, prometheus.GaugeValue, float64(n), key[0], key[1])
 	}
-	for _, d := range b.disabled {
+	for _, d := range r.disabled {
 		disabled[d.Name] = 1
 	}
 	for name, v := range disabled {
@@ -130,18 +125,12 @@ func (b *OutboxBacklog) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// read refreshes the cache; b.mu is held.
-func (b *OutboxBacklog) read() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+// read takes one reading of the outbox.
+func (b *OutboxBacklog) read(ctx context.Context) (outboxReading, error) {
 	backlog, err := b.store.Backlog(ctx)
-	if err == nil {
-		b.disabled, err = b.store.Disabled(ctx)
-	}
 	if err != nil {
-		b.config.Logger.Warn("could not read the outbox for /metrics", zap.Error(err))
-		b.ok = false
-		return
+		return outboxReading{}, err
 	}
-	b.backlog, b.ok = backlog, true
+	disabled, err := b.store.Disabled(ctx)
+	return outboxReading{backlog: backlog, disabled: disabled}, err
 }
