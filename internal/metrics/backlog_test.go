@@ -32,27 +32,7 @@ func TestBacklog(t *testing.T) {
 	reg.MustRegister(metrics.NewBacklog(store, &metrics.BacklogConfig{
 		Cache: time.Minute, Sources: []string{"bank", "shop"}, Now: func() time.Time { return now },
 	}))
-	pending := func(source string) float64 {
-		t.Helper()
-		families, err := reg.Gather()
-		require.NoError(t, err)
-		for _, f := range families {
-			if f.GetName() != "hookinbox_inbox_backlog_events" {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				labels := map[string]string{}
-				for _, l := range m.GetLabel() {
-					labels[l.GetName()] = l.GetValue()
-				}
-				if labels["source"] == source && labels["status"] == "pending" {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-		require.Failf(t, "no backlog series", "source %s", source)
-		return 0
-	}
+	pending := func(source string) float64 { return backlogGauge(t, reg, source, "pending") }
 
 	claim("ev_1")
 	require.InDelta(t, 1, pending("bank"), 0)
@@ -64,4 +44,28 @@ func TestBacklog(t *testing.T) {
 	require.InDelta(t, 1, pending("bank"), 0, "within the cache, the database is not read again")
 	now = now.Add(time.Second)
 	require.InDelta(t, 2, pending("bank"), 0, "past it, it is")
+}
+
+// backlogGauge reads hookinbox_inbox_backlog_events{source, status} from
+// reg, failing the test when the series is missing.
+func backlogGauge(t *testing.T, reg *prometheus.Registry, source, status string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "hookinbox_inbox_backlog_events" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["source"] == source && labels["status"] == status {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	require.Failf(t, "no backlog series", "source %s, status %s", source, status)
+	return 0
 }

@@ -87,27 +87,7 @@ func TestBacklogMetricCountsHeldApart(t *testing.T) {
 	reg.MustRegister(metrics.NewBacklog(b.store, &metrics.BacklogConfig{
 		Cache: time.Minute, Sources: []string{"bank", "shop"}, Now: func() time.Time { return now },
 	}))
-	gauge := func(source, status string) float64 {
-		t.Helper()
-		families, err := reg.Gather()
-		require.NoError(t, err)
-		for _, f := range families {
-			if f.GetName() != "hookinbox_inbox_backlog_events" {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				labels := map[string]string{}
-				for _, l := range m.GetLabel() {
-					labels[l.GetName()] = l.GetValue()
-				}
-				if labels["source"] == source && labels["status"] == status {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-		require.Failf(t, "no backlog series", "source %s, status %s", source, status)
-		return 0
-	}
+	gauge := func(source, status string) float64 { return backlogGauge(t, reg, source, status) }
 	claimable := func() float64 { return gauge("bank", "pending") + gauge("shop", "pending") }
 
 	require.InDelta(t, 8, claimable(), 0)
