@@ -51,11 +51,13 @@ type options struct {
 	PerRequestConns        int
 	MaxRequests            int64
 	DrainEvents, RiverJobs int
-	DrainDeadline          time.Duration
-	SteadyWindow           time.Duration
-	SteadyFraction         float64
-	SteadyInflight         int
-	ScaleRows              int
+	// TakeEvents is how many events the take A/B takes from each layout.
+	TakeEvents     int
+	DrainDeadline  time.Duration
+	SteadyWindow   time.Duration
+	SteadyFraction float64
+	SteadyInflight int
+	ScaleRows      int
 	// The replay storm's sizes (storm.go).
 	StormDeliveries int
 	StormFraction   float64
@@ -63,7 +65,7 @@ type options struct {
 }
 
 // allPhases lists the phases in the order they run.
-var allPhases = []string{"a", "b", "c", "d", "e", "f", "storm", "scale"}
+var allPhases = []string{"a", "b", "c", "d", "e", "take", "f", "storm", "scale"}
 
 func parseOptions(args []string) (*options, error) {
 	o := &options{}
@@ -81,6 +83,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.PerRequestConns, "per-request-conns", 32, "(b): database.max_conns and batch_flushers of the per-request receiver")
 	fs.Int64Var(&o.MaxRequests, "max-requests", 2_000_000, "upper bound on the requests of any one load")
 	fs.IntVar(&o.DrainEvents, "drain-events", 200_000, "(e): pending events preloaded for each drain")
+	fs.IntVar(&o.TakeEvents, "take-events", 60_000, "take A/B: events taken from each layout")
 	fs.IntVar(&o.RiverJobs, "river-jobs", 200_000, "(e): no-op jobs of River's burn-down")
 	fs.DurationVar(&o.DrainDeadline, "drain-deadline", 45*time.Second, "(e), (f): stop waiting for a drain after this long and report the rate so far")
 	fs.DurationVar(&o.SteadyWindow, "steady-window", 15*time.Second, "(f): measured window of the steady load")
@@ -113,7 +116,7 @@ func parseOptions(args []string) (*options, error) {
 	if o.Quick {
 		o.quick(set)
 	}
-	if o.Clients <= 0 || o.Window <= 0 || o.SteadyFraction <= 0 || o.SteadyInflight <= 0 || o.DrainEvents <= 0 || o.RiverJobs <= 0 {
+	if o.Clients <= 0 || o.Window <= 0 || o.SteadyFraction <= 0 || o.SteadyInflight <= 0 || o.DrainEvents <= 0 || o.RiverJobs <= 0 || o.TakeEvents <= 0 {
 		return nil, errors.New("--clients, --window, --steady-fraction, --steady-inflight, --drain-events and --river-jobs must be positive")
 	}
 	if o.StormDeliveries < 2 || o.StormFraction <= 0 || o.StormDeadline <= 0 {
@@ -135,6 +138,7 @@ func (o *options) quick(set map[string]bool) {
 	shrink("ceiling-conc", func() { o.CeilingConc = []int{8, 32} })
 	shrink("drain-events", func() { o.DrainEvents = 3_000 })
 	shrink("river-jobs", func() { o.RiverJobs = 20_000 })
+	shrink("take-events", func() { o.TakeEvents = 3_000 })
 	shrink("drain-deadline", func() { o.DrainDeadline = 20 * time.Second })
 	shrink("steady-window", func() { o.SteadyWindow = 3 * time.Second })
 	shrink("scale-rows", func() { o.ScaleRows = 100_000 })

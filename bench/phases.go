@@ -18,6 +18,7 @@ func (b *bench) runPhases(ctx context.Context) {
 		{"abc", "(a) ceiling, (b) receiver with a transaction per delivery, (c) with group commit; interleaved", b.phaseABC},
 		{"d", "(d) duplicate storm and 50 % duplicate mix", b.phaseDuplicates},
 		{"e", "(e) River's no-op ceiling and worker drains", b.phaseDrain},
+		{"take", "take A/B: the worker's take from each candidate inbox layout, interleaved", b.phaseTake},
 		{"f", "(f) steady open-loop load with a worker", b.phaseSteady},
 		{"storm", "storm: a replay storm with normal traffic, drained by 1 and 2 workers", b.phaseStorm},
 		{"scale", "scale: (c) again with processed rows in the inbox", b.phaseScale},

@@ -65,6 +65,7 @@ func (r *Report) print(w io.Writer) {
 		t.row(fmt.Sprintf("(e) drain %s, %d worker%s%s, %s events", d.Handler, d.Workers, plural(d.Workers), settings, thousands(float64(d.Events))),
 			thousands(d.EventsPerSec), "", "", "", note)
 	}
+	r.printTake(t)
 	if s := r.Steady; s != nil && s.Ack != nil {
 		of := "(c)"
 		if s.Basis != "(c)" {

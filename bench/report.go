@@ -29,6 +29,7 @@ type Report struct {
 	// (its default concurrency and fetch cooldown).
 	RiverAsWorker *RiverResult       `json:"e_river_as_worker,omitempty"`
 	Drains        []*DrainResult     `json:"e_drains"`
+	Take          []*TakeResult      `json:"take_ab,omitempty"`
 	Steady        *SteadyResult      `json:"f_steady,omitempty"`
 	Storms        []*StormResult     `json:"storm,omitempty"`
 	PeakRSS       map[string]float64 `json:"g_peak_rss_mb"`

@@ -11,6 +11,7 @@ func (s *Store) ExistingEventIDs(ctx context.Context, db DBTX, sources, eventIDs
 // with it; nothing else needs to.
 func (s *Store) Get(ctx context.Context, db DBTX, id int64) (*Event, error) {
 	return scanEvent(db.QueryRow(ctx, `
-SELECT id, source, provider, event_id, event_type, payload, body, headers, status, attempts, coalesce(last_error, ''), received_at, coalesce(request_id, '')
-FROM webhook_inbox WHERE id = $1`, id))
+SELECT m.id, m.source, m.provider, m.event_id, m.event_type, `+deliveryColumns+`, m.status, m.attempts, coalesce(m.last_error, ''),
+       m.received_at, coalesce(m.request_id, '')
+FROM webhook_inbox AS m LEFT JOIN webhook_inbox_delivery AS d ON d.inbox_id = m.id WHERE m.id = $1`, id))
 }

@@ -26,19 +26,31 @@ import (
 // takes and which conflicts with neither, and row locks on the rows it
 // deletes only; a small limit keeps those short.
 func (s *Store) PruneBatch(ctx context.Context, source string, retention time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
+	var n int64
+	err := s.pool.QueryRow(ctx, `
 WITH doomed AS (
     SELECT id FROM webhook_inbox
     WHERE source = $1 AND status = 'done' AND received_at < now() - $2::interval
     ORDER BY received_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED
-)
-DELETE FROM webhook_inbox AS i USING doomed WHERE i.id = doomed.id AND i.status = 'done'`, source, retention, limit)
+), deleted AS (
+    DELETE FROM webhook_inbox AS i USING doomed WHERE i.id = doomed.id AND i.status = 'done' RETURNING i.id
+), `+dropDeliveries("deleted")+`
+SELECT count(*) FROM deleted`, source, retention, limit).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("inbox: prune %s: %w", source, err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
+}
+
+// eraseLegacy empties the bytes a row received before migration 0011 keeps
+// in the row itself; dropDeliveries is the CTE that deletes the deliveries
+// of the rows whose ids the CTE rows returns.
+const eraseLegacy = `legacy_body = NULL, legacy_headers = NULL, legacy_payload = NULL`
+
+func dropDeliveries(rows string) string {
+	return fmt.Sprintf(`dropped AS (DELETE FROM webhook_inbox_delivery AS d USING %[1]s WHERE d.inbox_id = %[1]s.id)`, rows)
 }
 
 // CountPrunable counts the done rows of source received more than
@@ -62,7 +74,8 @@ SELECT count(*) FROM webhook_inbox WHERE source = $1 AND status = 'done' AND rec
 // bounds the index scan: older rows are pruned anyway (0 scans from the
 // oldest row).
 func (s *Store) ErasePayloadsBatch(ctx context.Context, source string, retention, payloadRetention time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
+	var n int64
+	err := s.pool.QueryRow(ctx, `
 WITH expired AS (
     SELECT id FROM webhook_inbox
     WHERE source = $1 AND status = 'done' AND erased_at IS NULL AND received_at < now() - $2::interval
@@ -70,13 +83,16 @@ WITH expired AS (
     ORDER BY received_at
     LIMIT $4
     FOR UPDATE SKIP LOCKED
-)
-UPDATE webhook_inbox AS i SET body = NULL, headers = NULL, payload = NULL, erased_at = now()
-FROM expired WHERE i.id = expired.id AND i.status = 'done'`, source, payloadRetention, nullAge(retention), limit)
+), erased AS (
+    UPDATE webhook_inbox AS i SET `+eraseLegacy+`, erased_at = now()
+    FROM expired WHERE i.id = expired.id AND i.status = 'done'
+    RETURNING i.id
+), `+dropDeliveries("erased")+`
+SELECT count(*) FROM erased`, source, payloadRetention, nullAge(retention), limit).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("inbox: erase payloads %s: %w", source, err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // CountErasable counts what ErasePayloadsBatch would erase.
@@ -136,13 +152,13 @@ WITH chosen AS (
     FOR UPDATE
 ), erased AS (
     UPDATE webhook_inbox AS i
-    SET body = NULL, headers = NULL, payload = NULL, attempt_errors = '[]', note = NULL, erased_at = now(),
+    SET `+eraseLegacy+`, attempt_errors = '[]', note = NULL, erased_at = now(),
         last_error = CASE chosen.status WHEN 'pending' THEN $8 WHEN 'failed' THEN 'erased by a purge' END,
         status = CASE WHEN chosen.status = 'pending' THEN 'failed' ELSE chosen.status END,
         processed_at = coalesce(i.processed_at, now())
     FROM chosen WHERE i.id = chosen.id
     RETURNING i.id, i.source, i.event_id, chosen.status
-)
+), `+dropDeliveries("erased")+`
 SELECT * FROM erased ORDER BY id`, append(sel.args(), notePurged)...)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: purge: %w", err)

@@ -53,7 +53,8 @@ func CheckSequenceLocator(loc string) error {
 }
 
 // sequenceExpr turns a locator into a SQL text expression over the row
-// alias, whose values start at placeholder $first.
+// alias, whose values start at placeholder $first. The query must join the
+// row's delivery as alias_d (deliveryJoin).
 func sequenceExpr(loc, alias string, first int) (string, []any, error) {
 	var (
 		parts []string
@@ -70,7 +71,7 @@ func sequenceExpr(loc, alias string, first int) (string, []any, error) {
 			if name == "" {
 				return "", nil, fmt.Errorf("inbox: %q names no header", alt)
 			}
-			parts = append(parts, fmt.Sprintf("(%s.headers ->> $%d::text)", alias, n))
+			parts = append(parts, fmt.Sprintf("(coalesce(%[1]s_d.headers, %[1]s.legacy_headers) ->> $%[2]d::text)", alias, n))
 			args = append(args, http.CanonicalHeaderKey(name))
 		case strings.ContainsAny(alt, "*=") || alt == "type_prefix":
 			return "", nil, fmt.Errorf(`inbox: %q: a sequence locator is a JSON path or "header:Name"`, alt)
@@ -81,7 +82,7 @@ func sequenceExpr(loc, alias string, first int) (string, []any, error) {
 					return "", nil, fmt.Errorf("inbox: %q has an empty path step", alt)
 				}
 			}
-			parts = append(parts, fmt.Sprintf("(%s.payload #>> $%d::text[])", alias, n))
+			parts = append(parts, fmt.Sprintf("(coalesce(%[1]s_d.payload, %[1]s.legacy_payload) #>> $%[2]d::text[])", alias, n))
 			args = append(args, path)
 		}
 	}
@@ -89,6 +90,11 @@ func sequenceExpr(loc, alias string, first int) (string, []any, error) {
 		return parts[0], args, nil
 	}
 	return "coalesce(" + strings.Join(parts, ", ") + ")", args, nil
+}
+
+// deliveryJoin joins the delivery of webhook_inbox AS alias, as alias_d.
+func deliveryJoin(alias string) string {
+	return fmt.Sprintf("LEFT JOIN webhook_inbox_delivery AS %[1]s_d ON %[1]s_d.inbox_id = %[1]s.id", alias)
 }
 
 // SequencePosition reads the position of the row id in tx: its key, its
@@ -112,14 +118,14 @@ func (s *Store) SequencePosition(ctx context.Context, tx pgx.Tx, id int64, q *Se
 	}
 	args = append(args, orderArgs...)
 	// The same expressions over the other rows reuse the placeholders.
-	iKey := strings.ReplaceAll(meKey, "(w.", "(i.")
-	iOrder := strings.ReplaceAll(meOrder, "(w.", "(i.")
+	iKey, _, _ := sequenceExpr(q.Key, "i", 3)
+	iOrder, _, _ := sequenceExpr(q.Order, "i", 3+len(keyArgs))
 	sql := fmt.Sprintf(`
 WITH me AS (
-    SELECT w.id, w.source, w.received_at, %s AS k, hookinbox_sequence_order(%s) AS o FROM webhook_inbox AS w WHERE w.id = $1
+    SELECT w.id, w.source, w.received_at, %s AS k, hookinbox_sequence_order(%s) AS o FROM webhook_inbox AS w `+deliveryJoin("w")+` WHERE w.id = $1
 )
 SELECT coalesce(me.k, ''), coalesce(me.o::text, ''), me.received_at, (
-    SELECT count(*) FROM webhook_inbox AS i
+    SELECT count(*) FROM webhook_inbox AS i `+deliveryJoin("i")+`
     WHERE i.source = me.source AND i.status = 'pending' AND i.id <> me.id AND %s = me.k
       AND (hookinbox_sequence_order(%s), i.received_at, i.id) < (me.o, me.received_at, me.id)
       AND ($2::int = 0 OR i.attempts < $2::int)

@@ -116,18 +116,31 @@ func (s *Store) claim(ctx context.Context, db DBTX, events []newEvent, now time.
 		}
 		headers[i] = string(h)
 	}
+	// The row and its delivery's bytes go in one statement. The bytes join
+	// the claimed rows on the row's keys; of several copies of one event in
+	// the batch, the first is the one the INSERT kept.
 	rows, err := db.Query(ctx, `
-INSERT INTO webhook_inbox (source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, received_at, request_id,
-                           attempt_errors)
-SELECT u.source, u.provider, u.event_id, u.event_type, u.payload::jsonb, u.body, u.headers::jsonb, u.status, u.last_error,
-       u.twin_key, coalesce($11::timestamptz, now()), u.request_id,
-       CASE WHEN u.last_error IS NULL THEN '[]'::jsonb
-            ELSE jsonb_build_array(jsonb_build_object('at', coalesce($11::timestamptz, now()), 'attempt', 0, 'error', u.last_error)) END
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::text[], $10::text[], $12::text[])
-     WITH ORDINALITY AS u(source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, request_id, ord)
-ORDER BY u.source, u.event_id, u.ord
-ON CONFLICT DO NOTHING
-RETURNING id, source, event_id, status, event_type, coalesce(request_id, '')`,
+WITH u AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::text[], $10::text[],
+                         $12::text[])
+    WITH ORDINALITY AS u(source, provider, event_id, event_type, payload, body, headers, status, last_error, twin_key, request_id, ord)
+), claimed AS (
+    INSERT INTO webhook_inbox (source, provider, event_id, event_type, status, last_error, twin_key, received_at, request_id, attempt_errors)
+    SELECT u.source, u.provider, u.event_id, u.event_type, u.status, u.last_error, u.twin_key, coalesce($11::timestamptz, now()), u.request_id,
+           CASE WHEN u.last_error IS NULL THEN '[]'::jsonb
+                ELSE jsonb_build_array(jsonb_build_object('at', coalesce($11::timestamptz, now()), 'attempt', 0, 'error', u.last_error)) END
+    FROM u
+    ORDER BY u.source, u.event_id, u.ord
+    ON CONFLICT DO NOTHING
+    RETURNING id, source, event_id, twin_key, status, event_type, coalesce(request_id, '') AS request_id
+), stored AS (
+    INSERT INTO webhook_inbox_delivery (inbox_id, payload, body, headers)
+    SELECT c.id, f.payload::jsonb, f.body, f.headers::jsonb
+    FROM claimed AS c
+    JOIN (SELECT DISTINCT ON (source, event_id, twin_key) * FROM u ORDER BY source, event_id, twin_key, ord) AS f
+      ON f.source = c.source AND f.event_id = c.event_id AND f.twin_key IS NOT DISTINCT FROM c.twin_key
+)
+SELECT id, source, event_id, status, event_type, request_id FROM claimed`,
 		sources, providers, eventIDs, types, payloads, bodies, headers, statuses, failReasons, twinKeys, nullTime(now), requestIDs)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: claim: %w", err)
@@ -219,14 +232,27 @@ func (s *Store) TakeForWork(ctx context.Context, tx pgx.Tx, id int64, now time.T
 	return scanEvent(tx.QueryRow(ctx, `
 WITH taken AS (
     SELECT id, status, attempts, last_error FROM webhook_inbox WHERE id = $1 AND status <> 'done' AND erased_at IS NULL FOR UPDATE
+), marked AS (
+    UPDATE webhook_inbox AS i
+    SET status = 'done', processed_at = coalesce($2::timestamptz, now()), attempts = taken.attempts + 1, note = NULL, last_error = NULL
+    FROM taken
+    WHERE i.id = taken.id
+    RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, `+legacyDelivery+`, taken.status AS was,
+              taken.attempts AS attempts_before, taken.last_error AS error_before, i.received_at, i.request_id
 )
-UPDATE webhook_inbox AS i
-SET status = 'done', processed_at = coalesce($2::timestamptz, now()), attempts = taken.attempts + 1, note = NULL, last_error = NULL
-FROM taken
-WHERE i.id = taken.id
-RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, i.payload, i.body, i.headers, taken.status,
-          taken.attempts, coalesce(taken.last_error, ''), i.received_at, coalesce(i.request_id, '')`, planned, id, nullTime(now)))
+SELECT m.id, m.source, m.provider, m.event_id, m.event_type, `+deliveryColumns+`, m.was,
+       m.attempts_before, coalesce(m.error_before, ''), m.received_at, coalesce(m.request_id, '')
+FROM marked AS m LEFT JOIN webhook_inbox_delivery AS d ON d.inbox_id = m.id`, planned, id, nullTime(now)))
 }
+
+// legacyDelivery returns, from webhook_inbox AS i, the bytes a row received
+// before migration 0011 kept in the row itself; deliveryColumns reads a
+// row's payload, body and headers from its webhook_inbox_delivery AS d,
+// or from those legacy columns (selected as m) for such a row.
+const (
+	legacyDelivery  = `i.legacy_payload, i.legacy_body, i.legacy_headers`
+	deliveryColumns = `coalesce(d.payload, m.legacy_payload), coalesce(d.body, m.legacy_body), coalesce(d.headers, m.legacy_headers)`
+)
 
 // Taken is a row TakeManyForWork took: the event as it was before the
 // done mark, and what UndoTake needs to put the row back.
@@ -256,13 +282,18 @@ WITH wanted AS (
     WHERE i.status <> 'done' AND i.erased_at IS NULL
     ORDER BY i.id
     FOR UPDATE OF i
+), marked AS (
+    UPDATE webhook_inbox AS i
+    SET status = 'done', processed_at = coalesce($3::timestamptz, now()), attempts = taken.attempts + 1, note = NULL, last_error = NULL
+    FROM taken
+    WHERE i.id = taken.id
+    RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, `+legacyDelivery+`, taken.status AS was,
+              taken.attempts AS attempts_before, taken.last_error AS error_before, i.received_at, taken.job_id,
+              taken.processed_at AS processed_before
 )
-UPDATE webhook_inbox AS i
-SET status = 'done', processed_at = coalesce($3::timestamptz, now()), attempts = taken.attempts + 1, note = NULL, last_error = NULL
-FROM taken
-WHERE i.id = taken.id
-RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, i.payload, i.body, i.headers, taken.status,
-          taken.attempts, coalesce(taken.last_error, ''), i.received_at, taken.job_id, taken.processed_at`,
+SELECT m.id, m.source, m.provider, m.event_id, m.event_type, `+deliveryColumns+`, m.was,
+       m.attempts_before, coalesce(m.error_before, ''), m.received_at, m.job_id, m.processed_before
+FROM marked AS m LEFT JOIN webhook_inbox_delivery AS d ON d.inbox_id = m.id`,
 		planned, ids, jobIDs, nullTime(now))
 	if err != nil {
 		return nil, fmt.Errorf("inbox: take events: %w", err)

@@ -253,7 +253,7 @@ func TestCheckConstraint(t *testing.T) {
 	t.Parallel()
 	db := dbtest.New(t)
 	_, err := db.Pool.Exec(context.Background(),
-		`INSERT INTO webhook_inbox (source, provider, event_id, body, status) VALUES ('s', 'p', 'e', '', 'weird')`)
+		`INSERT INTO webhook_inbox (source, provider, event_id, status) VALUES ('s', 'p', 'e', 'weird')`)
 	require.ErrorContains(t, err, "webhook_inbox_status_check")
 }
 
@@ -326,6 +326,55 @@ func TestStoreTakeForWork(t *testing.T) {
 		b.db.WaitForLockWaiters(t, 1)
 		require.NoError(t, first.Commit(ctx))
 		require.ErrorIs(t, <-second, inbox.ErrNotFound)
+	})
+
+	t.Run("ReturnsTheDeliveryKeptBesideTheRow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		d := delivery(event("evt_1"), event("evt_1"), event("evt_2"))
+		res, err := b.ingester.Ingest(ctx, d)
+		require.NoError(t, err)
+		require.Len(t, res.Claimed, 2)
+		var rows, deliveries int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_inbox), (SELECT count(*) FROM webhook_inbox_delivery AS d
+WHERE EXISTS (SELECT 1 FROM webhook_inbox AS i WHERE i.id = d.inbox_id AND i.legacy_body IS NULL))`).Scan(&rows, &deliveries))
+		require.Equal(t, [2]int{2, 2}, [2]int{rows, deliveries}, "one delivery per claimed row, none in the row")
+
+		tx, err := b.db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx)
+		ev, err := b.store.TakeForWork(ctx, tx, res.Claimed[0].ID, time.Time{})
+		require.NoError(t, err)
+		require.Equal(t, string(d.Body), string(ev.Body))
+		require.JSONEq(t, string(d.Events[0].Payload), string(ev.Payload))
+		require.Equal(t, "evt_1", ev.Headers["Webhook-Id"])
+	})
+
+	t.Run("RowFromBeforeMigration0011KeepsItsBytesInTheRow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var id int64
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `
+INSERT INTO webhook_inbox (source, provider, event_id, legacy_payload, legacy_body, legacy_headers)
+VALUES ('bank', 'standardwebhooks', 'old_1', '{"old":true}', 'old bytes', '{"Webhook-Id":"old_1"}') RETURNING id`).Scan(&id))
+		tx, err := b.db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		taken, err := b.store.TakeManyForWork(ctx, tx, []int64{id}, []int64{7}, time.Time{})
+		require.NoError(t, err)
+		require.Contains(t, taken, id)
+		ev := taken[id].Event
+		require.Equal(t, "old bytes", string(ev.Body))
+		require.JSONEq(t, `{"old":true}`, string(ev.Payload))
+		require.Equal(t, "old_1", ev.Headers["Webhook-Id"])
+		require.NoError(t, tx.Rollback(ctx))
+
+		erased, err := b.store.Purge(ctx, &inboxstore.Selection{Source: "bank", EventIDs: []string{"old_1"}})
+		require.NoError(t, err)
+		require.Len(t, erased, 1)
+		var left int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM webhook_inbox WHERE id = $1 AND num_nonnulls(legacy_payload, legacy_body, legacy_headers) > 0`, id).Scan(&left))
+		require.Zero(t, left, "a purge erases the bytes kept in the row")
 	})
 
 	t.Run("MissingRowIsNothingToDo", func(t *testing.T) {

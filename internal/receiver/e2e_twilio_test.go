@@ -19,7 +19,7 @@ func (b *e2eBundle) twilioStored(t *testing.T, eventID string) (map[string]any, 
 	var payload *string
 	var body []byte
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
-		`SELECT payload::text, body FROM webhook_inbox WHERE event_id = $1`, eventID).Scan(&payload, &body))
+		`SELECT payload::text, body FROM webhook_inbox JOIN webhook_inbox_delivery ON inbox_id = id WHERE event_id = $1`, eventID).Scan(&payload, &body))
 	if payload == nil {
 		return nil, body
 	}

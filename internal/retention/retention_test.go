@@ -63,7 +63,16 @@ func (b *testBundle) loadTB(t testing.TB, source, prefix string, n int, status i
 func (b *testBundle) count(t *testing.T, where string, args ...any) int64 {
 	t.Helper()
 	var n int64
-	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_inbox WHERE `+where, args...).Scan(&n))
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_inbox LEFT JOIN webhook_inbox_delivery ON inbox_id = id WHERE `+where, args...).Scan(&n))
+	return n
+}
+
+// strayDeliveries counts the deliveries whose row is gone.
+func (b *testBundle) strayDeliveries(t *testing.T) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `
+SELECT count(*) FROM webhook_inbox_delivery AS d WHERE NOT EXISTS (SELECT 1 FROM webhook_inbox AS i WHERE i.id = d.inbox_id)`).Scan(&n))
 	return n
 }
 
@@ -157,6 +166,7 @@ WHERE l.relation = 'webhook_inbox'::regclass AND a.query LIKE '%WITH doomed AS%'
 		require.EqualValues(t, 10, b.count(t, `event_id LIKE 'stuck_%'`), "pending rows are never pruned")
 		require.EqualValues(t, 100, b.count(t, `event_id LIKE 'new_%'`), "rows inside retention stay")
 		require.EqualValues(t, 50, b.count(t, `source = 'other'`), "a source without a policy is left alone")
+		require.Zero(t, b.strayDeliveries(t), "a pruned row's delivery goes with it")
 	})
 
 	t.Run("PayloadRetentionErasesDataAndKeepsKeys", func(t *testing.T) {
@@ -175,6 +185,7 @@ WHERE l.relation = 'webhook_inbox'::regclass AND a.query LIKE '%WITH doomed AS%'
 		require.EqualValues(t, 30, b.count(t, `erased_at IS NOT NULL AND body IS NULL AND payload IS NULL AND headers IS NULL`))
 		require.EqualValues(t, 55, b.count(t, `true`), "rows and keys stay")
 		require.Zero(t, b.count(t, `erased_at IS NOT NULL AND event_id NOT LIKE 'week_%'`))
+		require.EqualValues(t, 25, b.count(t, `inbox_id IS NOT NULL`), "only the erased rows lost their delivery")
 	})
 }
 

@@ -33,8 +33,8 @@ CREATE TABLE seqlog (key text NOT NULL, v int NOT NULL, late bool NOT NULL,
 			return errors.New("poison")
 		}
 		_, err := tx.Exec(ctx, `
-INSERT INTO seqlog SELECT payload #>> '{data,key}', (payload #>> '{data,v}')::int, $2, clock_timestamp(), clock_timestamp()
-FROM webhook_inbox WHERE id = $1`, ev.ID, s.Late)
+INSERT INTO seqlog SELECT p #>> '{data,key}', (p #>> '{data,v}')::int, $2, clock_timestamp(), clock_timestamp()
+FROM (SELECT $1::jsonb AS p) AS ev`, string(ev.Payload), s.Late)
 		return err
 	})
 	opt.Key, opt.Order = "data.key", "data.v"

@@ -1,7 +1,8 @@
 // Package bulkload writes many webhook_inbox rows fast, for tests and the
 // benchmark (bench/) that need a full inbox: it reserves row ids from the
-// table's identity and writes rows with one COPY, as the receiver and a
-// worker would have left them.
+// table's identity and writes rows, and their deliveries' bytes into
+// webhook_inbox_delivery, with two COPYs that run side by side, as the
+// receiver and a worker would have left them.
 //
 // It is a test and bench factory, not a product path: it enqueues no jobs
 // and applies none of the claim's rules (the key policy, deduplication). A
@@ -57,23 +58,42 @@ SELECT setval(pg_get_serial_sequence('webhook_inbox', 'id'),
 	return first, nil
 }
 
-// Load writes n rows with one COPY, row(i) making the i-th.
+// Load writes n rows, row(i) making the i-th: the rows with one COPY and
+// their deliveries with another, on two connections at once.
 func Load(ctx context.Context, pool *pgxpool.Pool, n int, row func(i int) (*Row, error)) error {
-	cols := []string{"id", "source", "provider", "event_id", "event_type", "payload", "body", "headers",
-		"status", "attempts", "last_error", "received_at", "processed_at"}
-	src := &source{n: n, row: row}
-	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"webhook_inbox"}, cols, src); err != nil {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	deliveries := make(chan []any, 1024)
+	stored := make(chan error, 1)
+	go func() {
+		_, err := pool.CopyFrom(ctx, pgx.Identifier{"webhook_inbox_delivery"}, []string{"inbox_id", "payload", "body", "headers"},
+			&deliverySource{ch: deliveries})
+		if err != nil {
+			cancel() // the rows' COPY stops too
+		}
+		stored <- err
+	}()
+	cols := []string{"id", "source", "provider", "event_id", "event_type", "status", "attempts", "last_error", "received_at", "processed_at"}
+	_, err := pool.CopyFrom(ctx, pgx.Identifier{"webhook_inbox"}, cols, &source{ctx: ctx, n: n, row: row, deliveries: deliveries})
+	if err != nil {
+		cancel() // before close: the deliveries' COPY must not commit a part
+	}
+	close(deliveries)
+	if err := cmp.Or(err, <-stored); err != nil {
 		return fmt.Errorf("bulkload: %w", err)
 	}
 	return nil
 }
 
-// source feeds CopyFrom the values of Load's rows.
+// source feeds CopyFrom the values of Load's rows, and hands each row's
+// delivery to the deliveries' COPY.
 type source struct {
-	i, n   int
-	row    func(i int) (*Row, error)
-	values []any
-	err    error
+	ctx        context.Context
+	i, n       int
+	row        func(i int) (*Row, error)
+	deliveries chan<- []any
+	values     []any
+	err        error
 }
 
 // Next implements pgx.CopyFromSource.
@@ -81,19 +101,27 @@ func (s *source) Next() bool {
 	if s.i >= s.n || s.err != nil {
 		return false
 	}
-	s.values, s.err = s.load(s.i)
+	var delivery []any
+	s.values, delivery, s.err = s.load(s.i)
 	s.i++
+	if s.err == nil {
+		select {
+		case s.deliveries <- delivery:
+		case <-s.ctx.Done():
+			s.err = s.ctx.Err()
+		}
+	}
 	return s.err == nil
 }
 
-func (s *source) load(i int) ([]any, error) {
+func (s *source) load(i int) (row, delivery []any, err error) {
 	r, err := s.row(i)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d := r.Delivery
 	if len(d.Events) != 1 {
-		return nil, fmt.Errorf("row %d has %d events, not 1", i, len(d.Events))
+		return nil, nil, fmt.Errorf("row %d has %d events, not 1", i, len(d.Events))
 	}
 	ev := d.Events[0]
 	var payload, lastError, processedAt any
@@ -112,11 +140,11 @@ func (s *source) load(i int) ([]any, error) {
 	}
 	headers, err := json.Marshal(d.Headers)
 	if err != nil {
-		return nil, fmt.Errorf("row %d: encode headers: %w", i, err)
+		return nil, nil, fmt.Errorf("row %d: encode headers: %w", i, err)
 	}
 	status := cmp.Or(r.Status, inbox.StatusPending)
-	return []any{r.ID, d.Source, d.Provider, ev.ID, ev.Type, payload, body, string(headers),
-		string(status), r.Attempts, lastError, r.ReceivedAt, processedAt}, nil
+	return []any{r.ID, d.Source, d.Provider, ev.ID, ev.Type, string(status), r.Attempts, lastError, r.ReceivedAt, processedAt},
+		[]any{r.ID, payload, body, string(headers)}, nil
 }
 
 // Values implements pgx.CopyFromSource.
@@ -124,3 +152,22 @@ func (s *source) Values() ([]any, error) { return s.values, s.err }
 
 // Err implements pgx.CopyFromSource.
 func (s *source) Err() error { return s.err }
+
+// deliverySource feeds CopyFrom the deliveries source hands it.
+type deliverySource struct {
+	ch     <-chan []any
+	values []any
+}
+
+// Next implements pgx.CopyFromSource.
+func (s *deliverySource) Next() bool {
+	var ok bool
+	s.values, ok = <-s.ch
+	return ok
+}
+
+// Values implements pgx.CopyFromSource.
+func (s *deliverySource) Values() ([]any, error) { return s.values, nil }
+
+// Err implements pgx.CopyFromSource.
+func (s *deliverySource) Err() error { return nil }

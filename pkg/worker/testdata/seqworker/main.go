@@ -29,8 +29,8 @@ func main() {
 				return errors.New("not sequenced")
 			}
 			_, err := tx.Exec(ctx, `
-INSERT INTO seqlog SELECT payload #>> '{data,key}', (payload #>> '{data,v}')::int, $2, clock_timestamp(), clock_timestamp()
-FROM webhook_inbox WHERE id = $1`, ev.ID, s.Late)
+INSERT INTO seqlog SELECT p #>> '{data,key}', (p #>> '{data,v}')::int, $2, clock_timestamp(), clock_timestamp()
+FROM (SELECT $1::jsonb AS p) AS ev`, string(ev.Payload), s.Late)
 			return err
 		})
 		return daemon.RunWorker(ctx, env, registry)
