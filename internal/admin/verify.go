@@ -116,18 +116,23 @@ func (a *Admin) Verify(ctx context.Context, id int64, at time.Time) (*Verificati
 	}
 	config.Now = func() time.Time { return v.AsOf }
 	index, err := provider.Reverify(d.Provider, config, d.Body, d.Headers)
-	switch {
-	case errors.Is(err, provider.ErrSignatureMissing), errors.Is(err, provider.ErrSignatureInvalid),
-		errors.Is(err, provider.ErrTimestampOutsideTolerance):
-		v.Result, v.Reason = VerifyFailed, err.Error() // A verifier's error never quotes a secret.
-		return v, nil
-	case err != nil:
-		// The worker need not hold the signing secrets (config.NeedWorker).
-		v.Result, v.Reason = VerifyFailed, "the source's verifier cannot be built here (does this process have its secrets?): "+err.Error()
+	if err != nil {
+		v.Result, v.Reason = VerifyFailed, failureReason(err)
 		return v, nil
 	}
 	v.Result, v.Secret, v.MatchedSecret = VerifyVerified, index+1, secretLabel(index, v.Secrets)
 	return v, nil
+}
+
+// failureReason says why Reverify failed: the verifier's refusal, or a
+// verifier that cannot be built with this process's secrets (a worker need
+// not hold them). Neither quotes a secret.
+func failureReason(err error) string {
+	if errors.Is(err, provider.ErrSignatureMissing) || errors.Is(err, provider.ErrSignatureInvalid) ||
+		errors.Is(err, provider.ErrTimestampOutsideTolerance) {
+		return err.Error()
+	}
+	return "the source's verifier cannot be built here (does this process have its secrets?): " + err.Error()
 }
 
 // VerifyEvent is Verify of source's event eventID.
