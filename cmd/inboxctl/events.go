@@ -110,7 +110,7 @@ func newEventsCommand(path string) *cobra.Command {
 	_ = list.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(
 		[]string{string(inbox.StatusPending), string(inbox.StatusDone), string(inbox.StatusFailed)}, cobra.ShellCompDirectiveNoFileComp))
 
-	events.AddCommand(show, list, newPurgeCommand(path))
+	events.AddCommand(show, list, newPurgeCommand(path), newVerifyCommand(path))
 	return events
 }
 

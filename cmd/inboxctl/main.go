@@ -11,6 +11,8 @@
 //	                                        look up inbox rows, with their River job's id and state
 //	inboxctl [--config F] events purge [EVENT_ID...] --source S [filters] [--yes]
 //	                                        erase chosen events' data, keeping their keys
+//	inboxctl [--config F] events verify ID... | --source S EVENT_ID... [--at received|now|TIME] [--json]
+//	                                        verify stored deliveries again; name the secret that signed each
 //	inboxctl [--config F] replay [SOURCE EVENT_ID] [filters] [--dry-run] [--yes] [--rate N] [--batch N]
 //	inboxctl [--config F] replay status|cancel|resume [ID]
 //	                                        process events again, one or in bulk
@@ -110,8 +112,9 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 }
 
 // verbs says what each command demands of the config: send signs for a
-// source; the others need only the database.
-var verbs = daemon.Verbs{"send": config.NeedReceiver}
+// source, events verify verifies with the sources' secrets; the others need
+// only the database.
+var verbs = daemon.Verbs{"send": config.NeedReceiver, "verify": config.NeedSources}
 
 // boot loads the config (from path, else $HOOKINBOX_CONFIG) as verb
 // demands, through daemon.Boot like every hookinbox binary.
@@ -138,6 +141,7 @@ func newRoot(path string) *cobra.Command {
 		Long: `inboxctl is hookinbox's operator CLI. It migrates the database (migrate), counts
 and looks up inbox events (stats, events list, events show), processes events again
 (replay), applies retention now (prune), erases chosen events' data (events purge),
+verifies stored deliveries again (events verify),
 pauses and resumes a source (sources), shows a source's refused deliveries
 (rejections), lists and replays failed outbox messages (outbox), and sends signed
 test deliveries (send).

@@ -1,7 +1,7 @@
 // Package admin is what an operator does to a running hookinbox, behind
 // both `inboxctl` and the worker's admin HTTP API (api.go): list and show
-// events, replay one, pause and resume a source, read its rejection
-// samples, and the inbox's stats. Both front ends call the same methods, so
+// events, replay one, verify one's stored delivery again (verify.go), pause
+// and resume a source, read its rejection samples, and the inbox's stats. Both front ends call the same methods, so
 // they cannot drift apart.
 package admin
 
@@ -19,6 +19,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // ErrUnknownSource is returned for a source the config does not name.
@@ -38,6 +39,11 @@ type Config struct {
 	Client *river.Client[pgx.Tx]
 	// QueueFor names a source's queue. Required.
 	QueueFor func(source string) string
+	// ProviderConfig returns a configured source's verifier config with
+	// the secrets it lists now (its secrets_file read again), for Verify.
+	// Optional: without it Verify fails every signed row. Its errors must
+	// not quote a secret.
+	ProviderConfig func(source string) (*provider.Config, error)
 }
 
 // Admin runs operator actions on one database.

@@ -38,6 +38,7 @@ var ErrNoToken = errors.New("admin: the admin API needs a bearer token (worker.a
 //	GET  /admin/v1/events?source=&status=&type=&since=&limit=
 //	GET  /admin/v1/events/{source}/{event_id}
 //	POST /admin/v1/events/{source}/{event_id}/replay
+//	GET  /admin/v1/events/{source}/{event_id}/verify?at=   at: received (default), now or an RFC 3339 time
 //
 // Answers are JSON; errors are {"error": "…"} with 400, 401, 404, 409 or 500.
 func (a *Admin) Handler(token secret.String, logger *zap.Logger) (http.Handler, error) {
@@ -57,6 +58,7 @@ func (a *Admin) Handler(token secret.String, logger *zap.Logger) (http.Handler, 
 	mux.HandleFunc("GET /admin/v1/events", api.list)
 	mux.HandleFunc("GET /admin/v1/events/{source}/{event_id}", api.show)
 	mux.HandleFunc("POST /admin/v1/events/{source}/{event_id}/replay", api.replay)
+	mux.HandleFunc("GET /admin/v1/events/{source}/{event_id}/verify", api.verify)
 	mux.HandleFunc("/admin/v1/", func(rw http.ResponseWriter, _ *http.Request) {
 		writeError(rw, http.StatusNotFound, "no such admin endpoint")
 	})
@@ -175,6 +177,18 @@ func (h *api) replay(rw http.ResponseWriter, r *http.Request) {
 		h.logger.Info("event replayed through the admin API", zap.String("source", source), zap.String("event_id", eventID))
 	}
 	h.answer(rw, r, info, err)
+}
+
+// verify answers a Verification, 200 whatever its result: the request
+// succeeded, and the result says what the row proves.
+func (h *api) verify(rw http.ResponseWriter, r *http.Request) {
+	at, err := ParseAt(r.URL.Query().Get("at"), time.Now())
+	if err != nil {
+		writeError(rw, http.StatusBadRequest, err.Error())
+		return
+	}
+	v, err := h.admin.VerifyEvent(r.Context(), r.PathValue("source"), r.PathValue("event_id"), at)
+	h.answer(rw, r, v, err)
 }
 
 // answer writes v as JSON, or err with its status.

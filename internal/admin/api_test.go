@@ -73,6 +73,7 @@ func TestAdminAPI(t *testing.T) {
 			{"GET", "/admin/v1/events/bank/evt_1"}, {"POST", "/admin/v1/events/bank/evt_1/replay"},
 			{"POST", "/admin/v1/sources/bank/pause"}, {"POST", "/admin/v1/sources/bank/resume"},
 			{"GET", "/admin/v1/sources/bank/rejections"}, {"GET", "/admin/v1/nosuch"},
+			{"GET", "/admin/v1/events/bank/evt_1/verify"},
 		}
 		for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Bearer " + token + "x", "Bearer " + token[:len(token)-1],
 			"bearer " + token, "Basic " + token, token} {
@@ -120,6 +121,17 @@ func TestAdminAPI(t *testing.T) {
 		var jobs int
 		require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job`).Scan(&jobs))
 		require.Equal(t, 2, jobs, "the replay enqueued a new job; the row was not copied")
+
+		// Without the sources' secrets nothing can be verified; the answer
+		// says so (pkg/daemon's TestEventsVerify verifies real deliveries).
+		code, body = b.do(t, "GET", "/admin/v1/events/bank/evt_1/verify", auth)
+		require.Equal(t, http.StatusOK, code, body)
+		var v admin.Verification
+		require.NoError(t, json.Unmarshal([]byte(body), &v))
+		require.Equal(t, admin.VerifyFailed, v.Result)
+		require.Contains(t, v.Reason, "needs the sources' secrets")
+		code, body = b.do(t, "GET", "/admin/v1/events/bank/nosuch/verify", auth)
+		require.Equal(t, http.StatusNotFound, code, body)
 
 		code, body = b.do(t, "GET", "/admin/v1/events/bank/nosuch", auth)
 		require.Equal(t, http.StatusNotFound, code, body)

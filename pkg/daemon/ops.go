@@ -3,6 +3,8 @@ package daemon
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -12,6 +14,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // This file wires issue 14's operations features: rejection samples in
@@ -62,7 +65,33 @@ func NewAdmin(env *Env, client *river.Client[pgx.Tx]) (*admin.Admin, error) {
 	for i, s := range env.Config.Sources {
 		sources[i] = admin.Source{Name: s.Name, Provider: s.Provider}
 	}
-	return admin.New(env.Pool, &admin.Config{Sources: sources, Client: client, QueueFor: queueFor(env.Config)})
+	return admin.New(env.Pool, &admin.Config{
+		Sources: sources, Client: client, QueueFor: queueFor(env.Config), ProviderConfig: currentProviderConfig(env.Config),
+	})
+}
+
+// currentProviderConfig returns a source's verifier config with the secrets
+// it lists now: a source with a secrets_file has it read again, as the
+// receiver does while it runs, so that a worker started before a rotation
+// verifies with the rotated secrets.
+func currentProviderConfig(cfg *config.Config) func(source string) (*provider.Config, error) {
+	return func(source string) (*provider.Config, error) {
+		i := slices.IndexFunc(cfg.Sources, func(s config.SourceConfig) bool { return s.Name == source })
+		if i < 0 {
+			return nil, fmt.Errorf("no source %q", source)
+		}
+		sc := &cfg.Sources[i]
+		if sc.SecretsFile != "" {
+			content, err := os.ReadFile(sc.SecretsFile)
+			if err != nil {
+				return nil, err // *fs.PathError names the file, never its content.
+			}
+			if sc, err = cfg.SourceWithSecretsFile(i, content); err != nil {
+				return nil, err
+			}
+		}
+		return sc.ProviderConfig(), nil
+	}
 }
 
 // mountAdmin serves the admin API on mux when worker.admin.token is set.

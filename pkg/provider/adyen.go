@@ -54,8 +54,9 @@ func init() {
 //
 // adyenVerifier implements Acknowledger: Adyen expects the body "[accepted]".
 type adyenVerifier struct {
-	basicAuth []BasicAuth
-	keys      keyring
+	basicAuth      []BasicAuth
+	keys           keyring
+	signaturesOnly bool // Reverify: Basic Auth is not checked
 }
 
 // newAdyenVerifier returns an Adyen verifier. Config.BasicAuth is required, and
@@ -69,20 +70,22 @@ func newAdyenVerifier(config *Config) (*adyenVerifier, error) {
 	if len(config.Secrets) == 0 {
 		return nil, errors.New("adyen: secrets: at least one hex-encoded HMAC key is required")
 	}
-	if len(config.BasicAuth) == 0 {
+	if len(config.BasicAuth) == 0 && !config.signaturesOnly {
 		return nil, errors.New("adyen: basic_auth: Adyen webhooks need Basic Auth; configure at least one username and password")
 	}
 	keys, err := newDecodedKeyring(sha256.New, config.Secrets, sign.AdyenKey)
 	if err != nil {
 		return nil, fmt.Errorf("adyen: %w", err)
 	}
-	return &adyenVerifier{basicAuth: config.BasicAuth, keys: keys}, nil
+	return &adyenVerifier{basicAuth: config.BasicAuth, keys: keys, signaturesOnly: config.signaturesOnly}, nil
 }
 
 // Verify implements Verifier.
 func (a *adyenVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
-	if err := checkBasicAuth(header, a.basicAuth); err != nil {
-		return nil, fmt.Errorf("adyen: %w", err)
+	if !a.signaturesOnly {
+		if err := checkBasicAuth(header, a.basicAuth); err != nil {
+			return nil, fmt.Errorf("adyen: %w", err)
+		}
 	}
 	items, err := splitAdyen(body)
 	if err != nil {

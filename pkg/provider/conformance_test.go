@@ -240,6 +240,68 @@ func testConformance(t *testing.T, s signer) {
 	testConformanceBodies(t, s)
 	testConformanceBatches(t, s)
 	testConformanceParseErrors(t, s)
+	testConformanceReverify(t, s)
+}
+
+// testConformanceReverify re-verifies a delivery from what the inbox stores
+// of it: the raw body and Delivery.Headers, never Basic Auth.
+func testConformanceReverify(t *testing.T, s signer) {
+	// stored verifies r with both secrets, as the receiver did, and returns
+	// what the inbox keeps of it.
+	stored := func(t *testing.T, r request) map[string]string {
+		t.Helper()
+		delivery, err := setupConformance(t, s).verifier.Verify(r.body, r.header)
+		require.NoError(t, err)
+		require.NotContains(t, delivery.Headers, "Authorization")
+		return delivery.Headers
+	}
+	oldSecret, newSecret := s.secrets[0], s.secrets[1]
+
+	t.Run("ReverifyNamesTheSecretThatSigned", func(t *testing.T) {
+		t.Parallel()
+		r := s.deliver(t, oldSecret, testNow, "evt_1", s.body("evt_1"))
+		headers := stored(t, r)
+		for _, c := range []struct {
+			secrets []string
+			want    int
+		}{
+			{[]string{newSecret, oldSecret}, 1}, // the current one first, the older one still listed
+			{[]string{oldSecret, newSecret}, 0},
+			{[]string{oldSecret}, 0},
+		} {
+			got, err := Reverify(s.provider, s.newConfig(c.secrets...), r.body, headers)
+			require.NoError(t, err, "secrets %d", len(c.secrets))
+			require.Equal(t, c.want, got)
+		}
+		got, err := Reverify(s.provider, s.newConfig(newSecret, s.unknownSecret), r.body, headers)
+		requireRejected(t, err, ErrSignatureInvalid, s.secretsNotToQuote()...)
+		require.Equal(t, -1, got)
+	})
+
+	t.Run("ReverifyRefusesAlteredBytes", func(t *testing.T) {
+		t.Parallel()
+		r := s.deliver(t, oldSecret, testNow, "evt_1", s.body("evt_1"))
+		headers := stored(t, r)
+		for _, body := range s.tampered(r.body) {
+			_, err := Reverify(s.provider, s.newConfig(newSecret, oldSecret), body, headers)
+			requireRejected(t, err, ErrSignatureInvalid, s.secretsNotToQuote()...)
+		}
+	})
+
+	t.Run("ReverifyChecksTimestampsAgainstConfigNow", func(t *testing.T) {
+		t.Parallel()
+		r := s.deliver(t, oldSecret, testNow, "evt_1", s.body("evt_1"))
+		headers := stored(t, r)
+		config := s.newConfig(newSecret, oldSecret)
+		config.Now = func() time.Time { return testNow.Add(365 * 24 * time.Hour) }
+		got, err := Reverify(s.provider, config, r.body, headers)
+		if !s.timestamped {
+			require.NoError(t, err, "nothing signed carries a time")
+			require.Equal(t, 1, got)
+			return
+		}
+		requireRejected(t, err, ErrTimestampOutsideTolerance, s.secretsNotToQuote()...)
+	})
 }
 
 func testConformanceBasicAuth(t *testing.T, s signer) {

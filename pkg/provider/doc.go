@@ -45,6 +45,11 @@
 // accepted form. Every configured secret is tried, so a secret can be
 // rotated by configuring the old and the new one side by side.
 //
+// Delivery.Headers keeps every header the signature needs and no
+// credential, so that Reverify can verify a stored delivery again from its
+// raw body and those headers alone, and name the secret that signed it;
+// the conformance suite checks this for every provider.
+//
 // An authentic delivery is never an error, even when its body cannot be
 // stored: a body that is not a JSON object, is not UTF-8, has a string that
 // PostgreSQL's jsonb refuses (\u0000, a lone UTF-16 surrogate) or carries no

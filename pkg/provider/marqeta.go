@@ -68,8 +68,9 @@ func init() {
 // Marqeta treats any status other than exactly 200 as a failure, so Marqeta
 // implements Acknowledger with 200.
 type marqetaVerifier struct {
-	basicAuth []BasicAuth
-	keys      keyring // no keys: the HMAC is not checked
+	basicAuth      []BasicAuth
+	keys           keyring // no keys: the HMAC is not checked
+	signaturesOnly bool    // Reverify: Basic Auth is not checked
 }
 
 // newMarqetaVerifier returns a Marqeta verifier. Config.BasicAuth is required;
@@ -79,20 +80,23 @@ func newMarqetaVerifier(config *Config) (*marqetaVerifier, error) {
 	if err := config.validate(); err != nil {
 		return nil, fmt.Errorf("marqeta: %w", err)
 	}
-	if len(config.BasicAuth) == 0 {
+	if len(config.BasicAuth) == 0 && !config.signaturesOnly {
 		return nil, errors.New("marqeta: basic_auth: Marqeta requires Basic Auth; configure at least one username and password")
 	}
 	newHash, err := sign.HashNamed(config.Algorithm, "sha1", "sha256")
 	if err != nil {
 		return nil, fmt.Errorf("marqeta: %w", err)
 	}
-	return &marqetaVerifier{basicAuth: config.BasicAuth, keys: newKeyring(newHash, config.Secrets)}, nil
+	return &marqetaVerifier{basicAuth: config.BasicAuth, keys: newKeyring(newHash, config.Secrets),
+		signaturesOnly: config.signaturesOnly}, nil
 }
 
 // Verify implements Verifier.
 func (m *marqetaVerifier) Verify(body []byte, header http.Header) (*Delivery, error) {
-	if err := checkBasicAuth(header, m.basicAuth); err != nil {
-		return nil, fmt.Errorf("marqeta: %w", err)
+	if !m.signaturesOnly {
+		if err := checkBasicAuth(header, m.basicAuth); err != nil {
+			return nil, fmt.Errorf("marqeta: %w", err)
+		}
 	}
 	if err := m.checkSignature(body, header); err != nil {
 		return nil, fmt.Errorf("marqeta: %w", err)

@@ -125,6 +125,11 @@ type Config struct {
 	TwinTypes []string
 	// HMAC configures the generic hmac provider.
 	HMAC *HMACConfig
+
+	// signaturesOnly is set by Reverify: the verifier checks the
+	// signatures only, not the connection's credentials (Basic Auth),
+	// which are never stored.
+	signaturesOnly bool
 }
 
 // BasicAuth is one accepted pair of HTTP Basic credentials.
