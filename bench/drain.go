@@ -165,6 +165,9 @@ func (b *bench) drain(ctx context.Context, d drainRun) (*DrainResult, error) {
 	if err := b.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&start); err != nil {
 		return nil, err
 	}
+	if err := b.statementsStart(ctx); err != nil {
+		return nil, err
+	}
 	cpu0 := takeCPU(b.postmaster)
 	procs := make([]*Proc, 0, workers)
 	defer func() {
@@ -187,6 +190,9 @@ func (b *bench) drain(ctx context.Context, d drainRun) (*DrainResult, error) {
 		return nil, qerr
 	}
 	r.Done, r.Failed = c.Done, c.Failed
+	if err := b.statementsEnd(ctx, "drain "+d.name(), r.Done); err != nil {
+		return nil, err
+	}
 	// The drain ended with the last row processed (or now, if none was).
 	end, qerr := lastProcessedAt(ctx, b.pool)
 	if qerr == nil && end.IsZero() {

@@ -43,6 +43,9 @@ import (
 type options struct {
 	Bin, Results           string
 	Quick, KeepDB          bool
+	// Statements splits the server's side of each drain and of (a)-(c) by
+	// statement, with pg_stat_statements.
+	Statements bool
 	Phases                 map[string]bool
 	Warmup, Window         time.Duration
 	Rounds                 int
@@ -74,6 +77,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.StringVar(&o.Results, "results", "bench/results", "folder the JSON results are written to")
 	fs.BoolVar(&o.Quick, "quick", false, "a smoke run of about a minute: short windows, small counts")
 	fs.BoolVar(&o.KeepDB, "keep-db", false, "keep the benchmark database instead of dropping it")
+	fs.BoolVar(&o.Statements, "statements", false, "split PostgreSQL's time in (a)-(c) and each drain by statement (the server must preload pg_stat_statements)")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, from "+strings.Join(allPhases, ","))
 	fs.DurationVar(&o.Warmup, "warmup", time.Second, "unmeasured warm-up before each measured window")
 	fs.DurationVar(&o.Window, "window", 6*time.Second, "measured window of each closed-loop load")

@@ -106,6 +106,7 @@ func (r *Report) print(w io.Writer) {
 			"       figures measured then are lower than this machine can do, and ratios that involve them are less reliable.\n",
 			strings.Join(noisy, ", "))
 	}
+	r.printStatements(w)
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}

@@ -30,6 +30,9 @@ type Report struct {
 	RiverAsWorker *RiverResult       `json:"e_river_as_worker,omitempty"`
 	Drains        []*DrainResult     `json:"e_drains"`
 	Take          []*TakeResult      `json:"take_ab,omitempty"`
+	// Statements splits PostgreSQL's side of some windows by statement
+	// (--statements).
+	Statements []StatementWindow `json:"statements,omitempty"`
 	Steady        *SteadyResult      `json:"f_steady,omitempty"`
 	Storms        []*StormResult     `json:"storm,omitempty"`
 	PeakRSS       map[string]float64 `json:"g_peak_rss_mb"`

@@ -88,7 +88,13 @@ func (b *bench) phaseABC(ctx context.Context) error {
 		defer b.release(rv.proc)
 		all = append(all, rv.ms[:]...)
 	}
+	if err := b.statementsStart(ctx); err != nil {
+		return err
+	}
 	b.interleave(ctx, all)
+	if err := b.statementsEnd(ctx, "(a), (b) and (c)", 0); err != nil {
+		return err
+	}
 
 	for i, m := range ceilings {
 		t := m.total
