@@ -41,11 +41,11 @@ import (
 // options are hookbench's flags. Every loop they size is bounded in count
 // and in time.
 type options struct {
-	Bin, Results           string
-	Quick, KeepDB          bool
+	Bin, Results  string
+	Quick, KeepDB bool
 	// Statements splits the server's side of each drain and of (a)-(c) by
 	// statement, with pg_stat_statements.
-	Statements bool
+	Statements             bool
 	Phases                 map[string]bool
 	Warmup, Window         time.Duration
 	Rounds                 int

@@ -27,17 +27,17 @@ type Report struct {
 	River       *RiverResult     `json:"e_river,omitempty"`
 	// RiverAsWorker is River's burn-down with the worker's own settings
 	// (its default concurrency and fetch cooldown).
-	RiverAsWorker *RiverResult       `json:"e_river_as_worker,omitempty"`
-	Drains        []*DrainResult     `json:"e_drains"`
-	Take          []*TakeResult      `json:"take_ab,omitempty"`
+	RiverAsWorker *RiverResult   `json:"e_river_as_worker,omitempty"`
+	Drains        []*DrainResult `json:"e_drains"`
+	Take          []*TakeResult  `json:"take_ab,omitempty"`
 	// Statements splits PostgreSQL's side of some windows by statement
 	// (--statements).
-	Statements []StatementWindow `json:"statements,omitempty"`
-	Steady        *SteadyResult      `json:"f_steady,omitempty"`
-	Storms        []*StormResult     `json:"storm,omitempty"`
-	PeakRSS       map[string]float64 `json:"g_peak_rss_mb"`
-	Scale         *ScaleResult       `json:"scale,omitempty"`
-	HTTPTotals    HTTPTotals         `json:"http_totals"`
+	Statements []StatementWindow  `json:"statements,omitempty"`
+	Steady     *SteadyResult      `json:"f_steady,omitempty"`
+	Storms     []*StormResult     `json:"storm,omitempty"`
+	PeakRSS    map[string]float64 `json:"g_peak_rss_mb"`
+	Scale      *ScaleResult       `json:"scale,omitempty"`
+	HTTPTotals HTTPTotals         `json:"http_totals"`
 
 	Ratios  map[string]float64 `json:"ratios"`
 	Targets []Target           `json:"targets"`
