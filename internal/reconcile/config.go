@@ -22,6 +22,10 @@ const (
 	LookbackMax = 720 * time.Hour
 )
 
+// parserSecret stands in for the signing secrets of a verifier that only
+// parses.
+const parserSecret = "hookinbox-reconcile-parses-never-verifies"
+
 // Providers are the providers a source can reconcile.
 var Providers = []string{"github", "paddle", "square", "stripe"}
 
@@ -176,7 +180,12 @@ func (c *Config) Source(name, providerName string, verifier *provider.Config) (*
 		src.GitHub = g
 		return src, nil
 	}
-	parser, err := Parser(providerName, verifier)
+	// The parser keys events and never verifies one, and the worker's
+	// environment need not hold the signing secrets (config.NeedWorker), so
+	// it gets a stand-in: only the keying settings (twin types) matter.
+	keying := *verifier
+	keying.Secrets, keying.BasicAuth = []string{parserSecret}, nil
+	parser, err := Parser(providerName, &keying)
 	if err != nil {
 		return nil, err
 	}
