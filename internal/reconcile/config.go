@@ -24,7 +24,7 @@ const (
 
 // parserSecret stands in for the signing secrets of a verifier that only
 // parses.
-const parserSecret = "hookinbox-reconcile-parses-never-verifies"
+const parserSecret = "hookinbox-reconcile-parses-never-verifies" //nolint:gosec // a stand-in that verifies nothing, not a credential
 
 // Providers are the providers a source can reconcile.
 var Providers = []string{"github", "paddle", "square", "stripe"}
