@@ -1,18 +1,27 @@
-// Package reconcile asks a provider's API for its recent events and claims
-// the ones the inbox is missing, through the same claim as the receiver
-// (inbox.Ingester), so that an event both delivered and listed is stored
-// and processed once. Stripe and Shopify both tell their users to
-// reconcile, because webhook delivery is not guaranteed.
+// Package reconcile asks a provider's API what it sent and makes sure the
+// inbox has it, because webhook delivery is not guaranteed (Stripe and
+// Shopify both tell their users to reconcile; GitHub never retries a failed
+// delivery at all).
 //
-// A Fetcher lists one provider's events since a time, page by page, as
-// inbox.IncomingEvent keyed exactly like the provider's webhook deliveries
-// (the same id, type and twin key), which is what makes the claim
-// deduplicate them. Stripe (GET /v1/events with created[gte]) is
-// implemented; a provider that lists objects rather than events (Shopify's
-// orders by updated_at_min) implements Fetcher by turning each object into
-// the event its webhook would have carried, keyed like it (see
-// docs/operations.md).
+// Two shapes, by what the provider offers:
 //
-// Run reconciles one source once; the worker runs it as a periodic River
-// job per source (Args, NewWorker).
+//   - Providers with an events API (Stripe GET /v1/events, Paddle GET
+//     /events, Square SearchEvents) implement Fetcher: it lists the events
+//     since a time, page by page, as inboxstore.IncomingEvent keyed exactly
+//     like the provider's webhook deliveries (the same verifier's ParseEvent:
+//     id, type and twin key). Run claims each page through the receiver's
+//     claim (inboxstore.Ingester), so that an event both delivered and
+//     listed is stored and processed once. The row's body is the event as
+//     listed; its headers say X-Hookinbox-Reconciled: <provider>-api.
+//   - GitHub has no events API but redelivers on request: GitHub lists the
+//     hook's deliveries and asks for the ones the inbox lacks to be sent
+//     again. They come back through the receiver, signed and verified;
+//     reconciliation itself stores nothing.
+//
+// Every call retries 429 (Retry-After) and 5xx with backoff (RetryConfig),
+// then gives the run up. The worker runs one periodic River job per source
+// (Args, NewWorker); each run lists from the source's watermark (the start
+// of its last run that finished, in hookinbox_reconcile_watermark) less its
+// lookback, so a worker that was down for hours still catches up, and only
+// a finished run moves the watermark.
 package reconcile

@@ -40,6 +40,13 @@ type Result struct {
 	// already there by twin key.
 	Duplicates int `json:"duplicates"`
 	Twins      int `json:"twins"`
+	// Redelivered counts the deliveries the provider was asked to send
+	// again (GitHub): they come back through the receiver, verified.
+	Redelivered int `json:"redelivered,omitempty"`
+	// Abandoned names the deliveries missing from the inbox that the
+	// provider already redelivered GitHubConfig.MaxRedeliveries times, not
+	// asked for again.
+	Abandoned []string `json:"abandoned,omitempty"`
 }
 
 // Run lists the provider's events since params.Since and claims each page

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -26,14 +24,10 @@ const (
 	// largest page.
 	StripePageSizeDefault = 100
 	// StripeMaxRetriesDefault is StripeConfig.MaxRetries's default.
-	StripeMaxRetriesDefault = 5
+	StripeMaxRetriesDefault = MaxRetriesDefault
 	// StripeBackoffDefault is StripeConfig.Backoff's default: the first wait
 	// after a 429 or 5xx that names none, doubled at each retry.
-	StripeBackoffDefault = 500 * time.Millisecond
-	// stripeMaxBackoff caps one wait, Retry-After included.
-	stripeMaxBackoff = time.Minute
-	// stripeMaxBody bounds one page's response.
-	stripeMaxBody = 32 << 20
+	StripeBackoffDefault = BackoffDefault
 )
 
 // EventParser reads one event object (an element of a list call) as the
@@ -47,13 +41,20 @@ type EventParser interface {
 // StripeParser returns the stripe verifier configured by config, as the
 // EventParser of StripeConfig.Parser.
 func StripeParser(config *provider.Config) (EventParser, error) {
-	verifier, err := provider.New("stripe", config)
+	return Parser("stripe", config)
+}
+
+// Parser returns the verifier of provider (stripe, paddle or square)
+// configured by config, as the EventParser of its fetcher: the code that
+// keys the provider's webhook deliveries keys its listed events.
+func Parser(name string, config *provider.Config) (EventParser, error) {
+	verifier, err := provider.New(name, config)
 	if err != nil {
 		return nil, err
 	}
 	parser, ok := verifier.(EventParser)
 	if !ok {
-		return nil, errors.New("reconcile: the stripe verifier parses no listed events")
+		return nil, fmt.Errorf("reconcile: the %s verifier parses no listed events", name)
 	}
 	return parser, nil
 }
@@ -87,6 +88,7 @@ type StripeConfig struct {
 // Stripe lists a Stripe account's events with GET /v1/events.
 type Stripe struct {
 	config StripeConfig
+	api    *apiClient
 }
 
 // NewStripe returns a Stripe fetcher.
@@ -103,15 +105,12 @@ func NewStripe(config *StripeConfig) (*Stripe, error) {
 	if c.PageSize < 1 || c.PageSize > 100 {
 		return nil, fmt.Errorf("reconcile: stripe: PageSize must be 1 to 100, not %d", c.PageSize)
 	}
-	c.MaxRetries = cmp.Or(c.MaxRetries, StripeMaxRetriesDefault)
-	c.Backoff = cmp.Or(c.Backoff, StripeBackoffDefault)
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	retry := RetryConfig{MaxRetries: c.MaxRetries, Backoff: c.Backoff, HTTPClient: c.HTTPClient, Sleep: c.Sleep}.withDefaults()
+	api := &apiClient{
+		name: "stripe", retry: retry, describe: stripeErrorMessage,
+		auth: func(req *http.Request) error { req.Header.Set("Authorization", "Bearer "+c.APIKey); return nil },
 	}
-	if c.Sleep == nil {
-		c.Sleep = sleep
-	}
-	return &Stripe{config: c}, nil
+	return &Stripe{config: c, api: api}, nil
 }
 
 // stripeList is a page of GET /v1/events.
@@ -168,77 +167,18 @@ func (s *Stripe) list(ctx context.Context, since time.Time, after string) (*stri
 	if after != "" {
 		q.Set("starting_after", after)
 	}
-	target := s.config.BaseURL + "/v1/events?" + q.Encode()
-	wait := s.config.Backoff
-	for attempt := 0; ; attempt++ {
-		list, retryAfter, err := s.get(ctx, target)
-		if err == nil {
-			return list, nil
-		}
-		var retryable *retryableError
-		if !errors.As(err, &retryable) || attempt >= s.config.MaxRetries {
-			return nil, err
-		}
-		d := retryAfter
-		if d == 0 {
-			// Full jitter around the doubling wait, so that replicas do not
-			// retry in step.
-			d = wait/2 + rand.N(wait/2+1) //nolint:gosec // jitter between replicas, not a secret
-			wait = min(wait*2, stripeMaxBackoff)
-		}
-		if err := s.config.Sleep(ctx, min(d, stripeMaxBackoff)); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// retryableError is a 429 or 5xx answer.
-type retryableError struct{ status int }
-
-func (e *retryableError) Error() string {
-	return fmt.Sprintf("reconcile: stripe: GET /v1/events answered %d", e.status)
-}
-
-func (s *Stripe) get(ctx context.Context, target string) (*stripeList, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	ans, err := s.api.do(ctx, apiCall{method: http.MethodGet, url: s.config.BaseURL + "/v1/events?" + q.Encode(), label: "GET /v1/events"})
 	if err != nil {
-		return nil, 0, fmt.Errorf("reconcile: stripe: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+s.config.APIKey)
-	resp, err := s.config.HTTPClient.Do(req)
-	if err != nil {
-		// The error names the URL, never the key (it is in a header).
-		return nil, 0, fmt.Errorf("reconcile: stripe: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, stripeMaxBody))
-	if err != nil {
-		return nil, 0, fmt.Errorf("reconcile: stripe: read answer: %w", err)
-	}
-	switch {
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return nil, retryAfter(resp.Header.Get("Retry-After")), &retryableError{status: resp.StatusCode}
-	case resp.StatusCode != http.StatusOK:
-		return nil, 0, fmt.Errorf("reconcile: stripe: GET /v1/events answered %d: %s", resp.StatusCode, stripeErrorMessage(body))
+		return nil, err
 	}
 	var list stripeList
-	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, 0, fmt.Errorf("reconcile: stripe: decode the events list: %w", err)
+	if err := json.Unmarshal(ans.body, &list); err != nil {
+		return nil, fmt.Errorf("reconcile: stripe: decode the events list: %w", err)
 	}
 	if list.Object != "list" {
-		return nil, 0, fmt.Errorf("reconcile: stripe: the answer is not a list (object %q)", list.Object)
+		return nil, fmt.Errorf("reconcile: stripe: the answer is not a list (object %q)", list.Object)
 	}
-	return &list, 0, nil
-}
-
-// retryAfter reads a Retry-After header in seconds; 0 when absent or not a
-// number of seconds.
-func retryAfter(v string) time.Duration {
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n < 0 {
-		return 0
-	}
-	return time.Duration(n) * time.Second
+	return &list, nil
 }
 
 // stripeErrorMessage extracts error.message from a Stripe error answer.
@@ -252,15 +192,4 @@ func stripeErrorMessage(body []byte) string {
 		return e.Error.Message
 	}
 	return "no error message"
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

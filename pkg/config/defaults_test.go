@@ -55,7 +55,8 @@ func TestApplyDefaults(t *testing.T) {
 			AckTimeout:   4 * time.Second,
 			Queue:        "default",
 			Retention:    720 * time.Hour,
-			Reconcile:    reconcile.Config{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
+			// No provider, so no provider's API root.
+			Reconcile: reconcile.Config{Interval: 15 * time.Minute, Lookback: time.Hour},
 		}, cfg.Sources[0])
 		require.Equal(t, WorkerConfig{
 			Listen:      "127.0.0.1:8081",

@@ -31,8 +31,7 @@ type WorkerAdminConfig struct {
 
 // The defaults of the keys above.
 const (
-	minAdminTokenBytes      = 16
-	reconcileProviderStripe = "stripe"
+	minAdminTokenBytes = 16
 )
 
 func (c *Config) applyOpsDefaults() {
@@ -40,7 +39,7 @@ func (c *Config) applyOpsDefaults() {
 	r.RecorderConfig = *r.WithDefaults() // the recorder's own defaults
 	for i := range c.Sources {
 		rc := &c.Sources[i].Reconcile
-		*rc = *rc.WithDefaults() // reconcile's own defaults
+		*rc = *rc.WithDefaults(c.Sources[i].Provider) // reconcile's own defaults
 	}
 }
 
@@ -52,13 +51,7 @@ func (c *Config) validateOps(p *problems) {
 		s := &c.Sources[i]
 		rc := &s.Reconcile
 		key := keys[i] + ".reconcile"
-		if !rc.Enabled {
-			continue
-		}
-		if s.Provider != reconcileProviderStripe {
-			p.addf(key+".enabled", "reconciliation is implemented for provider stripe only, not %q", s.Provider)
-		}
-		ownerProblems(p, key+".", rc.Validate()) // reconcile's own checks
+		ownerProblems(p, key+".", rc.Validate(s.Provider)) // reconcile's own checks
 	}
 
 	if t := c.Worker.Admin.Token; t != "" && len(t) < minAdminTokenBytes {

@@ -44,12 +44,8 @@ func reconcileSources(cfg *config.Config) ([]*reconcile.Source, error) {
 		if !s.Reconcile.Enabled {
 			continue
 		}
-		// Validate allows reconciliation for stripe sources only.
-		parser, err := reconcile.StripeParser(s.ProviderConfig())
-		if err != nil {
-			return nil, fmt.Errorf("sources[%s].reconcile: %w", s.Name, err)
-		}
-		source, err := s.Reconcile.Source(s.Name, s.Provider, parser)
+		// Validate allows reconciliation for reconcile.Providers only.
+		source, err := s.Reconcile.Source(s.Name, s.Provider, s.ProviderConfig())
 		if err != nil {
 			return nil, fmt.Errorf("sources[%s].reconcile: %w", s.Name, err)
 		}

@@ -57,7 +57,9 @@ func newWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	}
 	var addWorkers func(*river.Workers)
 	if len(reconciled) > 0 {
-		rw := reconcile.NewWorker(env.Pool, reconciled, queueOf, env.Logger.Named("reconcile"))
+		rw := reconcile.NewWorker(env.Pool, &reconcile.WorkerConfig{
+			Sources: reconciled, QueueFor: queueOf, Logger: env.Logger.Named("reconcile"), Metrics: metrics.NewReconcile(env.Metrics()),
+		})
 		addWorkers = func(ws *river.Workers) { river.AddWorker(ws, rw) }
 	}
 	// The worker's own settings come defaulted and validated from the

@@ -59,7 +59,14 @@ func (p *paddleVerifier) Verify(body []byte, header http.Header) (*Delivery, err
 	if err := checkTimestamp(p.now(), signature.signedAt, p.tolerance); err != nil {
 		return nil, fmt.Errorf("paddle: %w", err)
 	}
+	return newDelivery(p.ParseEvent(body), header, paddleSignatureHeader), nil
+}
+
+// ParseEvent reads one Paddle event (a webhook's body, or an element of
+// GET /events) as Verify does after the signature: its id and type.
+// Reconciliation uses it, so that an event listed from the API is keyed
+// exactly like its webhook delivery.
+func (p *paddleVerifier) ParseEvent(body []byte) Event {
 	payload := parsePayload(body)
-	event := payload.event(body, payload.str("event_id"), payload.str("event_type"), `the body's "event_id"`)
-	return newDelivery(event, header, paddleSignatureHeader), nil
+	return payload.event(body, payload.str("event_id"), payload.str("event_type"), `the body's "event_id"`)
 }

@@ -71,7 +71,14 @@ func (s *squareVerifier) Verify(body []byte, header http.Header) (*Delivery, err
 		return nil, fmt.Errorf("square: %s matches no configured key for the configured url: %w",
 			squareSignatureHeader, ErrSignatureInvalid)
 	}
+	return newDelivery(s.ParseEvent(body), header, squareAuditHeaders...), nil
+}
+
+// ParseEvent reads one Square event (a webhook's body, or an element of
+// SearchEvents' events) as Verify does after the signature: its id and
+// type. Reconciliation uses it, so that an event listed from the API is
+// keyed exactly like its webhook delivery.
+func (s *squareVerifier) ParseEvent(body []byte) Event {
 	p := parsePayload(body)
-	event := p.event(body, p.str("event_id"), p.str("type"), `the body's "event_id"`)
-	return newDelivery(event, header, squareAuditHeaders...), nil
+	return p.event(body, p.str("event_id"), p.str("type"), `the body's "event_id"`)
 }
