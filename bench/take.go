@@ -349,3 +349,28 @@ func (r *Report) printTake(t *table) {
 				res.LoadMicros, thousands(float64(res.TableBytes)/1e6), res.What))
 	}
 }
+
+// judgeTake adds the take's target: the layout hookinbox runs costs the
+// server no more per event taken than River's burn-down costs it per job
+// (its fetch and its completion, two updates of the job's row).
+func (r *Report) judgeTake() {
+	var split *TakeResult
+	for _, res := range r.Take {
+		if res.Layout == "split" {
+			split = res
+		}
+	}
+	if split == nil || r.River == nil || r.River.CPU == nil || r.River.CPU.MicrosPerEvent["postgres"] <= 0 {
+		r.Targets = append(r.Targets, Target{Name: "take (split) pg µs/event ÷ River burn-down pg µs/job", Value: "—", Goal: "≤ 1×", Result: "n/a"})
+		return
+	}
+	river := r.River.CPU.MicrosPerEvent["postgres"]
+	v := split.PGMicros / river
+	r.Ratios["take_split_over_river_job"] = v
+	res := "FAIL"
+	if v <= 1 {
+		res = "PASS"
+	}
+	r.Targets = append(r.Targets, Target{Name: "take (split) pg µs/event ÷ River burn-down pg µs/job",
+		Value: fmt.Sprintf("%.0f ÷ %.0f µs = %.2f×", split.PGMicros, river, v), Goal: "≤ 1×", Result: res})
+}

@@ -65,6 +65,7 @@ func (r *Report) judge() {
 	}
 
 	r.judgeStorms()
+	r.judgeTake()
 
 	river := 0.0
 	if r.River != nil {
