@@ -141,7 +141,9 @@ FROM webhook_inbox AS w WHERE w.id = $1 AND w.status <> 'done' AND w.erased_at I
 // before p (by order, then received_at, then id), leaving out those that
 // have failed q.PoisonAfter attempts. When a parked event of the key comes
 // before p and holds it back, that is known from the park's index alone:
-// the pending rows are not counted, and Ahead is 1.
+// the pending rows are not counted, and Ahead is 1. It returns ErrNotFound
+// when p's row is done, erased or gone by now (it ran meanwhile, while the
+// caller waited for the key's lock).
 //
 // The count reads the source's pending rows; for a large backlog, an
 // expression index on the key's path over the pending rows keeps it fast
@@ -153,7 +155,9 @@ func (s *Store) CountSequenceAhead(ctx context.Context, tx pgx.Tx, p *SequencePo
 		return err
 	}
 	err = tx.QueryRow(ctx, fmt.Sprintf(`
-SELECT CASE WHEN EXISTS (
+SELECT CASE WHEN NOT EXISTS (
+    SELECT 1 FROM webhook_inbox AS w WHERE w.id = $2 AND w.status <> 'done' AND w.erased_at IS NULL
+) THEN -1 WHEN EXISTS (
     SELECT 1 FROM hookinbox_sequence_park AS k JOIN webhook_inbox AS i ON i.id = k.inbox_id
     WHERE k.source = $1 AND k.seq_key = $3 AND (k.ord, k.received_at, k.inbox_id) < ($4::numeric, $5, $2)
       AND i.status = 'pending' AND i.erased_at IS NULL AND ($6::int = 0 OR i.attempts < $6::int)
@@ -166,6 +170,9 @@ SELECT CASE WHEN EXISTS (
 		append([]any{planned, p.Source, p.ID, p.Key, p.Order, p.ReceivedAt, q.PoisonAfter}, args...)...).Scan(&p.Ahead)
 	if err != nil {
 		return fmt.Errorf("inbox: sequence position: %w", err)
+	}
+	if p.Ahead < 0 {
+		return ErrNotFound
 	}
 	return nil
 }
@@ -200,9 +207,9 @@ type WakeParams struct {
 // WakeSequenceTx wakes the lowest parked event of a key (by order, then
 // received_at, then id) whose row is still pending: its park is removed and
 // it gets a new job, in tx, which commits both. The caller holds the key's
-// lock, so no event of the key parks meanwhile. It returns the woken row's
-// id, 0 when none waits.
-func (s *Store) WakeSequenceTx(ctx context.Context, tx pgx.Tx, params *WakeParams) (int64, error) {
+// lock, so no event of the key parks meanwhile. It returns the woken row,
+// nil when none waits.
+func (s *Store) WakeSequenceTx(ctx context.Context, tx pgx.Tx, params *WakeParams) (*ClaimedRow, error) {
 	rows, err := tx.Query(ctx, `
 WITH own AS (
     DELETE FROM hookinbox_sequence_park WHERE inbox_id = $3
@@ -217,19 +224,19 @@ WITH own AS (
 SELECT i.id, i.source, i.event_id, i.status, i.event_type, coalesce(i.request_id, '')
 FROM webhook_inbox AS i JOIN woken ON i.id = woken.inbox_id`, planned, params.Source, params.Key, params.Self)
 	if err != nil {
-		return 0, fmt.Errorf("inbox: wake sequence: %w", err)
+		return nil, fmt.Errorf("inbox: wake sequence: %w", err)
 	}
 	woken, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ClaimedRow])
 	if err != nil {
-		return 0, fmt.Errorf("inbox: wake sequence: %w", err)
+		return nil, fmt.Errorf("inbox: wake sequence: %w", err)
 	}
 	if len(woken) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	if err := s.EnqueueTx(ctx, tx, params.Client, woken, params.QueueFor); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return woken[0].ID, nil
+	return &woken[0], nil
 }
 
 // SequenceKey is a sequence key with parked events.

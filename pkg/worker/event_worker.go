@@ -89,14 +89,18 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 		return river.JobSnooze(unknownSourceSnooze)
 	}
 	w.alignAttempts(ctx, job.JobRow)
-	var out jobOutcome
+	var (
+		out   jobOutcome
+		woken *inboxstore.ClaimedRow
+	)
 	if w.group != nil && !w.ownTransaction(job.Args.Source, job.Args.EventType) {
 		out = w.inGroup(ctx, job)
 		if out.alone {
-			out = jobOutcome{err: w.process(ctx, job)}
+			_, err := w.process(ctx, job)
+			out = jobOutcome{err: err}
 		}
 	} else {
-		out.err = w.process(ctx, job)
+		woken, out.err = w.process(ctx, job)
 	}
 	err := out.err
 	if errors.Is(err, errParked) {
@@ -113,6 +117,7 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 	}
 	if err == nil {
 		w.metrics.Event(job.Args.Source, metrics.OutcomeDone, time.Since(start), time.Since(job.CreatedAt))
+		w.runInline(ctx, job, woken, start)
 		return nil
 	}
 	log := w.logger.With(zap.Int64("inbox_id", job.Args.InboxID), zap.Int64("job_id", job.ID),
@@ -166,7 +171,9 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 // runGated). A sequenced route's event goes through enterSequence first,
 // before its row is taken: parked, the transaction commits the park alone
 // and process returns errParked.
-func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.JobArgs]) (err error) {
+//
+// It returns the event that the run woke, if any (see runInline).
+func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.JobArgs]) (woken *inboxstore.ClaimedRow, err error) {
 	skipped, parked := false, false
 	if w.tracer != nil {
 		var span trace.Span
@@ -174,12 +181,12 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 		defer func() { endHandle(span, processOutcome(err, skipped), err) }()
 	}
 	seq := w.sequenceFor(job.Args.Source, job.Args.EventType)
-	var pos *inboxstore.SequencePosition
+	var gate *sequenceGate
 	err = w.inOwnTransaction(ctx, job, func(tx pgx.Tx) error {
-		skipped, parked, pos = false, false, nil
+		skipped, parked, gate = false, false, nil
 		if seq != nil {
-			var err error
-			pos, err = w.enterSequence(ctx, tx, job.Args.InboxID, seq)
+			pos, err := w.enterSequence(ctx, tx, job.Args.InboxID, seq)
+			gate = &sequenceGate{pos: pos}
 			switch {
 			case errors.Is(err, errParked):
 				parked = true
@@ -204,16 +211,22 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 		if err != nil {
 			return err
 		}
-		return w.runGated(ctx, handlerTx{tx}, ev, pos)
+		return w.runGated(ctx, handlerTx{tx}, ev, gate)
 	})
 	switch {
 	case err == nil && parked:
-		return errParked
-	case err != nil && pos != nil && !isSnooze(err):
-		return &sequenceFailure{pos: pos, err: err}
+		return nil, errParked
+	case err != nil && gate != nil && gate.pos != nil && !isSnooze(err):
+		return nil, &sequenceFailure{pos: gate.pos, err: err}
+	case err != nil || gate == nil:
+		return nil, err
 	}
-	return err
+	return gate.woken, nil
 }
+
+// processErr drops process's woken event, for a caller that does not run
+// it inline.
+func processErr(_ *inboxstore.ClaimedRow, err error) error { return err }
 
 // runHandlers runs the handlers of the first route matching ev in tx, or
 // settles an unrouted event.

@@ -111,7 +111,7 @@ func (w *eventWorker) inOwnTransaction(ctx context.Context, job *river.Job[inbox
 // through now returns a river.JobSnooze error: the transaction rolls back
 // (the row's take with it), and River runs the job again later without
 // counting an attempt.
-func (w *eventWorker) runGated(ctx context.Context, tx pgx.Tx, ev *inbox.Event, pos *inboxstore.SequencePosition) error {
+func (w *eventWorker) runGated(ctx context.Context, tx pgx.Tx, ev *inbox.Event, gate *sequenceGate) error {
 	route, ok := w.router.matchRoute(ev.Source, ev.EventType)
 	if !ok {
 		return w.runHandlers(ctx, tx, ev)
@@ -131,7 +131,7 @@ func (w *eventWorker) runGated(ctx context.Context, tx pgx.Tx, ev *inbox.Event, 
 		}
 	}
 	if route.route.Sequence != nil {
-		return w.runSequenced(ctx, tx, ev, pos)
+		return w.runSequenced(ctx, tx, ev, gate)
 	}
 	return w.runHandlers(ctx, tx, ev)
 }

@@ -172,11 +172,11 @@ func (r *reaper) wakeStalled(ctx context.Context, tx pgx.Tx, client *river.Clien
 		if !locked {
 			continue
 		}
-		id, err := r.store.WakeSequenceTx(ctx, tx, &inboxstore.WakeParams{Source: k.Source, Key: k.Key, Client: client, QueueFor: r.queueFor})
+		row, err := r.store.WakeSequenceTx(ctx, tx, &inboxstore.WakeParams{Source: k.Source, Key: k.Key, Client: client, QueueFor: r.queueFor})
 		if err != nil {
 			return woken, err
 		}
-		if id == 0 {
+		if row == nil {
 			continue
 		}
 		woken++

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -25,6 +26,19 @@ var errParked = errors.New("event parked behind its sequence key")
 // rate-limited per client and queue to one per fetch_cooldown, and a
 // woken event must never wait for a poll.
 const riverInsertTopic = "river_insert"
+
+// sequenceInlineBudget is how long a job that ran an event of a key goes
+// on running the key's next events itself, each woken in the transaction
+// of the one before (see eventWorker.runInline). Past it, the woken
+// event's own job takes over the key.
+const sequenceInlineBudget = time.Second
+
+// sequenceGate is what a sequenced event's run knows of its key: the
+// position enterSequence let it through at, and the event its run woke.
+type sequenceGate struct {
+	pos   *inboxstore.SequencePosition
+	woken *inboxstore.ClaimedRow
+}
 
 // query is the option's inboxstore.SequenceQuery.
 func (s *SequenceOption) query() *inboxstore.SequenceQuery {
@@ -91,10 +105,11 @@ func (w *eventWorker) enterSequence(ctx context.Context, tx pgx.Tx, id int64, se
 // ordered after it was processed already; a late event gets a note on its
 // inbox row. It records ev's position as the key's latest, if it is. After
 // the handlers, it wakes the key's next parked event, in tx.
-func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Event, pos *inboxstore.SequencePosition) error {
-	if pos == nil {
+func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Event, gate *sequenceGate) error {
+	if gate == nil || gate.pos == nil {
 		return errors.New("sequence: the event ran without its position")
 	}
+	pos := gate.pos
 	late, latest, err := advanceSequence(ctx, tx, ev.Source, pos)
 	if err != nil {
 		return err
@@ -111,25 +126,52 @@ func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Eve
 	if err := w.runHandlers(seqCtx, tx, ev); err != nil {
 		return err
 	}
-	return w.wakeSequence(ctx, tx, pos, ev.ID)
+	gate.woken, err = w.wakeSequence(ctx, tx, pos, ev.ID)
+	return err
 }
 
 // wakeSequence wakes the lowest parked event of pos's key, in tx, which
 // holds the key's lock: a new job for it, and a notification that makes a
 // worker fetch it as soon as tx commits. self is the running event, whose
 // own park, if any, is removed (0 for none).
-func (w *eventWorker) wakeSequence(ctx context.Context, tx pgx.Tx, pos *inboxstore.SequencePosition, self int64) error {
+func (w *eventWorker) wakeSequence(ctx context.Context, tx pgx.Tx, pos *inboxstore.SequencePosition, self int64) (*inboxstore.ClaimedRow, error) {
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 	if err != nil {
-		return fmt.Errorf("sequence: wake: %w", err)
+		return nil, fmt.Errorf("sequence: wake: %w", err)
 	}
 	woken, err := w.store.WakeSequenceTx(ctx, tx, &inboxstore.WakeParams{
 		Source: pos.Source, Key: pos.Key, Self: self, Client: client, QueueFor: w.queueFor,
 	})
-	if err != nil || woken == 0 {
-		return err
+	if err != nil || woken == nil {
+		return nil, err
 	}
-	return notifyInsert(ctx, tx, client, w.queueFor(pos.Source))
+	return woken, notifyInsert(ctx, tx, client, w.queueFor(pos.Source))
+}
+
+// runInline runs, in job's Work, the events its key's runs wake, one after
+// another, for sequenceInlineBudget from start: the next event of a key
+// runs as soon as the one before commits, with no fetch between them. Each
+// woken event has its own job all the same (inserted by the wake, so that a
+// crash here loses nothing): that job finds it done and does nothing, or,
+// should the inline run not end with it done (it failed, parked or was held
+// back), works it as usual, counting its attempts. An inline run's failure
+// is therefore not recorded here.
+func (w *eventWorker) runInline(ctx context.Context, job *river.Job[inboxstore.JobArgs], next *inboxstore.ClaimedRow, start time.Time) {
+	for next != nil && time.Since(start) < sequenceInlineBudget && ctx.Err() == nil {
+		if w.sequenceFor(next.Source, next.EventType) == nil || (w.pauses != nil && w.pauses.isPaused(next.Source)) {
+			return
+		}
+		inline := *job
+		inline.Args = inboxstore.JobArgs{InboxID: next.ID, Source: next.Source, EventID: next.EventID, EventType: next.EventType, RequestID: next.RequestID}
+		began := time.Now()
+		var err error
+		next, err = w.process(ctx, &inline)
+		if err != nil {
+			w.logger.Debug("inline run of a woken event stopped; its own job works it", zap.Int64("inbox_id", inline.Args.InboxID), zap.Error(err))
+			return
+		}
+		w.metrics.Event(inline.Args.Source, metrics.OutcomeDone, time.Since(began), 0)
+	}
 }
 
 // notifyInsert tells River's producers of queue, in every worker, that a
@@ -166,7 +208,8 @@ func (w *eventWorker) recordSequenceFailure(ctx context.Context, f *sequenceFail
 		if err := w.store.RecordFailure(ctx, tx, f.pos.ID, jobID, f.err.Error(), final, time.Time{}); err != nil {
 			return err
 		}
-		return w.wakeSequence(ctx, tx, f.pos, 0)
+		_, err := w.wakeSequence(ctx, tx, f.pos, 0)
+		return err
 	})
 }
 
