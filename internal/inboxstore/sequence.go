@@ -231,7 +231,7 @@ FROM webhook_inbox AS i JOIN woken ON i.id = woken.inbox_id`, planned, params.So
 		return nil, fmt.Errorf("inbox: wake sequence: %w", err)
 	}
 	if len(woken) == 0 {
-		return nil, nil
+		return nil, nil //nolint:nilnil // no parked event is no error: the key's queue is empty
 	}
 	if err := s.EnqueueTx(ctx, tx, params.Client, woken, params.QueueFor); err != nil {
 		return nil, err

@@ -140,7 +140,7 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 	// A failure in a group was recorded in the group's transaction.
 	if !out.recorded {
 		var recErr error
-		if seqErr := (*sequenceFailure)(nil); errors.As(err, &seqErr) {
+		if seqErr := (*sequenceError)(nil); errors.As(err, &seqErr) {
 			recErr = w.recordSequenceFailure(recordCtx, seqErr, job.ID, final)
 		} else {
 			recErr = w.store.RecordFailure(recordCtx, w.pool, job.Args.InboxID, job.ID, err.Error(), final, time.Time{})
@@ -217,7 +217,7 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 	case err == nil && parked:
 		return nil, errParked
 	case err != nil && gate != nil && gate.pos != nil && !isSnooze(err):
-		return nil, &sequenceFailure{pos: gate.pos, err: err}
+		return nil, &sequenceError{pos: gate.pos, err: err}
 	case err != nil || gate == nil:
 		return nil, err
 	}

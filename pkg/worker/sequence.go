@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
-	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -157,20 +156,24 @@ func (w *eventWorker) wakeSequence(ctx context.Context, tx pgx.Tx, pos *inboxsto
 // back), works it as usual, counting its attempts. An inline run's failure
 // is therefore not recorded here.
 func (w *eventWorker) runInline(ctx context.Context, job *river.Job[inboxstore.JobArgs], next *inboxstore.ClaimedRow, start time.Time) {
-	for next != nil && time.Since(start) < sequenceInlineBudget && ctx.Err() == nil {
+	budget := sequenceInlineBudget
+	if deadline, ok := ctx.Deadline(); ok {
+		// Half the job's time at most: the job must end well inside it.
+		budget = min(budget, deadline.Sub(start)/2)
+	}
+	until := start.Add(budget)
+	for next != nil && time.Now().Before(until) && ctx.Err() == nil {
 		if w.sequenceFor(next.Source, next.EventType) == nil || (w.pauses != nil && w.pauses.isPaused(next.Source)) {
 			return
 		}
 		inline := *job
 		inline.Args = inboxstore.JobArgs{InboxID: next.ID, Source: next.Source, EventID: next.EventID, EventType: next.EventType, RequestID: next.RequestID}
-		began := time.Now()
 		var err error
-		next, err = w.process(ctx, &inline)
-		if err != nil {
+		// The metrics count the event when its own job finds it done.
+		if next, err = w.process(ctx, &inline); err != nil {
 			w.logger.Debug("inline run of a woken event stopped; its own job works it", zap.Int64("inbox_id", inline.Args.InboxID), zap.Error(err))
 			return
 		}
-		w.metrics.Event(inline.Args.Source, metrics.OutcomeDone, time.Since(began), 0)
 	}
 }
 
@@ -185,22 +188,22 @@ func notifyInsert(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], 
 	return nil
 }
 
-// sequenceFailure is a sequenced event's failure: recording it also wakes
+// sequenceError is a sequenced event's failure: recording it also wakes
 // the key's next parked event (recordSequenceFailure).
-type sequenceFailure struct {
+type sequenceError struct {
 	pos *inboxstore.SequencePosition
 	err error
 }
 
-func (f *sequenceFailure) Error() string { return f.err.Error() }
-func (f *sequenceFailure) Unwrap() error { return f.err }
+func (f *sequenceError) Error() string { return f.err.Error() }
+func (f *sequenceError) Unwrap() error { return f.err }
 
 // recordSequenceFailure records a sequenced event's failure (as
 // Store.RecordFailure) and, in the same transaction, under its key's lock,
 // wakes the key's next parked event. The failure may be what lets it run:
 // the event failed for good, or has now failed PoisonAfter attempts. If not,
 // the woken event parks again.
-func (w *eventWorker) recordSequenceFailure(ctx context.Context, f *sequenceFailure, jobID int64, final bool) error {
+func (w *eventWorker) recordSequenceFailure(ctx context.Context, f *sequenceError, jobID int64, final bool) error {
 	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, sequenceLock(f.pos.Source, f.pos.Key)); err != nil {
 			return fmt.Errorf("sequence lock: %w", err)
