@@ -214,9 +214,11 @@ WHERE tstzrange(a.started, a.ended, '[]') && tstzrange(b.started, b.ended, '[]')
 			base := c.RiverConfig
 			c.RiverConfig = func(rc *river.Config) { base(rc); rc.RetryPolicy = slowRetry{} }
 		})
-		poll(t, 30*time.Second, "next to park", func() (bool, error) {
+		poll(t, 30*time.Second, "next to park, its job completed", func() (bool, error) {
 			var parked bool
-			err := b.db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM hookinbox_sequence_park WHERE inbox_id = $1)`, ids[1]).Scan(&parked)
+			err := b.db.Pool.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM hookinbox_sequence_park WHERE inbox_id = $1)
+   AND (SELECT state FROM river_job WHERE id = $2) = 'completed'`, ids[1], b.row(t, ids[1]).JobID).Scan(&parked)
 			return parked && b.row(t, ids[0]).Attempts > 0, err
 		})
 		err := pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
