@@ -461,8 +461,9 @@ type OrphanQuery struct {
 // the database. A row is returned when
 //
 //   - its job is missing or finished and it was received more than
-//     q.OrphanAfter ago (the job vanished, or its end was not recorded);
-//   - it is a lost commit: it is not held, and its newest job completed
+//     q.OrphanAfter ago (the job vanished, or its end was not recorded),
+//     and it is not parked behind its sequence key (see ParkSequenceTx);
+//   - it is a lost commit: it is neither held nor parked, and its newest job completed
 //     more than q.LostCommitGrace ago (River stamps finalized_at when Work
 //     returned). A worker returns nil without the row's done mark only for
 //     a held event or a row that is no longer pending, so the done mark was
@@ -503,7 +504,7 @@ FOR UPDATE OF i SKIP LOCKED`, append([]any{planned, q.Limit - len(all)}, args...
 		return nil
 	}
 	if err := add(`
-WHERE i.status = 'pending' AND i.received_at < now() - $2 * interval '1 millisecond' AND `+notPaused+`
+WHERE i.status = 'pending' AND i.received_at < now() - $2 * interval '1 millisecond' AND `+notPaused+` AND `+notParked+`
   AND (j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled'))
 ORDER BY i.received_at`, q.OrphanAfter.Milliseconds()); err != nil {
 		return nil, err
@@ -512,7 +513,7 @@ ORDER BY i.received_at`, q.OrphanAfter.Milliseconds()); err != nil {
 	// scans nothing when the server started longer ago than OrphanAfter.
 	if err := add(`
 WHERE now() < pg_postmaster_start_time() + $2 * interval '1 millisecond'
-  AND i.status = 'pending' AND i.held_at IS NULL AND `+notPaused+`
+  AND i.status = 'pending' AND i.held_at IS NULL AND `+notPaused+` AND `+notParked+`
   AND j.state = 'completed' AND j.finalized_at < now() - $3 * interval '1 millisecond'
 ORDER BY i.received_at`, q.OrphanAfter.Milliseconds(), q.LostCommitGrace.Milliseconds()); err != nil {
 		return nil, err
@@ -549,6 +550,12 @@ LEFT JOIN LATERAL (` + newestJob + `) AS j ON true`
 
 // notPaused leaves out the rows of paused sources.
 const notPaused = `NOT EXISTS (SELECT 1 FROM hookinbox_source_pause AS p WHERE p.source = i.source)`
+
+// notParked leaves out the rows parked behind their sequence key (see
+// ParkSequenceTx): their jobs completed by design, and a run of their key
+// wakes them; the reaper wakes a stalled key on its own
+// (ListStalledSequences).
+const notParked = `NOT EXISTS (SELECT 1 FROM hookinbox_sequence_park AS k WHERE k.inbox_id = i.id)`
 
 // deadQueues returns the queues where jobs wait (available, retryable or
 // scheduled) that are not live. It skips through River's fetching index,

@@ -59,6 +59,8 @@ type eventWorker struct {
 	sources map[string]string
 	// tracer traces each event's handlers; nil when tracing is off.
 	tracer trace.Tracer
+	// queueFor is Config.QueueFor: the queue of a source's jobs.
+	queueFor func(string) string
 	// maxAttempts is Config.MaxAttempts, which every job of an event is
 	// aligned to before it runs (see alignAttempts).
 	maxAttempts int
@@ -87,16 +89,27 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 		return river.JobSnooze(unknownSourceSnooze)
 	}
 	w.alignAttempts(ctx, job.JobRow)
-	var out jobOutcome
+	var (
+		out   jobOutcome
+		woken *inboxstore.ClaimedRow
+	)
 	if w.group != nil && !w.ownTransaction(job.Args.Source, job.Args.EventType) {
 		out = w.inGroup(ctx, job)
 		if out.alone {
-			out = jobOutcome{err: w.process(ctx, job)}
+			_, err := w.process(ctx, job)
+			out = jobOutcome{err: err}
 		}
 	} else {
-		out.err = w.process(ctx, job)
+		woken, out.err = w.process(ctx, job)
 	}
 	err := out.err
+	if errors.Is(err, errParked) {
+		// Nothing ran and no attempt is spent: the job ends, and the run of
+		// the event's key before it enqueues it again.
+		w.logger.Debug("event parked: an event of its sequence key comes first", zap.Int64("inbox_id", job.Args.InboxID),
+			zap.Int64("job_id", job.ID))
+		return nil
+	}
 	if isSnooze(err) {
 		// A gate (a lock, a sequence) deferred the event: nothing ran, and
 		// River counts no attempt.
@@ -104,6 +117,7 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 	}
 	if err == nil {
 		w.metrics.Event(job.Args.Source, metrics.OutcomeDone, time.Since(start), time.Since(job.CreatedAt))
+		w.runInline(ctx, job, woken, start)
 		return nil
 	}
 	log := w.logger.With(zap.Int64("inbox_id", job.Args.InboxID), zap.Int64("job_id", job.ID),
@@ -125,7 +139,13 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 	defer cancel()
 	// A failure in a group was recorded in the group's transaction.
 	if !out.recorded {
-		if recErr := w.store.RecordFailure(recordCtx, w.pool, job.Args.InboxID, job.ID, err.Error(), final, time.Time{}); recErr != nil {
+		var recErr error
+		if seqErr := (*sequenceError)(nil); errors.As(err, &seqErr) {
+			recErr = w.recordSequenceFailure(recordCtx, seqErr, job.ID, final)
+		} else {
+			recErr = w.store.RecordFailure(recordCtx, w.pool, job.Args.InboxID, job.ID, err.Error(), final, time.Time{})
+		}
+		if recErr != nil {
 			log.Error("could not record the failure on the inbox row", zap.Error(recErr))
 		}
 	}
@@ -148,15 +168,36 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 
 // process works one event in a transaction of its own, at its route's
 // isolation level, behind its route's gates (see inOwnTransaction and
-// runGated).
-func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.JobArgs]) (err error) {
-	skipped := false
+// runGated). A sequenced route's event goes through enterSequence first,
+// before its row is taken: parked, the transaction commits the park alone
+// and process returns errParked.
+//
+// It returns the event that the run woke, if any (see runInline).
+func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.JobArgs]) (woken *inboxstore.ClaimedRow, err error) {
+	skipped, parked := false, false
 	if w.tracer != nil {
 		var span trace.Span
 		ctx, span = w.startHandle(ctx, ctx, job)
 		defer func() { endHandle(span, processOutcome(err, skipped), err) }()
 	}
-	return w.inOwnTransaction(ctx, job, func(tx pgx.Tx) error {
+	seq := w.sequenceFor(job.Args.Source, job.Args.EventType)
+	var gate *sequenceGate
+	err = w.inOwnTransaction(ctx, job, func(tx pgx.Tx) error {
+		skipped, parked, gate = false, false, nil
+		if seq != nil {
+			pos, err := w.enterSequence(ctx, tx, job.Args.InboxID, seq)
+			gate = &sequenceGate{pos: pos}
+			switch {
+			case errors.Is(err, errParked):
+				parked = true
+				return nil
+			case errors.Is(err, inbox.ErrNotFound):
+				skipped = true
+				return nil
+			case err != nil:
+				return err
+			}
+		}
 		// One round trip locks the row, checks it, and marks it done; the
 		// handlers' failure rolls the mark back with everything else.
 		ev, err := w.store.TakeForWork(ctx, tx, job.Args.InboxID, time.Time{})
@@ -170,9 +211,22 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 		if err != nil {
 			return err
 		}
-		return w.runGated(ctx, handlerTx{tx}, ev)
+		return w.runGated(ctx, handlerTx{tx}, ev, gate)
 	})
+	switch {
+	case err == nil && parked:
+		return nil, errParked
+	case err != nil && gate != nil && gate.pos != nil && !isSnooze(err):
+		return nil, &sequenceError{pos: gate.pos, err: err}
+	case err != nil || gate == nil:
+		return nil, err
+	}
+	return gate.woken, nil
 }
+
+// processErr drops process's woken event, for a caller that does not run
+// it inline.
+func processErr(_ *inboxstore.ClaimedRow, err error) error { return err }
 
 // runHandlers runs the handlers of the first route matching ev in tx, or
 // settles an unrouted event.

@@ -62,6 +62,15 @@ func (w *eventWorker) isolationFor(route *compiledRoute) Isolation {
 	return w.isolation
 }
 
+// sequenceFor is the sequence option of the route of source's eventType
+// events, nil when it has none.
+func (w *eventWorker) sequenceFor(source, eventType string) *SequenceOption {
+	if route, ok := w.router.matchRoute(source, eventType); ok {
+		return route.route.Sequence
+	}
+	return nil
+}
+
 // ownTransaction reports whether the job's events need a transaction of
 // their own, outside any group.
 func (w *eventWorker) ownTransaction(source, eventType string) bool {
@@ -96,11 +105,13 @@ func (w *eventWorker) inOwnTransaction(ctx context.Context, job *river.Job[inbox
 	}
 }
 
-// runGated runs ev's route in tx, behind the route's lock and sequence
-// gates. A gate that cannot let the event through now returns a
-// river.JobSnooze error: the transaction rolls back (the row's take with
-// it), and River runs the job again later without counting an attempt.
-func (w *eventWorker) runGated(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
+// runGated runs ev's route in tx, behind the route's lock gate; a
+// sequenced route's event comes with the position enterSequence let it
+// through at, before its row was taken. A lock that cannot let the event
+// through now returns a river.JobSnooze error: the transaction rolls back
+// (the row's take with it), and River runs the job again later without
+// counting an attempt.
+func (w *eventWorker) runGated(ctx context.Context, tx pgx.Tx, ev *inbox.Event, gate *sequenceGate) error {
 	route, ok := w.router.matchRoute(ev.Source, ev.EventType)
 	if !ok {
 		return w.runHandlers(ctx, tx, ev)
@@ -119,8 +130,8 @@ func (w *eventWorker) runGated(ctx context.Context, tx pgx.Tx, ev *inbox.Event) 
 			return river.JobSnooze(lock.Snooze)
 		}
 	}
-	if seq := route.route.Sequence; seq != nil {
-		return w.runSequenced(ctx, tx, ev, seq)
+	if route.route.Sequence != nil {
+		return w.runSequenced(ctx, tx, ev, gate)
 	}
 	return w.runHandlers(ctx, tx, ev)
 }

@@ -89,7 +89,7 @@ func (w *eventWorker) inGroup(ctx context.Context, job *river.Job[inboxstore.Job
 func (w *eventWorker) flushGroup(ctx context.Context, group []groupRequest) ([]groupcommit.Result[jobOutcome], error) {
 	var outcomes []jobOutcome
 	if len(group) == 1 {
-		outcomes = []jobOutcome{{err: w.process(group[0].Ctx, group[0].Item)}}
+		outcomes = []jobOutcome{{err: processErr(w.process(group[0].Ctx, group[0].Item))}}
 	} else {
 		var err error
 		if outcomes, err = w.workGroup(ctx, group); err != nil {

@@ -23,6 +23,10 @@ func (reaperArgs) Kind() string { return "hookinbox.reaper" }
 // reaperBatch caps the rows one reaper run touches.
 const reaperBatch = 1000
 
+// reaperSequenceBatch caps the stalled sequence keys one reaper run wakes:
+// each holds an advisory lock until the run commits.
+const reaperSequenceBatch = 100
+
 // LostCommitGraceDefault is how long after its newest job completed a
 // pending row must wait before the reaper enqueues it again as a lost
 // commit. The rule needs no wait (see inboxstore.Store.ListOrphans); the grace
@@ -47,7 +51,11 @@ const reaperLock int64 = 0x686b726561706572 // "hkreaper"
 //     a new job within LostCommitGraceDefault of the completion;
 //   - a row whose job waits on a queue that no live worker works, and is
 //     no longer its source's queue (the source moved), has that job moved
-//     to its source's queue, provided a live worker works that one.
+//     to its source's queue, provided a live worker works that one;
+//   - a sequence key with an event parked more than OrphanAfter ago has
+//     its lowest parked event woken, in case the event it waited for will
+//     not wake it (failed for good, purged): woken too early, it parks
+//     again.
 //
 // Stuck running jobs are River's rescuer's to heal.
 type reaper struct {
@@ -75,8 +83,9 @@ func (r *reaper) Work(ctx context.Context, _ *river.Job[reaperArgs]) error {
 // reapResult counts what one reaper pass did.
 type reapResult struct {
 	// Requeued are the rows given a new job; Failed the rows marked failed;
-	// Moved the jobs moved to their source's queue.
-	Requeued, Failed, Moved int
+	// Moved the jobs moved to their source's queue; Woken the parked
+	// events of stalled sequence keys woken.
+	Requeued, Failed, Moved, Woken int
 }
 
 func (r *reaper) reapOnce(ctx context.Context, client *river.Client[pgx.Tx]) (*reapResult, error) {
@@ -103,14 +112,18 @@ func (r *reaper) reapOnce(ctx context.Context, client *river.Client[pgx.Tx]) (*r
 			return err
 		}
 		res.Requeued = len(requeue)
-		return r.store.EnqueueTx(ctx, tx, client, requeue, r.queueFor)
+		if err := r.store.EnqueueTx(ctx, tx, client, requeue, r.queueFor); err != nil {
+			return err
+		}
+		res.Woken, err = r.wakeStalled(ctx, tx, client)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
 	}
-	if res.Requeued+res.Failed+res.Moved > 0 {
+	if res.Requeued+res.Failed+res.Moved+res.Woken > 0 {
 		r.logger.Info("reaper healed orphaned rows", zap.Int("requeued", res.Requeued), zap.Int("failed", res.Failed),
-			zap.Int("moved", res.Moved))
+			zap.Int("moved", res.Moved), zap.Int("woken", res.Woken))
 	}
 	return res, nil
 }
@@ -139,4 +152,37 @@ func (r *reaper) settle(ctx context.Context, tx pgx.Tx, orphans []inboxstore.Orp
 		}
 	}
 	return requeue, moves, nil
+}
+
+// wakeStalled wakes the lowest parked event of each sequence key whose
+// events have been parked longer than orphanAfter, and returns how many it
+// woke. A key whose lock is taken is left alone: an event of it is running,
+// and wakes it.
+func (r *reaper) wakeStalled(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx]) (int, error) {
+	keys, err := r.store.ListStalledSequences(ctx, tx, r.orphanAfter, reaperSequenceBatch)
+	if err != nil {
+		return 0, err
+	}
+	woken := 0
+	for _, k := range keys {
+		var locked bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, sequenceLock(k.Source, k.Key)).Scan(&locked); err != nil {
+			return woken, fmt.Errorf("sequence lock: %w", err)
+		}
+		if !locked {
+			continue
+		}
+		row, err := r.store.WakeSequenceTx(ctx, tx, &inboxstore.WakeParams{Source: k.Source, Key: k.Key, Client: client, QueueFor: r.queueFor})
+		if err != nil {
+			return woken, err
+		}
+		if row == nil {
+			continue
+		}
+		woken++
+		if err := notifyInsert(ctx, tx, client, r.queueFor(k.Source)); err != nil {
+			return woken, err
+		}
+	}
+	return woken, nil
 }

@@ -14,66 +14,101 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
-// Snoozes of a sequenced event that waits for its key: one step per event
-// ahead of it, within bounds, so that a long queue of one key does not
-// spin while its head runs.
-const (
-	sequenceSnoozeStep = 20 * time.Millisecond
-	sequenceSnoozeMax  = 2 * time.Second
-	// sequenceBusySnooze is the wait of an event whose key another
-	// transaction holds.
-	sequenceBusySnooze = 20 * time.Millisecond
-)
+// errParked is what process returns, after its transaction committed, for
+// an event parked behind its sequence key: its job ends, and the run of
+// its key that comes before it wakes it with a new job.
+var errParked = errors.New("event parked behind its sequence key")
 
-// runSequenced runs a sequenced route's handlers for ev in tx when ev is the
-// next of its key, and snoozes it otherwise:
+// riverInsertTopic is the channel River's producers listen on for inserted
+// jobs (River's notifier.NotificationTopicInsert, behind the client's
+// schema). A wake notifies it itself: River's own insert notification is
+// rate-limited per client and queue to one per fetch_cooldown, and a
+// woken event must never wait for a poll.
+const riverInsertTopic = "river_insert"
+
+// sequenceInlineBudget is how long a job that ran an event of a key goes
+// on running the key's next events itself, each woken in the transaction
+// of the one before (see eventWorker.runInline). Past it, the woken
+// event's own job takes over the key.
+const sequenceInlineBudget = time.Second
+
+// sequenceGate is what a sequenced event's run knows of its key: the
+// position enterSequence let it through at, and the event its run woke.
+type sequenceGate struct {
+	pos   *inboxstore.SequencePosition
+	woken *inboxstore.ClaimedRow
+}
+
+// query is the option's inboxstore.SequenceQuery.
+func (s *SequenceOption) query() *inboxstore.SequenceQuery {
+	return &inboxstore.SequenceQuery{Key: s.Key, Order: s.Order, PoisonAfter: s.PoisonAfter}
+}
+
+// sequenceLock is the advisory lock key of a sequence key.
+func sequenceLock(source, key string) int64 {
+	return advisoryKey("hookinbox.sequence", source, key)
+}
+
+// enterSequence decides, before the event's row is taken, whether the
+// event of row id runs now. In tx, it:
 //
-//  1. it takes the key's transaction-scoped advisory lock, without waiting:
-//     held, the key's previous event is still running, so ev is snoozed.
-//     The lock ends with the transaction, a killed worker's with its
+//  1. locates the event's key and order;
+//  2. takes the key's transaction-scoped advisory lock, waiting for the
+//     key's running event, if any, to commit. Every run, park and wake of
+//     the key holds it, so what the next steps read cannot change under
+//     them. The lock ends with the transaction, a killed worker's with its
 //     connection: a key is never held by a dead process;
-//  2. it holds ev back until it is HoldBack old;
-//  3. it counts the key's pending events ordered before ev (by order, then
-//     received_at, then inbox id), except those that failed PoisonAfter
-//     attempts: while there are any, ev is snoozed, and the first of them
-//     runs first;
-//  4. it runs the handlers, telling them (SequencedFrom) whether ev is late,
-//     that is, whether an event of the key ordered after it was processed
-//     already; a late event gets a note on its inbox row. It then records
-//     ev's position as the key's latest, if it is.
-func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Event, seq *SequenceOption) error {
-	pos, err := w.store.SequencePosition(ctx, tx, ev.ID, &inboxstore.SequenceQuery{Key: seq.Key, Order: seq.Order, PoisonAfter: seq.PoisonAfter})
+//  3. counts, once, the key's pending events ordered before it (by order,
+//     then received_at, then inbox id), except those that failed
+//     PoisonAfter attempts. While there are any, it parks the event
+//     (inboxstore.Store.ParkSequenceTx) and returns errParked: the
+//     transaction commits the park alone, and the job ends. The key's run
+//     that comes before it wakes it (wakeSequence);
+//  4. holds the first event back, snoozing its job, until it is HoldBack
+//     old.
+//
+// It returns the event's position when it is to run; ErrNotFound when its
+// row is done, erased or gone.
+func (w *eventWorker) enterSequence(ctx context.Context, tx pgx.Tx, id int64, seq *SequenceOption) (*inboxstore.SequencePosition, error) {
+	q := seq.query()
+	pos, err := w.store.LocateSequence(ctx, tx, id, q)
 	if errors.Is(err, inboxstore.ErrNoSequencePosition) {
-		return inbox.Permanent(err)
+		return nil, inbox.Permanent(err)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var (
-		locked bool
-		now    time.Time
-	)
-	err = tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1), clock_timestamp()`,
-		advisoryKey("hookinbox.sequence", ev.Source, pos.Key)).Scan(&locked, &now)
-	if err != nil {
-		return fmt.Errorf("sequence lock: %w", err)
+	var now time.Time
+	if err := tx.QueryRow(ctx, `SELECT clock_timestamp() FROM (SELECT pg_advisory_xact_lock($1)) AS l`,
+		sequenceLock(pos.Source, pos.Key)).Scan(&now); err != nil {
+		return nil, fmt.Errorf("sequence lock: %w", err)
 	}
-	if !locked {
-		return river.JobSnooze(sequenceBusySnooze)
-	}
-	if wait := ev.ReceivedAt.Add(seq.HoldBack).Sub(now); seq.HoldBack > 0 && wait > 0 {
-		return river.JobSnooze(wait)
+	if err := w.store.CountSequenceAhead(ctx, tx, pos, q); err != nil {
+		return nil, err
 	}
 	if pos.Ahead > 0 {
-		// Counted before the lock was ours: count again, now that the key's
-		// previous event, if one was running, has committed.
-		if pos, err = w.store.SequencePosition(ctx, tx, ev.ID, &inboxstore.SequenceQuery{Key: seq.Key, Order: seq.Order, PoisonAfter: seq.PoisonAfter}); err != nil {
-			return err
+		if err := w.store.ParkSequenceTx(ctx, tx, pos); err != nil {
+			return nil, err
 		}
-		if pos.Ahead > 0 {
-			return river.JobSnooze(min(sequenceSnoozeMax, time.Duration(pos.Ahead)*sequenceSnoozeStep))
-		}
+		return pos, errParked
 	}
+	if wait := pos.ReceivedAt.Add(seq.HoldBack).Sub(now); seq.HoldBack > 0 && wait > 0 {
+		return nil, river.JobSnooze(wait)
+	}
+	return pos, nil
+}
+
+// runSequenced runs a sequenced route's handlers for ev in tx, once
+// enterSequence let it through at pos. It tells the handlers
+// (SequencedFrom) whether ev is late, that is, whether an event of the key
+// ordered after it was processed already; a late event gets a note on its
+// inbox row. It records ev's position as the key's latest, if it is. After
+// the handlers, it wakes the key's next parked event, in tx.
+func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Event, gate *sequenceGate) error {
+	if gate == nil || gate.pos == nil {
+		return errors.New("sequence: the event ran without its position")
+	}
+	pos := gate.pos
 	late, latest, err := advanceSequence(ctx, tx, ev.Source, pos)
 	if err != nil {
 		return err
@@ -86,8 +121,99 @@ func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Eve
 			return err
 		}
 	}
-	ctx = context.WithValue(ctx, sequencedKey{}, Sequenced{Key: pos.Key, Order: pos.Order, Late: late})
-	return w.runHandlers(ctx, tx, ev)
+	seqCtx := context.WithValue(ctx, sequencedKey{}, Sequenced{Key: pos.Key, Order: pos.Order, Late: late})
+	if err := w.runHandlers(seqCtx, tx, ev); err != nil {
+		return err
+	}
+	gate.woken, err = w.wakeSequence(ctx, tx, pos, ev.ID)
+	return err
+}
+
+// wakeSequence wakes the lowest parked event of pos's key, in tx, which
+// holds the key's lock: a new job for it, and a notification that makes a
+// worker fetch it as soon as tx commits. self is the running event, whose
+// own park, if any, is removed (0 for none).
+func (w *eventWorker) wakeSequence(ctx context.Context, tx pgx.Tx, pos *inboxstore.SequencePosition, self int64) (*inboxstore.ClaimedRow, error) {
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sequence: wake: %w", err)
+	}
+	woken, err := w.store.WakeSequenceTx(ctx, tx, &inboxstore.WakeParams{
+		Source: pos.Source, Key: pos.Key, Self: self, Client: client, QueueFor: w.queueFor,
+	})
+	if err != nil || woken == nil {
+		return nil, err
+	}
+	return woken, notifyInsert(ctx, tx, client, w.queueFor(pos.Source))
+}
+
+// runInline runs, in job's Work, the events its key's runs wake, one after
+// another, for sequenceInlineBudget from start: the next event of a key
+// runs as soon as the one before commits, with no fetch between them. Each
+// woken event has its own job all the same (inserted by the wake, so that a
+// crash here loses nothing): that job finds it done and does nothing, or,
+// should the inline run not end with it done (it failed, parked or was held
+// back), works it as usual, counting its attempts. An inline run's failure
+// is therefore not recorded here.
+func (w *eventWorker) runInline(ctx context.Context, job *river.Job[inboxstore.JobArgs], next *inboxstore.ClaimedRow, start time.Time) {
+	budget := sequenceInlineBudget
+	if deadline, ok := ctx.Deadline(); ok {
+		// Half the job's time at most: the job must end well inside it.
+		budget = min(budget, deadline.Sub(start)/2)
+	}
+	until := start.Add(budget)
+	for next != nil && time.Now().Before(until) && ctx.Err() == nil {
+		if w.sequenceFor(next.Source, next.EventType) == nil || (w.pauses != nil && w.pauses.isPaused(next.Source)) {
+			return
+		}
+		inline := *job
+		inline.Args = inboxstore.JobArgs{InboxID: next.ID, Source: next.Source, EventID: next.EventID, EventType: next.EventType, RequestID: next.RequestID}
+		var err error
+		// The metrics count the event when its own job finds it done.
+		if next, err = w.process(ctx, &inline); err != nil {
+			w.logger.Debug("inline run of a woken event stopped; its own job works it", zap.Int64("inbox_id", inline.Args.InboxID), zap.Error(err))
+			return
+		}
+	}
+}
+
+// notifyInsert tells River's producers of queue, in every worker, that a
+// job waits there, once tx commits (see riverInsertTopic).
+func notifyInsert(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], queue string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify(concat(coalesce(nullif($1, ''), current_schema()), '.', $2::text), json_build_object('queue', $3::text)::text)`,
+		client.Schema(), riverInsertTopic, queue)
+	if err != nil {
+		return fmt.Errorf("sequence: notify: %w", err)
+	}
+	return nil
+}
+
+// sequenceError is a sequenced event's failure: recording it also wakes
+// the key's next parked event (recordSequenceFailure).
+type sequenceError struct {
+	pos *inboxstore.SequencePosition
+	err error
+}
+
+func (f *sequenceError) Error() string { return f.err.Error() }
+func (f *sequenceError) Unwrap() error { return f.err }
+
+// recordSequenceFailure records a sequenced event's failure (as
+// Store.RecordFailure) and, in the same transaction, under its key's lock,
+// wakes the key's next parked event. The failure may be what lets it run:
+// the event failed for good, or has now failed PoisonAfter attempts. If not,
+// the woken event parks again.
+func (w *eventWorker) recordSequenceFailure(ctx context.Context, f *sequenceError, jobID int64, final bool) error {
+	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, sequenceLock(f.pos.Source, f.pos.Key)); err != nil {
+			return fmt.Errorf("sequence lock: %w", err)
+		}
+		if err := w.store.RecordFailure(ctx, tx, f.pos.ID, jobID, f.err.Error(), final, time.Time{}); err != nil {
+			return err
+		}
+		_, err := w.wakeSequence(ctx, tx, f.pos, 0)
+		return err
+	})
 }
 
 // advanceSequence records pos as its key's latest position unless a later

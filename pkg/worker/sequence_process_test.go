@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
@@ -130,4 +131,87 @@ WHERE tstzrange(a.started, a.ended, '[]') && tstzrange(b.started, b.ended, '[]')
 	require.NoError(t, rows.Err())
 	procs[1].Stop(t)
 	procs[2].Stop(t)
+}
+
+// TestSequenceBackToBackTwoProcesses drains a backlog of one key, ingested
+// in shuffled order before they start, with two worker processes whose
+// fetch poll interval is 10 minutes: every event of the key runs once, in
+// version order, never two at once across the processes, and the backlog
+// ends well before the first poll. When an event of the key commits, the next one
+// is runnable at once, on either process: a waiting event that relied on a
+// poll (a snooze, a missed wake) would hold the backlog past 30 s.
+func TestSequenceBackToBackTwoProcesses(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs subprocesses")
+	}
+	const events = 200
+	bin := proctest.Build(t, "./testdata/seqworker")[0]
+	db := dbtest.New(t)
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `
+CREATE TABLE seqlog (key text NOT NULL, v int NOT NULL, late bool NOT NULL,
+                     started timestamptz NOT NULL, ended timestamptz NOT NULL)`)
+	require.NoError(t, err)
+	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{MaxAttempts: 10})
+	require.NoError(t, err)
+	ingester := inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{})
+	for _, v := range rand.Perm(events) {
+		payload := fmt.Appendf(nil, `{"data":{"key":"k","v":%d}}`, v)
+		res, err := ingester.Ingest(ctx, &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks", Body: payload,
+			Events: []inboxstore.IncomingEvent{{ID: fmt.Sprint("k_", v), Type: "seq", Payload: payload}}})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.New)
+	}
+	path := filepath.Join(t.TempDir(), "seq.yaml")
+	require.NoError(t, os.WriteFile(path, fmt.Appendf(nil, `
+database: {url: %q, max_conns: 8}
+log: {level: info}
+sources:
+  - {name: bank, provider: standardwebhooks, secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]}
+worker:
+  listen: "127.0.0.1:0"
+  concurrency: 4
+  fetch_poll_interval: 10m
+  soft_stop_timeout: 5s
+  routes:
+    - source: bank
+      types: [seq]
+      handlers: [seqlog]
+      sequence: {key: data.key, order: data.v}
+`, db.URL), 0o600))
+	var procs []*proctest.Process
+	start := time.Now()
+	for range 2 {
+		cmd := exec.Command(bin, "--config", path)
+		cmd.Env = append(os.Environ(), "DATABASE_URL=", "HOOKINBOX_CONFIG=")
+		procs = append(procs, proctest.Start(t, cmd))
+	}
+	// A poll comes 10 minutes after a process starts at the earliest.
+	procs[0].WaitUntil(t, 3*time.Minute, func() bool {
+		var done int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox WHERE status = 'done'`).Scan(&done))
+		return done == events
+	})
+	t.Logf("%d events of one key in %s, with two processes", events, time.Since(start).Round(time.Millisecond))
+
+	rows, err := db.Pool.Query(ctx, `SELECT v, late FROM seqlog ORDER BY started`)
+	require.NoError(t, err)
+	type run struct {
+		V    int
+		Late bool
+	}
+	runs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[run])
+	require.NoError(t, err)
+	require.Len(t, runs, events, "every event exactly once")
+	for i, r := range runs {
+		require.Equal(t, run{V: i}, r, "run %d", i)
+	}
+	var overlaps int
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM seqlog a JOIN seqlog b ON a.v < b.v
+WHERE tstzrange(a.started, a.ended, '[]') && tstzrange(b.started, b.ended, '[]')`).Scan(&overlaps))
+	require.Zero(t, overlaps, "two runs of one key overlapped")
+	procs[0].Stop(t)
+	procs[1].Stop(t)
 }

@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -31,6 +34,9 @@ CREATE TABLE seqlog (key text NOT NULL, v int NOT NULL, late bool NOT NULL,
 		}
 		if ev.EventID == "poison" && b.poisoned.Load() {
 			return errors.New("poison")
+		}
+		if ev.EventID == "doomed" {
+			return inbox.Permanent(errors.New("doomed"))
 		}
 		_, err := tx.Exec(ctx, `
 INSERT INTO seqlog SELECT p #>> '{data,key}', (p #>> '{data,v}')::int, $2, clock_timestamp(), clock_timestamp()
@@ -171,4 +177,68 @@ WHERE tstzrange(a.started, a.ended, '[]') && tstzrange(b.started, b.ended, '[]')
 		require.Contains(t, r.Note, "late:")
 		require.Equal(t, []seqRun{{"k", 2, false}, {"k", 1, true}}, b.seqRuns(t))
 	})
+
+	// The head of a key that fails for good lets the next event run at
+	// once: recording the failure wakes it, with no reaper pass.
+	t.Run("HeadFailingForGoodWakesTheNext", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		doomed := b.ingestSeq(t, "doomed", "k", 1)
+		next := b.ingestSeq(t, "next", "k", 2)
+		b.sequenced(t, worker.SequenceOption{}, func(c *worker.Config) { c.OrphanAfter = time.Hour })
+		b.waitStatus(t, doomed, inbox.StatusFailed)
+		b.waitStatus(t, next, inbox.StatusDone)
+		require.Equal(t, []seqRun{{"k", 2, false}}, b.seqRuns(t))
+	})
+
+	// A parked event's job has completed, by design: the reaper does not
+	// take it for an orphan. Once the event it waits for is purged (which
+	// wakes nothing), the reaper wakes it after orphan_after.
+	t.Run("ParkedEventIsNoOrphanAndTheReaperWakesAStalledKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.poisoned.Store(true)
+		ctx := context.Background()
+		old := inboxstore.NewIngester(b.db.Pool, b.client, &inboxstore.IngesterConfig{Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+		var ids []int64
+		for v, id := range []string{"poison", "next"} {
+			payload := fmt.Appendf(nil, `{"data":{"key":"k","v":%d}}`, v+1)
+			res, err := old.Ingest(ctx, &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks", Body: payload,
+				Events: []inboxstore.IncomingEvent{{ID: id, Type: "seq", Payload: payload}}})
+			require.NoError(t, err)
+			ids = append(ids, res.Claimed[0].ID)
+		}
+		b.sequenced(t, worker.SequenceOption{PoisonAfter: 0}, func(c *worker.Config) {
+			c.MaxAttempts = 100
+			c.OrphanAfter, c.ReaperInterval = 2*time.Second, time.Second
+			base := c.RiverConfig
+			c.RiverConfig = func(rc *river.Config) { base(rc); rc.RetryPolicy = slowRetry{} }
+		})
+		poll(t, 30*time.Second, "next to park, its job completed", func() (bool, error) {
+			var parked bool
+			err := b.db.Pool.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM hookinbox_sequence_park WHERE inbox_id = $1)
+   AND (SELECT state FROM river_job WHERE id = $2) = 'completed'`, ids[1], b.row(t, ids[1]).JobID).Scan(&parked)
+			return parked && b.row(t, ids[0]).Attempts > 0, err
+		})
+		err := pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
+			orphans, err := b.store.ListOrphans(ctx, tx, &inboxstore.OrphanQuery{Limit: 10})
+			for _, o := range orphans {
+				require.NotEqual(t, ids[1], o.ID, "a parked event was taken for an orphan")
+			}
+			return err
+		})
+		require.NoError(t, err)
+		require.Equal(t, inbox.StatusPending, b.row(t, ids[1]).Status)
+
+		_, err = b.store.Purge(ctx, &inboxstore.Selection{EventIDs: []string{"poison"}})
+		require.NoError(t, err)
+		b.waitStatus(t, ids[1], inbox.StatusDone)
+		require.Equal(t, []seqRun{{"k", 2, false}}, b.seqRuns(t))
+	})
 }
+
+// slowRetry retries a failed job an hour later: never, within a test.
+type slowRetry struct{}
+
+func (slowRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now().Add(time.Hour) }

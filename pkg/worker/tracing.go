@@ -49,6 +49,9 @@ const (
 	handleFailed = "failed"
 	// handleSnoozed: a gate (a lock, a sequence) deferred the event.
 	handleSnoozed = "snoozed"
+	// handleParked: a sequenced event waits for its key's earlier events;
+	// its job ended, and it is enqueued again when they have run.
+	handleParked = "parked"
 	// handleDeferred: a lock held elsewhere ended its group; the event is
 	// worked again alone, in a span of its own.
 	handleDeferred = "deferred"
@@ -88,6 +91,8 @@ func processOutcome(err error, skipped bool) string {
 	switch {
 	case err == nil && skipped:
 		return handleSkipped
+	case errors.Is(err, errParked):
+		return handleParked
 	case err == nil:
 		return handleDone
 	case isSnooze(err):
@@ -102,7 +107,7 @@ func processOutcome(err error, skipped bool) string {
 // the data.
 func endHandle(span trace.Span, outcome string, err error) {
 	span.SetAttributes(attrOutcome.String(outcome))
-	if err != nil && outcome != handleSnoozed {
+	if err != nil && outcome != handleSnoozed && outcome != handleParked {
 		msg := err.Error()
 		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
 			msg = "PostgreSQL error SQLSTATE " + pgErr.Code

@@ -362,7 +362,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	pauses := newPauseWatch(store, c.PauseRefresh, c.Logger.Named("pause"))
 	ew := &eventWorker{
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, isolation: c.Isolation, logger: c.Logger,
-		metrics: c.Metrics, pauses: pauses, sources: c.Sources, maxAttempts: c.MaxAttempts,
+		metrics: c.Metrics, pauses: pauses, sources: c.Sources, maxAttempts: c.MaxAttempts, queueFor: c.QueueFor,
 	}
 	if c.TracerProvider != nil {
 		ew.tracer = c.TracerProvider.Tracer(tracerName)
