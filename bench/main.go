@@ -18,10 +18,13 @@
 //
 //	hookbench --bin bin [--quick]
 //	hookbench attack --addr 127.0.0.1:8080 --pid PID --attack slow-body --conns 1100
+//	hookbench capacity --receivers 2 --workers 3
 //
 // The same table is written as JSON to bench/results/latest.json and a
 // timestamped copy. The attack verb runs one of internal/testkit/hostile's
 // attacks against a running receiver (see attack.go and scripts/attack.sh).
+// The capacity verb measures what the server DATABASE_URL names sustains
+// durably, and the connections N receivers and M workers take (capacity.go).
 package main
 
 import (
@@ -153,9 +156,12 @@ func (o *options) quick(set map[string]bool) {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	var err error
-	if len(os.Args) > 1 && os.Args[1] == "attack" {
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "attack":
 		err = runAttack(ctx, os.Args[2:])
-	} else {
+	case len(os.Args) > 1 && os.Args[1] == "capacity":
+		_, err = runCapacity(ctx, os.Args[2:], os.Stdout)
+	default:
 		err = run(ctx, os.Args[1:])
 	}
 	stop() // before os.Exit, which skips deferred calls
