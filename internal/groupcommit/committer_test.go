@@ -406,7 +406,7 @@ func TestCommitterWithLimiter(t *testing.T) {
 	// Another user of the limiter queues for the permit first.
 	other := make(chan error, 1)
 	go func() { other <- l.Acquire(ctx) }()
-	require.Eventually(t, func() bool { return l.Available() == 0 && b.committer.Waiting() == 5 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return l.Waiting() == 1 }, 10*time.Second, time.Millisecond)
 	b.release <- struct{}{} // the first flush returns
 	require.NoError(t, <-other)
 	require.Equal(t, 0, (<-answers).value)

@@ -187,6 +187,13 @@ func (l *Limiter) InUse() int {
 	return l.inUse
 }
 
+// Waiting returns how many Acquire calls wait for a permit.
+func (l *Limiter) Waiting() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.waiters)
+}
+
 // Floor returns the floor the latency is compared with (0 before the
 // first sample).
 func (l *Limiter) Floor() time.Duration {

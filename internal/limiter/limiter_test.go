@@ -113,9 +113,12 @@ func TestLimiterPermits(t *testing.T) {
 		require.NoError(t, l.Acquire(context.Background()))
 		got := make(chan error, 1)
 		go func() { got <- l.Acquire(context.Background()) }()
+		require.Eventually(t, func() bool { return l.Waiting() == 1 }, 10*time.Second, time.Millisecond)
+		require.False(t, l.TryAcquire(), "the only permit is out")
 		l.Release()
 		require.NoError(t, <-got)
 		require.Equal(t, 1, l.InUse())
+		require.Zero(t, l.Waiting())
 	})
 
 	t.Run("AGrowingLimitLetsWaitersIn", func(t *testing.T) {
