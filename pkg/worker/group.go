@@ -235,8 +235,9 @@ func isLockConflict(err error) bool {
 // took to the limiter of the group transactions: a COMMIT that does not
 // wait for the WAL flush costs the database about the same whatever the
 // transaction did, so its latency measures how busy the database is, not
-// how big the group was. A sample says whether jobs wait for a flusher,
-// the demand that lets the limit grow.
+// how big the group was (with synchronous_commit it also waits for the WAL
+// flush, which the receivers' commits wait for too). A sample says whether
+// jobs wait for a flusher, the demand that lets the limit grow.
 func (w *eventWorker) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	tx, err := w.pool.BeginTx(ctx, opts)
 	if err != nil {
