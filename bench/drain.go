@@ -69,7 +69,10 @@ type drainRun struct {
 func (d drainRun) name() string {
 	n := fmt.Sprintf("%s%d", d.handler, d.workers)
 	if d.concurrency > 0 {
-		n += fmt.Sprintf("-c%d-m%d", d.concurrency, d.maxConns)
+		n += fmt.Sprintf("-c%d", d.concurrency)
+	}
+	if d.maxConns > 0 {
+		n += fmt.Sprintf("-m%d", d.maxConns)
 	}
 	if d.groupMax > 0 {
 		n += fmt.Sprintf("-g%d", d.groupMax)
@@ -105,12 +108,14 @@ func (b *bench) phaseDrain(ctx context.Context) error {
 		*rc.into = river
 		progress("   River no-op burn-down (%s): %d jobs in %.1f s: %.0f jobs/s", rc.label, river.Jobs, river.Seconds, river.JobsPerSec)
 	}
-	// The defaults (a transaction per event), then a replay storm's
-	// settings: concurrency 1000 on 20 connections, with and without group
-	// commit; the ledger also with deposits to 5 hot accounts.
-	storm := drainRun{workers: 1, concurrency: 1000, maxConns: 20}
+	// The defaults, then the defaults before issue 26 (concurrency 32, a
+	// transaction per event), then a replay storm's settings: concurrency
+	// 1000 on 20 connections, with and without group commit; the ledger
+	// also with deposits to 5 hot accounts.
+	storm := drainRun{workers: 1, concurrency: stormConcurrency, maxConns: 20, groupMax: 1}
 	stormGroup := storm
 	stormGroup.groupMax = worker.GroupMaxEventsAdvised
+	oldDefaults := drainRun{binary: "worker", handler: "noop", workers: 1, concurrency: oldConcurrency, groupMax: 1}
 	with := func(d drainRun, binary string, accounts int) drainRun {
 		d.binary, d.handler, d.accounts = binary, binary, accounts
 		if binary == "worker" {
@@ -119,7 +124,7 @@ func (b *bench) phaseDrain(ctx context.Context) error {
 		return d
 	}
 	drains := []drainRun{
-		{binary: "worker", handler: "noop", workers: 1}, {binary: "worker", handler: "noop", workers: 2},
+		{binary: "worker", handler: "noop", workers: 1}, {binary: "worker", handler: "noop", workers: 2}, oldDefaults,
 		with(storm, "worker", 0), with(stormGroup, "worker", 0),
 		{binary: "ledger", handler: "ledger", workers: 1}, {binary: "ledger", handler: "ledger", workers: 2},
 		with(stormGroup, "ledger", 0),
@@ -139,6 +144,13 @@ func (b *bench) phaseDrain(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// stormConcurrency is a replay storm's worker.concurrency in (e);
+// oldConcurrency the default before issue 26.
+const (
+	stormConcurrency = 1000
+	oldConcurrency   = 32
+)
 
 // hotAccounts is how many accounts the hot ledger drains credit: every
 // group updates the same few rows.

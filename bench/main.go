@@ -68,6 +68,7 @@ type options struct {
 	StormDeliveries int
 	StormFraction   float64
 	StormDeadline   time.Duration
+	StormBaseline   time.Duration
 }
 
 // allPhases lists the phases in the order they run.
@@ -126,8 +127,8 @@ func parseOptions(args []string) (*options, error) {
 	if o.Clients <= 0 || o.Window <= 0 || o.SteadyFraction <= 0 || o.SteadyInflight <= 0 || o.DrainEvents <= 0 || o.RiverJobs <= 0 || o.TakeEvents <= 0 {
 		return nil, errors.New("--clients, --window, --steady-fraction, --steady-inflight, --drain-events and --river-jobs must be positive")
 	}
-	if o.StormDeliveries < 2 || o.StormFraction <= 0 || o.StormDeadline <= 0 {
-		return nil, errors.New("--storm-deliveries must be at least 2, --storm-fraction and --storm-deadline positive")
+	if o.StormDeliveries < 2 || o.StormFraction <= 0 || o.StormDeadline <= 0 || o.StormBaseline <= 0 {
+		return nil, errors.New("--storm-deliveries must be at least 2, --storm-fraction, --storm-deadline and --storm-baseline positive")
 	}
 	return o, nil
 }
@@ -151,6 +152,7 @@ func (o *options) quick(set map[string]bool) {
 	shrink("scale-rows", func() { o.ScaleRows = 100_000 })
 	shrink("storm-deliveries", func() { o.StormDeliveries = 4_000 })
 	shrink("storm-deadline", func() { o.StormDeadline = 30 * time.Second })
+	shrink("storm-baseline", func() { o.StormBaseline = 3 * time.Second })
 }
 
 func main() {

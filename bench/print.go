@@ -54,7 +54,10 @@ func (r *Report) print(w io.Writer) {
 		}
 		settings := ""
 		if d.Concurrency > 0 {
-			settings = fmt.Sprintf(" (concurrency %d, max_conns %d)", d.Concurrency, d.MaxConns)
+			settings = fmt.Sprintf(" (concurrency %d)", d.Concurrency)
+		}
+		if d.MaxConns > 0 {
+			settings += fmt.Sprintf(" (max_conns %d)", d.MaxConns)
 		}
 		if d.GroupMaxEvents > 0 {
 			settings += fmt.Sprintf(" (group_max_events %d)", d.GroupMaxEvents)

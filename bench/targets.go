@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // Target is one goal of the issue, judged on this run.
@@ -87,11 +89,31 @@ func (r *Report) judge() {
 		}
 	}
 
-	// No collapse: a thousand jobs in flight on 20 connections drain at
-	// least as fast as the default concurrency.
-	if d, base := r.drainWith("noop", 1, 1000), r.drain("noop", 1); d != nil && base != nil {
-		v, ok := ratio("e_noop1_c1000_over_default", d.EventsPerSec, base.EventsPerSec)
-		add(fmt.Sprintf("(e) noop drain, concurrency 1000 / max_conns %d ÷ default", d.MaxConns), f2(v)+"×", "≥ 1×", ok, v >= 1)
+	// Issue 26: the defaults drain a storm at a quarter of River's best at
+	// least, and a second process adds to the first.
+	for _, workers := range []int{1, 2} {
+		rate := 0.0
+		if d := r.drain("noop", workers); d != nil {
+			rate = d.EventsPerSec
+		}
+		v, ok := ratio(fmt.Sprintf("e_noop%d_defaults_over_river", workers), rate, river)
+		add(fmt.Sprintf("(e) noop drain at the defaults, %d worker%s ÷ River (issue 26)", workers, plural(workers)), pct(v), "≥ 25 %", ok, v >= 0.25)
+	}
+	if d1, d2 := r.drain("noop", 1), r.drain("noop", 2); d1 != nil && d2 != nil {
+		v, ok := ratio("e_noop2_over_noop1", d2.EventsPerSec, d1.EventsPerSec)
+		add("(e) noop drain at the defaults, 2 workers ÷ 1 worker", f2(v)+"×", "≥ 1×", ok, v >= 1)
+	}
+	if d, old := r.drain("noop", 1), r.drainOldDefaults(); d != nil && old != nil {
+		if v, ok := ratio("e_noop1_over_old_defaults", d.EventsPerSec, old.EventsPerSec); ok {
+			r.Targets = append(r.Targets, Target{Name: fmt.Sprintf("(e) noop drain, the defaults ÷ those before issue 26 (concurrency %d, a transaction per event)", oldConcurrency),
+				Value: f2(v) + "×", Goal: "—", Result: "info"})
+		}
+	}
+	// No collapse: a thousand jobs in flight on 20 connections, each in a
+	// transaction of its own, drain at least as fast as 32 in flight.
+	if d, base := r.findDrain("noop", 1, stormConcurrency, 1, 0), r.drainOldDefaults(); d != nil && base != nil {
+		v, ok := ratio("e_noop1_c1000_over_c32", d.EventsPerSec, base.EventsPerSec)
+		add(fmt.Sprintf("(e) noop drain, a transaction per event: concurrency 1000 / max_conns %d ÷ concurrency 32", d.MaxConns), f2(v)+"×", "≥ 1×", ok, v >= 1)
 	}
 	// A replay storm's settings: concurrency 1000, 20 connections, group
 	// commit. Against River, and against the same without groups and the
@@ -112,7 +134,7 @@ func (r *Report) judge() {
 		key, name string
 		num, den  *DrainResult
 	}{
-		{"e_noop1_group_over_c1000", "(e) noop, group commit ÷ a transaction per event, both at concurrency 1000", r.drainGroup("noop", 0), r.drainWith("noop", 1, 1000)},
+		{"e_noop1_group_over_c1000", "(e) noop, group commit ÷ a transaction per event, both at concurrency 1000", r.drainGroup("noop", 0), r.findDrain("noop", 1, stormConcurrency, 1, 0)},
 		{"e_ledger1_group_over_default", "(e) ledger, group commit at concurrency 1000 ÷ the defaults", r.drainGroup("ledger", 0), r.drain("ledger", 1)},
 		{"e_ledger1_hot_group_over_default", fmt.Sprintf("(e) ledger on %d hot accounts, group commit at concurrency 1000 ÷ the defaults", hotAccounts),
 			r.drainGroup("ledger", hotAccounts), r.drainHot("ledger", hotAccounts)},
@@ -133,7 +155,7 @@ func (r *Report) judge() {
 
 	// Context for (e): a worker's transaction per event against (a)'s
 	// transaction per event.
-	if d := r.drain("noop", 1); d != nil {
+	if d := r.drainOldDefaults(); d != nil {
 		if v, ok := ratio("e_noop1_over_a", d.EventsPerSec, best); ok {
 			r.Targets = append(r.Targets, Target{Name: "(e) noop drain, 1 worker ÷ (a) best (both a transaction per event)",
 				Value: f2(v) + "×", Goal: "—", Result: "info"})
@@ -178,40 +200,38 @@ func (r *Report) bestCeiling() float64 {
 }
 
 func (r *Report) drain(handler string, workers int) *DrainResult {
-	return r.drainWith(handler, workers, 0)
+	return r.findDrain(handler, workers, 0, 0, 0)
 }
 
-// drainWith finds the drain of handler by workers processes at
-// concurrency (0: the default).
-func (r *Report) drainWith(handler string, workers, concurrency int) *DrainResult {
+// findDrain finds the drain of handler by workers processes at
+// concurrency and group_max_events (0: the defaults) on accounts accounts
+// (0: the usual 10,000).
+func (r *Report) findDrain(handler string, workers, concurrency, groupMax, accounts int) *DrainResult {
 	for _, d := range r.Drains {
-		if d.Handler == handler && d.Workers == workers && d.Concurrency == concurrency && d.GroupMaxEvents == 0 && d.Accounts == 0 {
+		if d.Handler == handler && d.Workers == workers && d.Concurrency == concurrency && d.GroupMaxEvents == groupMax && d.Accounts == accounts {
 			return d
 		}
 	}
 	return nil
 }
 
-// drainGroup finds the group-commit drain of handler by one process on
-// as many accounts as accounts says (0: the usual 10,000).
+// drainGroup finds the drain of handler by one process at a replay
+// storm's settings (concurrency 1000, group_max_events 50) on as many
+// accounts as accounts says (0: the usual 10,000).
 func (r *Report) drainGroup(handler string, accounts int) *DrainResult {
-	for _, d := range r.Drains {
-		if d.Handler == handler && d.Workers == 1 && d.GroupMaxEvents > 1 && d.Accounts == accounts {
-			return d
-		}
-	}
-	return nil
+	return r.findDrain(handler, 1, stormConcurrency, worker.GroupMaxEventsAdvised, accounts)
 }
 
 // drainHot finds the drain of handler by one process at the defaults on
 // accounts hot accounts.
 func (r *Report) drainHot(handler string, accounts int) *DrainResult {
-	for _, d := range r.Drains {
-		if d.Handler == handler && d.Workers == 1 && d.GroupMaxEvents == 0 && d.Concurrency == 0 && d.Accounts == accounts {
-			return d
-		}
-	}
-	return nil
+	return r.findDrain(handler, 1, 0, 0, accounts)
+}
+
+// drainOldDefaults finds the noop drain by one process at the defaults
+// before issue 26: concurrency 32, a transaction per event.
+func (r *Report) drainOldDefaults() *DrainResult {
+	return r.findDrain("noop", 1, oldConcurrency, 1, 0)
 }
 
 // peakRSS returns the largest peak RSS of the processes whose names start

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hookinbox/hookinbox/internal/limiter"
 )
 
 // ErrOverloaded is Do's error when Config.QueueSize requests wait already:
@@ -68,6 +70,14 @@ type Config[T any] struct {
 	// its context's error as soon as the context ends, and the batch goes
 	// on without that caller, whose leaving must not fail the others.
 	WaitForAnswer bool
+	// Limiter, when set, bounds the batches flushed at once below
+	// Flushers: the collector hands a batch over only with one of the
+	// limiter's permits, which the flusher gives back once the batch is
+	// flushed. Until a permit is free the batch keeps growing, up to
+	// MaxSize, so that a lower limit means fewer, larger batches. Permits
+	// are shared with the limiter's other users. Defaults to nil: Flushers
+	// batches at once.
+	Limiter *limiter.Limiter
 }
 
 // Committer runs requests in batches, each through one call of its Flush,
@@ -235,6 +245,13 @@ func (c *Committer[T, R]) collect() {
 		batch = append(batch, p)
 		size += p.size
 	}
+	l := c.config.Limiter
+	held := false // a permit of l for the next batch
+	defer func() {
+		if held {
+			l.Release()
+		}
+	}()
 	for {
 		// Take what is queued already, so that a batch handed over is as
 		// full as the queue allows.
@@ -254,9 +271,18 @@ func (c *Committer[T, R]) collect() {
 		var out chan<- []*pending[T, R]
 		var send []*pending[T, R]
 		sendSize := 0
+		var wake <-chan struct{}
 		if len(batch) > 0 && (ripe || size >= c.config.MaxSize) {
-			out = c.batches
-			send, sendSize = c.share(batch, size)
+			if l != nil && !held {
+				// The wake-up first: a permit freed after a failed try
+				// closes it.
+				wake = l.Wake()
+				held = l.TryAcquire()
+			}
+			if l == nil || held {
+				out, wake = c.batches, nil
+				send, sendSize = c.share(batch, size)
+			}
 		}
 		select {
 		case <-c.stop:
@@ -266,7 +292,9 @@ func (c *Committer[T, R]) collect() {
 			add(p)
 		case <-expiry:
 			ripe, expiry = true, nil
+		case <-wake:
 		case out <- send:
+			held = false // the flusher's now
 			c.busy.Add(1)
 			size -= sendSize
 			// The rest is ready: the next idle flusher takes it.
@@ -286,6 +314,10 @@ func (c *Committer[T, R]) collect() {
 // it.
 func (c *Committer[T, R]) share(batch []*pending[T, R], size int) (head []*pending[T, R], headSize int) {
 	idle := max(1, c.config.Flushers-int(c.busy.Load()))
+	if l := c.config.Limiter; l != nil {
+		// The permit in hand, and those free for the next batches.
+		idle = min(idle, 1+l.Available())
+	}
 	target := (size + idle - 1) / idle
 	n := 0
 	for n < len(batch) && (n == 0 || headSize < target) {
@@ -305,6 +337,9 @@ func (c *Committer[T, R]) flushLoop() {
 			c.waiting.Add(-int64(len(batch)))
 			c.flushBatch(batch)
 			c.busy.Add(-1)
+			if c.config.Limiter != nil {
+				c.config.Limiter.Release()
+			}
 		}
 	}
 }

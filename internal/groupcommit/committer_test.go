@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/groupcommit"
+	"github.com/hookinbox/hookinbox/internal/limiter"
 )
 
 // testBundle is a Committer of ints whose flush answers each item with
@@ -383,4 +384,44 @@ func TestCommitter(t *testing.T) {
 		_, err := c.Do(ctx, 1)
 		require.ErrorContains(t, err, "0 results for 1 requests")
 	})
+}
+
+// With a limiter, the flushers take batches only with its permits: at a
+// limit of 1, of four idle flushers only one flushes, the requests that
+// arrive meanwhile wait as one batch, and a permit taken by someone else
+// holds the next batch back until it is given back.
+func TestCommitterWithLimiter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := limiter.New(4)
+	b := setup(t, &groupcommit.Config[int]{MaxSize: 10, Flushers: 4, Limiter: l}, true)
+	answers := make(chan answer, 20)
+	b.do(ctx, 0, answers)
+	require.Equal(t, []int{0}, <-b.entered)
+	require.Equal(t, 1, l.InUse(), "the flush holds the only permit")
+	for i := 1; i <= 5; i++ {
+		b.do(ctx, i, answers)
+	}
+	b.waitWaiting(t, 5)
+	// Another user of the limiter queues for the permit first.
+	other := make(chan error, 1)
+	go func() { other <- l.Acquire(ctx) }()
+	require.Eventually(t, func() bool { return l.Waiting() == 1 }, 10*time.Second, time.Millisecond)
+	b.release <- struct{}{} // the first flush returns
+	require.NoError(t, <-other)
+	require.Equal(t, 0, (<-answers).value)
+	select {
+	case got := <-b.entered:
+		t.Fatalf("a batch %v was flushed while the permit was taken", got)
+	default:
+	}
+	l.Release()
+	require.ElementsMatch(t, []int{1, 2, 3, 4, 5}, <-b.entered, "one batch, for the one permit")
+	b.open()
+	for range 5 {
+		a := <-answers
+		require.NoError(t, a.err)
+		require.Equal(t, 2*a.item, a.value)
+	}
+	require.Eventually(t, func() bool { return l.InUse() == 0 }, 10*time.Second, time.Millisecond)
 }

@@ -24,6 +24,7 @@ type Worker struct {
 	events   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	age      *prometheus.HistogramVec
+	limit    prometheus.Gauge
 }
 
 // NewWorker registers the worker's metrics on reg.
@@ -43,8 +44,12 @@ func NewWorker(reg prometheus.Registerer) *Worker {
 			Help:    "Time from an event's job being enqueued (the receiver's commit, for its first job) to its run ending done, by source.",
 			Buckets: []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400},
 		}, []string{"source"}),
+		limit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "worker", Name: "transaction_limit",
+			Help: "How many group transactions the worker runs at once now: its adaptive limit, lowered when the database's latency rises.",
+		}),
 	}
-	reg.MustRegister(m.events, m.duration, m.age)
+	reg.MustRegister(m.events, m.duration, m.age, m.limit)
 	return m
 }
 
@@ -61,4 +66,13 @@ func (m *Worker) Event(source, outcome string, took, age time.Duration) {
 		m.age.WithLabelValues(source).Observe(age.Seconds())
 	}
 	m.events.WithLabelValues(source, outcome).Inc()
+}
+
+// TransactionLimit records the worker's adaptive limit on its group
+// transactions.
+func (m *Worker) TransactionLimit(n int) {
+	if m == nil {
+		return
+	}
+	m.limit.Set(float64(n))
 }

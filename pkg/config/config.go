@@ -237,7 +237,9 @@ type WorkerConfig struct {
 	// Listen is the address of /healthz, /readyz and /metrics.
 	// Defaults to 127.0.0.1:8081.
 	Listen string `mapstructure:"listen"`
-	// Concurrency is the number of jobs worked at once per queue. Defaults to 32.
+	// Concurrency is the number of jobs worked at once per queue: River's
+	// jobs in flight, which hold no connection of their own. Defaults to
+	// 1000.
 	Concurrency int `mapstructure:"concurrency"`
 	// Queues are the River queues this worker works. Defaults to ["default"].
 	Queues []string `mapstructure:"queues"`

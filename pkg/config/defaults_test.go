@@ -60,7 +60,7 @@ func TestApplyDefaults(t *testing.T) {
 		}, cfg.Sources[0])
 		require.Equal(t, WorkerConfig{
 			Listen:      "127.0.0.1:8081",
-			Concurrency: 32,
+			Concurrency: 1000,
 			Queues:      []string{"default"},
 			Config: worker.Config{
 				MaxAttempts:       10,
@@ -72,7 +72,7 @@ func TestApplyDefaults(t *testing.T) {
 				OrphanAfter:       5 * time.Minute,
 				PruneInterval:     time.Hour,
 				PruneBatch:        1000,
-				GroupMaxEvents:    1,
+				GroupMaxEvents:    50,
 				SoftStopTimeout:   20 * time.Second,
 				Isolation:         "read_committed",
 				PauseRefresh:      time.Second,

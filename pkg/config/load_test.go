@@ -120,7 +120,7 @@ worker:
 			}},
 			Worker: WorkerConfig{
 				Listen:      "127.0.0.1:8081",
-				Concurrency: 32,
+				Concurrency: 1000,
 				Queues:      []string{"default"},
 				Config: worker.Config{
 					MaxAttempts:       10,
@@ -132,7 +132,7 @@ worker:
 					OrphanAfter:       5 * time.Minute,
 					PruneInterval:     time.Hour,
 					PruneBatch:        1000,
-					GroupMaxEvents:    1,
+					GroupMaxEvents:    50,
 					SoftStopTimeout:   20 * time.Second,
 					Isolation:         "read_committed",
 					PauseRefresh:      time.Second,

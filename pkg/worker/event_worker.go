@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/internal/limiter"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
@@ -53,6 +54,9 @@ type eventWorker struct {
 	// group, when set, works events in group transactions; without it each
 	// event has a transaction of its own.
 	group *groupCommitter
+	// limit bounds the group transactions run at once (see inTx); nil
+	// without group.
+	limit *limiter.Limiter
 	// pauses is the worker's view of the paused sources.
 	pauses *pauseWatch
 	// sources is Config.Sources: the sources this worker knows.
@@ -170,7 +174,9 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 // isolation level, behind its route's gates (see inOwnTransaction and
 // runGated). A sequenced route's event goes through enterSequence first,
 // before its row is taken: parked, the transaction commits the park alone
-// and process returns errParked.
+// and process returns errParked. Outside a group it takes no permit of
+// w.limit: an event worked alone may wait on a lock for as long as it
+// must, and must not hold back the others meanwhile.
 //
 // It returns the event that the run woke, if any (see runInline).
 func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.JobArgs]) (woken *inboxstore.ClaimedRow, err error) {

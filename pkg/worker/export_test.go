@@ -3,6 +3,10 @@ package worker
 // QueuedForGroup returns how many jobs wait for a group transaction.
 func (w *Worker) QueuedForGroup() int { return w.group.Waiting() }
 
+// TransactionLimit returns how many group transactions may run at once
+// now, and how many permits are out.
+func (w *Worker) TransactionLimit() (limit, inUse int) { return w.limit.Limit(), w.limit.InUse() }
+
 // What the external tests reach that is not exported.
 var CheckRoutes = checkRoutes
 

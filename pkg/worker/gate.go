@@ -87,7 +87,7 @@ func (w *eventWorker) inOwnTransaction(ctx context.Context, job *river.Job[inbox
 	route, _ := w.router.matchRoute(job.Args.Source, job.Args.EventType)
 	opts := txOptions(w.asyncCommit, w.isolationFor(route))
 	for try := 0; ; try++ {
-		err := pgx.BeginTxFunc(ctx, w.pool, opts, fn)
+		err := w.inTx(ctx, opts, fn)
 		if err == nil || !isConflict(err) || try >= serializationRetriesDefault {
 			return err
 		}

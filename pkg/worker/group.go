@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/groupcommit"
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/internal/limiter"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -55,6 +56,7 @@ type jobOutcome struct {
 // newGroupCommitter returns w's group committer, not started. Its queue
 // holds as many jobs as queues' River workers run at once: it never fills.
 func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Duration, queues map[string]int) *groupCommitter {
+	w.limit = limiter.New(flushers)
 	inFlight := 0
 	for _, n := range queues {
 		inFlight += n
@@ -65,6 +67,9 @@ func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Dura
 		// Work is answered soon after its context ends, and learns what
 		// became of its event.
 		WaitForAnswer: true,
+		// How many of the flushers run a transaction at once adapts to
+		// the database's latency (see eventWorker.inTx).
+		Limiter: w.limit,
 	})
 }
 
@@ -139,7 +144,7 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 		spans = make(groupSpans, len(group))
 		defer func() { spans.end(err) }()
 	}
-	err = pgx.BeginTxFunc(ctx, w.pool, inboxstore.WorkTxOptions(w.asyncCommit), func(tx pgx.Tx) error {
+	err = w.inTx(ctx, inboxstore.WorkTxOptions(w.asyncCommit), func(tx pgx.Tx) error {
 		taken, err := w.store.TakeManyForWork(ctx, tx, ids, jobIDs, time.Time{})
 		if err != nil {
 			return err
@@ -224,4 +229,32 @@ func isLockConflict(err error) bool {
 		return true
 	}
 	return false
+}
+
+// inTx is pgx.BeginTxFunc on w.pool, and it reports how long the COMMIT
+// took to the limiter of the group transactions: a COMMIT that does not
+// wait for the WAL flush costs the database about the same whatever the
+// transaction did, so its latency measures how busy the database is, not
+// how big the group was (with synchronous_commit it also waits for the WAL
+// flush, which the receivers' commits wait for too). A sample says whether
+// jobs wait for a flusher, the demand that lets the limit grow.
+func (w *eventWorker) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	tx, err := w.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	// After a COMMIT, a no-op; a failed ROLLBACK closes the connection.
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	if w.limit != nil {
+		w.limit.Observe(time.Since(start), w.group.Waiting() > 0)
+		w.metrics.TransactionLimit(w.limit.Limit())
+	}
+	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/internal/limiter"
 	"github.com/hookinbox/hookinbox/internal/logging"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/relay"
@@ -38,8 +39,11 @@ import (
 // The defaults New applies to a zero Config field.
 const (
 	// ConcurrencyDefault is the concurrency of the one queue worked when
-	// Config.Queues is empty.
-	ConcurrencyDefault = 32
+	// Config.Queues is empty: River's jobs in flight, which cost no
+	// connection (the group transactions hold those), and enough of them
+	// that River's fetches keep a storm's groups full (see
+	// docs/performance.md).
+	ConcurrencyDefault = 1000
 	// maxAttemptsDefault is Config.MaxAttempts's default.
 	maxAttemptsDefault = 10
 	// JobTimeoutDefault is Config.JobTimeout's default.
@@ -57,15 +61,14 @@ const (
 	orphanAfterDefault = 5 * time.Minute
 	// softStopTimeoutDefault is Config.SoftStopTimeout's default.
 	softStopTimeoutDefault = 20 * time.Second
-	// groupMaxEventsDefault is Config.GroupMaxEvents's default: a
-	// transaction per event. Group commit pays where many events are in
-	// flight (a concurrency of hundreds); at the default concurrency it
-	// adds latency that a worker bound by its in-flight events pays in
-	// throughput (see docs/design.md, "Group commit in the worker").
-	groupMaxEventsDefault = 1
-	// GroupMaxEventsAdvised is the group size to pair with a high
-	// concurrency: under PostgreSQL's cache of 64 subtransactions per
-	// backend, past which every snapshot in the server slows down.
+	// groupMaxEventsDefault is Config.GroupMaxEvents's default:
+	// GroupMaxEventsAdvised. Groups form only while events queue for a
+	// transaction: a lone event still runs in a transaction of its own,
+	// and a storm's events share one COMMIT by fifty.
+	groupMaxEventsDefault = GroupMaxEventsAdvised
+	// GroupMaxEventsAdvised is the largest group advised: under
+	// PostgreSQL's cache of 64 subtransactions per backend, past which
+	// every snapshot in the server slows down.
 	GroupMaxEventsAdvised = 50
 	// groupLingerDefault is how long a group waits, after its first job,
 	// for more jobs to queue before a free flusher takes it. River starts
@@ -94,7 +97,7 @@ const (
 // field's default is in its doc comment; WithDefaults applies them.
 type Config struct {
 	// Queues maps each River queue this worker works to its concurrency.
-	// Defaults to {"default": 32}.
+	// Defaults to {"default": 1000}.
 	Queues map[string]int `mapstructure:"-"`
 	// MaxAttempts is how many times an event's handlers run before the event
 	// is failed for good. Defaults to 10. The worker's value decides: the
@@ -127,9 +130,11 @@ type Config struct {
 	PruneBatch int `mapstructure:"prune_batch"`
 	// GroupMaxEvents caps the events worked in one transaction: jobs
 	// fetched together share a transaction, each event's handlers in a
-	// savepoint of their own, and one COMMIT. 1 gives each event a
-	// transaction of its own. Defaults to 1; with a concurrency of hundreds,
-	// 50 (worker.GroupMaxEventsAdvised) drains faster.
+	// savepoint of their own, and one COMMIT. How many group transactions
+	// run at once adapts to the database's latency (see
+	// internal/limiter), so that a storm's drain leaves the receiver room;
+	// groups grow while they wait. 1 gives each event a transaction of its
+	// own, with no such limit. Defaults to 50 (GroupMaxEventsAdvised).
 	GroupMaxEvents int `mapstructure:"group_max_events"`
 	// SoftStopTimeout is how long a stopping worker lets running jobs
 	// finish before cancelling them. Defaults to 20s.
@@ -320,7 +325,8 @@ type Worker struct {
 	client       *river.Client[pgx.Tx]
 	config       *Config
 	registration *registration
-	group        *groupCommitter // nil without group commit
+	group        *groupCommitter  // nil without group commit
+	limit        *limiter.Limiter // the group transactions' limit; nil without group commit
 	pauses       *pauseWatch
 	relay        *relay.Relay // nil without Config.Outbox
 
@@ -424,7 +430,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: river client: %w", err)
 	}
-	w := &Worker{client: client, config: c, registration: newRegistration(pool, c), group: ew.group, pauses: pauses}
+	w := &Worker{client: client, config: c, registration: newRegistration(pool, c), group: ew.group, limit: ew.limit, pauses: pauses}
 	if c.Outbox != nil {
 		rc := *c.Outbox
 		rc.PollOnly = rc.PollOnly || c.PollOnly
