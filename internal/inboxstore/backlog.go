@@ -28,9 +28,13 @@ type Backlog struct {
 // held, or whose source is paused, counts as BacklogHeld, not pending:
 // pending is the claimable work, what the chart's KEDA trigger
 // (charts/hookinbox/files/keda-backlog.sql) counts too.
+//
+// This is the one place that decides which pending rows are claimable, for
+// the backlog metrics and so for the primary alert, HookinboxBacklogOld
+// (hookinbox_inbox_oldest_pending_age_seconds): see unclaimable.
 func (s *Store) Backlog(ctx context.Context) ([]Backlog, error) {
 	rows, err := s.pool.Query(ctx, `
-SELECT i.source, CASE WHEN i.held_at IS NOT NULL OR NOT `+notPaused+` THEN 'held' ELSE 'pending' END, count(*), min(i.received_at)
+SELECT i.source, CASE WHEN `+unclaimable+` THEN 'held' ELSE 'pending' END, count(*), min(i.received_at)
 FROM webhook_inbox AS i WHERE i.status = 'pending' GROUP BY 1, 2
 UNION ALL
 SELECT source, 'failed', count(*), min(received_at) FROM webhook_inbox WHERE status = 'failed' GROUP BY source`)
@@ -43,6 +47,20 @@ SELECT source, 'failed', count(*), min(received_at) FROM webhook_inbox WHERE sta
 	}
 	return backlog, nil
 }
+
+// unclaimable is the condition, on a pending row i, of a row no worker may
+// claim yet: held, or of a paused source. Such rows count as BacklogHeld
+// and do not age the backlog, so that a deliberate hold never fires the
+// head-of-line alert.
+//
+// PARKED ROWS GO HERE: a sequenced event parked behind an earlier one
+// (hookinbox_sequence_park, being added) waits by design, like a held row;
+// add its exclusion to this condition, e.g.
+// `OR EXISTS (SELECT 1 FROM hookinbox_sequence_park AS k WHERE k.inbox_id = i.id)`,
+// and the same to the chart's KEDA trigger
+// (charts/hookinbox/files/keda-backlog.sql), which internal/metrics's
+// claimable test holds equal to this pending count.
+const unclaimable = `(i.held_at IS NOT NULL OR NOT ` + notPaused + `)`
 
 // QueueDepth is the River jobs of one queue in one unfinished state.
 type QueueDepth struct {
