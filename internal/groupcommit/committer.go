@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookinbox/hookinbox/internal/fairshare"
 	"github.com/hookinbox/hookinbox/internal/limiter"
 )
 
@@ -19,6 +20,11 @@ var ErrOverloaded = errors.New("groupcommit: queue is full")
 // ErrStopped is Do's error once Stop has been called, and the answer of
 // every request still waiting for a flusher when it was.
 var ErrStopped = errors.New("groupcommit: stopped")
+
+// ErrShare is Do's error when Config.Key is set and the request's key
+// holds its Config.Share of the queue slots the other keys leave: the queue
+// is not full, but this key may not fill it. It wraps ErrOverloaded.
+var ErrShare = fmt.Errorf("%w: the key holds its share of it", ErrOverloaded)
 
 // QueueSizeDefault is Config.QueueSize's default.
 const QueueSizeDefault = 1024
@@ -64,6 +70,14 @@ type Config[T any] struct {
 	// gathered into the next batch); past it Do returns ErrOverloaded.
 	// Defaults to QueueSizeDefault.
 	QueueSize int
+	// Key, when set, names a request's key (the receiver's source): a key
+	// may hold at most Share of the queue slots the other keys leave (see
+	// package fairshare); past it Do returns ErrShare. Defaults to nil:
+	// one queue for all, first come, first served.
+	Key func(T) string
+	// Share is a key's share of the queue when Key is set: more than 0, at
+	// most 1 (no limit but the queue's). Defaults to fairshare.ShareDefault.
+	Share float64
 	// WaitForAnswer makes Do wait for its request's answer even after its
 	// context ended; so that the answer comes soon, a batch's context ends
 	// as soon as any of its requests' does. Defaults to false: Do returns
@@ -90,6 +104,8 @@ type Committer[T, R any] struct {
 	batches chan []*pending[T, R]
 	// waiting counts the requests queued or in the collector's next batch.
 	waiting atomic.Int64
+	// shares holds each key's waiting requests when Config.Key is set.
+	shares *fairshare.Budget
 	// busy counts the flushers handed a batch and not done with it.
 	busy atomic.Int64
 	// mu is held shared while Do queues, exclusively while Stop sets
@@ -109,6 +125,7 @@ type pending[T, R any] struct {
 	ctx  context.Context
 	item T
 	size int
+	key  string
 	done chan Result[R] // buffered: a flusher never blocks on it
 }
 
@@ -119,8 +136,12 @@ func New[T, R any](flush Flush[T, R], config *Config[T]) *Committer[T, R] {
 	c.MaxSize = max(1, c.MaxSize)
 	c.Flushers = max(1, c.Flushers)
 	c.QueueSize = cmp.Or(max(0, c.QueueSize), QueueSizeDefault)
+	var shares *fairshare.Budget
+	if c.Key != nil {
+		shares = fairshare.New(c.QueueSize, c.Share)
+	}
 	return &Committer[T, R]{
-		flush: flush, config: c,
+		flush: flush, config: c, shares: shares,
 		// Never full: waiting bounds what it holds.
 		queue:   make(chan *pending[T, R], c.QueueSize),
 		batches: make(chan []*pending[T, R]),
@@ -165,7 +186,7 @@ func (c *Committer[T, R]) Stop() {
 }
 
 func (c *Committer[T, R]) answerStopped(p *pending[T, R]) {
-	c.waiting.Add(-1)
+	c.dequeued(p)
 	p.done <- Result[R]{Err: ErrStopped}
 }
 
@@ -187,6 +208,9 @@ func (c *Committer[T, R]) Do(ctx context.Context, item T) (R, error) {
 		size = max(1, c.config.Size(item))
 	}
 	p := &pending[T, R]{ctx: ctx, item: item, size: size, done: make(chan Result[R], 1)}
+	if c.config.Key != nil {
+		p.key = c.config.Key(item)
+	}
 	if err := c.enqueue(p); err != nil {
 		return zero, err
 	}
@@ -208,8 +232,19 @@ func (c *Committer[T, R]) enqueue(p *pending[T, R]) error {
 	if c.stopped {
 		return ErrStopped
 	}
+	if c.shares != nil {
+		if err := c.shares.Acquire(p.key); err != nil {
+			if errors.Is(err, fairshare.ErrShare) {
+				return ErrShare
+			}
+			return ErrOverloaded
+		}
+	}
 	if c.waiting.Add(1) > int64(c.config.QueueSize) {
 		c.waiting.Add(-1)
+		if c.shares != nil {
+			c.shares.Release(p.key)
+		}
 		return ErrOverloaded
 	}
 	c.queue <- p
@@ -334,13 +369,24 @@ func (c *Committer[T, R]) flushLoop() {
 		case <-c.stop:
 			return
 		case batch := <-c.batches:
-			c.waiting.Add(-int64(len(batch)))
+			for _, p := range batch {
+				c.dequeued(p)
+			}
 			c.flushBatch(batch)
 			c.busy.Add(-1)
 			if c.config.Limiter != nil {
 				c.config.Limiter.Release()
 			}
 		}
+	}
+}
+
+// dequeued counts p out of the waiting requests: a flusher took it, or
+// Stop answered it.
+func (c *Committer[T, R]) dequeued(p *pending[T, R]) {
+	c.waiting.Add(-1)
+	if c.shares != nil {
+		c.shares.Release(p.key)
 	}
 }
 

@@ -194,6 +194,38 @@ func TestCommitter(t *testing.T) {
 		}
 	})
 
+	t.Run("AKeyHoldsOnlyItsShareOfTheQueue", func(t *testing.T) {
+		t.Parallel()
+		key := func(i int) string {
+			if i < 100 {
+				return "storm"
+			}
+			return "quiet"
+		}
+		b := setup(t, &groupcommit.Config[int]{MaxSize: 1, QueueSize: 4, Key: key, Share: 0.5}, true)
+		answers := make(chan answer, 4)
+		b.do(ctx, 0, answers)
+		require.Equal(t, []int{0}, <-b.entered)
+		b.do(ctx, 1, answers)
+		b.do(ctx, 2, answers)
+		b.waitWaiting(t, 2)
+		// Half of the queue is the storm's; the rest is kept for others.
+		_, err := b.committer.Do(ctx, 3)
+		require.ErrorIs(t, err, groupcommit.ErrShare)
+		require.ErrorIs(t, err, groupcommit.ErrOverloaded)
+		b.do(ctx, 100, answers)
+		b.waitWaiting(t, 3)
+
+		b.open()
+		for range 4 {
+			require.NoError(t, (<-answers).err)
+		}
+		// Flushed requests give their slots back.
+		v, err := b.committer.Do(ctx, 3)
+		require.NoError(t, err)
+		require.Equal(t, 6, v)
+	})
+
 	t.Run("FlushErrorReachesEveryWaiter", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, &groupcommit.Config[int]{MaxSize: 3, Linger: time.Hour}, false)

@@ -9,7 +9,8 @@ import (
 )
 
 // BacklogHeld is the Backlog status of pending rows no worker may claim:
-// held (held_at) or of a paused source. It is not a row status.
+// held (held_at), of a paused source, or parked behind their sequence key.
+// It is not a row status.
 const BacklogHeld Status = "held"
 
 // Backlog is the rows of one source and status that are not done.
@@ -28,9 +29,13 @@ type Backlog struct {
 // held, or whose source is paused, counts as BacklogHeld, not pending:
 // pending is the claimable work, what the chart's KEDA trigger
 // (charts/hookinbox/files/keda-backlog.sql) counts too.
+//
+// This is the one place that decides which pending rows are claimable, for
+// the backlog metrics and so for the primary alert, HookinboxBacklogOld
+// (hookinbox_inbox_oldest_pending_age_seconds): see unclaimable.
 func (s *Store) Backlog(ctx context.Context) ([]Backlog, error) {
 	rows, err := s.pool.Query(ctx, `
-SELECT i.source, CASE WHEN i.held_at IS NOT NULL OR NOT `+notPaused+` THEN 'held' ELSE 'pending' END, count(*), min(i.received_at)
+SELECT i.source, CASE WHEN `+unclaimable+` THEN 'held' ELSE 'pending' END, count(*), min(i.received_at)
 FROM webhook_inbox AS i WHERE i.status = 'pending' GROUP BY 1, 2
 UNION ALL
 SELECT source, 'failed', count(*), min(received_at) FROM webhook_inbox WHERE status = 'failed' GROUP BY source`)
@@ -43,6 +48,17 @@ SELECT source, 'failed', count(*), min(received_at) FROM webhook_inbox WHERE sta
 	}
 	return backlog, nil
 }
+
+// unclaimable is the condition, on a pending row i, of a row no worker may
+// claim yet: held, of a paused source, or parked behind an earlier event of
+// its sequence key (hookinbox_sequence_park: the key's run wakes it). Such
+// rows count as BacklogHeld and do not age the backlog, so that a
+// deliberate hold, or a key's orderly queue, never fires the head-of-line
+// alert; the key's head, which is claimable, does. The chart's KEDA
+// trigger (charts/hookinbox/files/keda-backlog.sql) counts with the same
+// condition, and internal/metrics's claimable test holds the two equal.
+const unclaimable = `(i.held_at IS NOT NULL OR NOT ` + notPaused + `
+    OR EXISTS (SELECT 1 FROM hookinbox_sequence_park AS k WHERE k.inbox_id = i.id))`
 
 // QueueDepth is the River jobs of one queue in one unfinished state.
 type QueueDepth struct {

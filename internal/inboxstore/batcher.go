@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/fairshare"
 	"github.com/hookinbox/hookinbox/internal/groupcommit"
 )
 
@@ -21,6 +22,12 @@ import (
 // database is not keeping up, and the delivery should be refused at once
 // (503 with Retry-After) rather than left to time out.
 var ErrOverloaded = errors.New("inbox: ingest queue is full")
+
+// ErrSourceShare is Batcher.Ingest's error when the delivery's source holds
+// its share of the queue (BatcherConfig.SourceShare) while the queue is not
+// full: the source is storming, and the room left is for the others. It
+// wraps ErrOverloaded; the delivery should be refused the same way.
+var ErrSourceShare = fmt.Errorf("%w: the source holds its share of it", ErrOverloaded)
 
 // The defaults NewBatcher applies to a zero BatcherConfig field.
 const (
@@ -52,6 +59,13 @@ type BatcherConfig struct {
 	// delivery gets 503 with Retry-After at once (Ingest returns
 	// ErrOverloaded). Defaults to 1024.
 	QueueSize int `mapstructure:"batch_queue"`
+	// SourceShare is the share of the queue slots the other sources leave
+	// that one source may hold: past it a delivery of that source gets 503
+	// with Retry-After (Ingest returns ErrSourceShare), so that one
+	// source's storm cannot fill the queue another source needs (see
+	// internal/fairshare). Set in code from the receiver's source_share
+	// (more than 0, at most 1). Defaults to fairshare.ShareDefault (0.5).
+	SourceShare float64 `mapstructure:"-"`
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger `mapstructure:"-"`
 	// ObserveGroup, when set, is called with the events of each group
@@ -70,6 +84,7 @@ func (c *BatcherConfig) WithDefaults() *BatcherConfig {
 	out.MaxEvents = cmp.Or(out.MaxEvents, BatchMaxEventsDefault)
 	out.Flushers = cmp.Or(out.Flushers, BatchFlushersDefault)
 	out.QueueSize = cmp.Or(out.QueueSize, BatchQueueSizeDefault)
+	out.SourceShare = cmp.Or(out.SourceShare, fairshare.ShareDefault)
 	return &out
 }
 
@@ -124,6 +139,7 @@ func NewBatcher(ingester *Ingester, config *BatcherConfig) *Batcher {
 	b.engine = groupcommit.New(b.flush, &groupcommit.Config[[]newEvent]{
 		MaxSize: c.MaxEvents, Size: func(events []newEvent) int { return len(events) },
 		Linger: c.MaxWait, Flushers: c.Flushers, QueueSize: c.QueueSize,
+		Key: deliverySource, Share: c.SourceShare,
 	})
 	b.engine.Start()
 	return b
@@ -138,12 +154,23 @@ func NewBatcher(ingester *Ingester, config *BatcherConfig) *Batcher {
 func (b *Batcher) Ingest(ctx context.Context, delivery *Delivery) (*IngestResult, error) {
 	res, err := b.engine.Do(ctx, delivery.events())
 	switch {
+	case errors.Is(err, groupcommit.ErrShare):
+		return nil, ErrSourceShare
 	case errors.Is(err, groupcommit.ErrOverloaded):
 		return nil, ErrOverloaded
 	case errors.Is(err, groupcommit.ErrStopped):
 		return nil, errBatcherStopped
 	}
 	return res, err
+}
+
+// deliverySource is a delivery's source, the key of its share of the
+// queue: every event of a delivery has its source.
+func deliverySource(events []newEvent) string {
+	if len(events) == 0 {
+		return ""
+	}
+	return events[0].Source
 }
 
 // errBatcherStopped answers the deliveries still queued at Stop.

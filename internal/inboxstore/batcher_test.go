@@ -172,6 +172,51 @@ FOR EACH ROW EXECUTE FUNCTION boom();`)
 		require.NoError(t, <-second)
 	})
 
+	t.Run("AStormingSourceHoldsOnlyItsShareOfTheQueue", func(t *testing.T) {
+		t.Parallel()
+		db := dbtest.New(t)
+		b := newBatcher(t, db, &inboxstore.BatcherConfig{MaxEvents: 1, Flushers: 1, QueueSize: 4})
+		// Another transaction holds evt_1: the flusher's claim waits on it,
+		// and what comes next waits in the queue.
+		blocker, err := db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = blocker.Exec(ctx, `INSERT INTO webhook_inbox (source, provider, event_id) VALUES ('bank', 'x', 'evt_1')`)
+		require.NoError(t, err)
+		answers := make(chan error, 4)
+		ingest := func(d *inboxstore.Delivery) {
+			go func() { _, err := b.Ingest(ctx, d); answers <- err }()
+		}
+		ingest(delivery(event("evt_1")))
+		db.WaitForLockWaiters(t, 1)
+
+		from := func(source, id string) *inboxstore.Delivery {
+			d := delivery(event(id))
+			d.Source = source
+			for i := range d.Events {
+				d.Events[i].ID = id
+			}
+			return d
+		}
+		// The storm fills its share of the queue, half of it...
+		ingest(from("storm", "s1"))
+		ingest(from("storm", "s2"))
+		require.Eventually(t, func() bool { return b.Queued() == 2 }, 30*time.Second, time.Millisecond)
+		// ... and is refused more, though the queue is not full ...
+		_, err = b.Ingest(ctx, from("storm", "s3"))
+		require.ErrorIs(t, err, inboxstore.ErrSourceShare)
+		require.ErrorIs(t, err, inboxstore.ErrOverloaded, "refused the way a full queue is")
+		// ... while another source still gets in.
+		ingest(from("quiet", "q1"))
+		require.Eventually(t, func() bool { return b.Queued() == 3 }, 30*time.Second, time.Millisecond)
+
+		require.NoError(t, blocker.Rollback(ctx))
+		for range 4 {
+			require.NoError(t, <-answers)
+		}
+		rows, _ := countRowsAndJobs(t, db)
+		require.Equal(t, 4, rows)
+	})
+
 	t.Run("ExpiredDeliveryIsNotClaimed", func(t *testing.T) {
 		t.Parallel()
 		db := dbtest.New(t)

@@ -62,7 +62,7 @@ func NewBacklog(store *inboxstore.Store, config *BacklogConfig) *Backlog {
 
 var (
 	backlogEventsDesc = prometheus.NewDesc(namespace+"_inbox_backlog_events",
-		"Inbox rows not done, by source and status: pending (claimable), held (pending, but held or of a paused source), failed.", []string{"source", "status"}, nil)
+		"Inbox rows not done, by source and status: pending (claimable), held (pending, but held, of a paused source, or parked behind its sequence key), failed.", []string{"source", "status"}, nil)
 	backlogOldestDesc = prometheus.NewDesc(namespace+"_inbox_oldest_pending_age_seconds",
 		"Age of the oldest claimable pending inbox row (not held, source not paused), by source; absent when a source has none.", []string{"source"}, nil)
 	riverJobsDesc = prometheus.NewDesc(namespace+"_river_jobs",

@@ -15,6 +15,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // kedaQuery is the chart's KEDA trigger query, the text the ScaledObject
@@ -76,6 +77,18 @@ func TestKEDAQueryCountsOnlyClaimableWork(t *testing.T) {
 	_, err = b.db.Pool.Exec(ctx, `DELETE FROM hookinbox_source_pause WHERE source = 'bank'`)
 	require.NoError(t, err)
 	require.EqualValues(t, 7, value(), "unpaused, bank's rows count again, except the held one, which waits for Resume to enqueue it")
+
+	_, err = b.db.Pool.Exec(ctx, `INSERT INTO hookinbox_sequence_park (inbox_id, source, seq_key, ord, received_at)
+SELECT id, source, 'k', 1, received_at FROM webhook_inbox WHERE id = $1`, b.ids["shop"][0])
+	require.NoError(t, err)
+	require.EqualValues(t, 6, value(), "a row parked behind its sequence key waits for the key's run, not for a worker")
+	backlog, err := b.store.Backlog(ctx)
+	require.NoError(t, err)
+	for _, row := range backlog {
+		if row.Source == "shop" && row.Status == inbox.StatusPending {
+			require.EqualValues(t, 2, row.Count, "the backlog gauge leaves the parked row out of the claimable count too")
+		}
+	}
 }
 
 func TestBacklogMetricCountsHeldApart(t *testing.T) {

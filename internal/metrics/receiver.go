@@ -20,6 +20,13 @@ const (
 	OutcomeRejected = "rejected"
 )
 
+// ReasonSourceShare is the reason of a delivery refused (503 with
+// Retry-After) because its source held its share of the receiver's
+// in-flight slots or of its group commit's queue (receiver.source_share),
+// while they were not all taken: that source is storming, and the room
+// left is kept for the others.
+const ReasonSourceShare = "source_share"
+
 // Receiver is the receiver's and its batcher's metrics.
 type Receiver struct {
 	deliveries *prometheus.CounterVec

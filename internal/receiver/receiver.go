@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hookinbox/hookinbox/internal/fairshare"
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/rejection"
@@ -65,6 +66,8 @@ const (
 	// MinBodyRateDefault is Config.MinBodyRate's default, in bytes per
 	// second (16 KiB/s).
 	MinBodyRateDefault int64 = 16 << 10
+	// SourceShareDefault is Config.SourceShare's default.
+	SourceShareDefault = fairshare.ShareDefault
 	// BodyGraceDefault is Config.BodyGrace's default.
 	BodyGraceDefault = time.Second
 )
@@ -82,6 +85,15 @@ type Config struct {
 	// their verification to the answer; one more gets 503 with
 	// Retry-After. Defaults to 1024.
 	MaxInFlight int `mapstructure:"max_in_flight"`
+	// SourceShare is the share of the max_in_flight slots (and of the
+	// group commit's batch_queue) that the other sources leave which one
+	// source may hold, rounded down, at least one: past it the source's
+	// delivery gets 503 with Retry-After, so that one source's storm cannot
+	// take the slots another source needs. At 0.5 a source alone may hold
+	// half of max_in_flight, a second one half of the rest, and so on. 1
+	// turns it off (any free slot to any source). More than 0, at most 1.
+	// Defaults to 0.5.
+	SourceShare float64 `mapstructure:"source_share"`
 	// MaxUnverifiedBytes bounds the bytes held by bodies whose signature is
 	// not known yet, across all requests; one client address may hold half
 	// of it. When a body does not fit, the bodies being read furthest
@@ -148,6 +160,7 @@ func (c *Config) WithDefaults() *Config {
 	out := *c
 	out.RetryAfter = cmp.Or(out.RetryAfter, RetryAfterDefault)
 	out.MaxInFlight = cmp.Or(out.MaxInFlight, MaxInFlightDefault)
+	out.SourceShare = cmp.Or(out.SourceShare, SourceShareDefault)
 	if out.MaxUnverifiedBytes == 0 {
 		limits := make([]int64, len(out.Sources))
 		for i := range out.Sources {
@@ -176,6 +189,9 @@ func (c *Config) Validate() error {
 	}
 	positive("retry_after", int64(c.RetryAfter))
 	positive("max_in_flight", int64(c.MaxInFlight))
+	if !(c.SourceShare > 0 && c.SourceShare <= 1) {
+		errs = append(errs, errors.New("source_share: must be more than 0 and at most 1"))
+	}
 	positive("max_unverified_bytes", c.MaxUnverifiedBytes)
 	positive("max_unverified_per_client", int64(c.MaxUnverifiedPerClient))
 	positive("min_body_rate", c.MinBodyRate)
@@ -208,8 +224,9 @@ type Claimer interface {
 type Server struct {
 	echo     *echo.Echo
 	ingester Claimer
-	// slots holds a token per delivery being handled (MaxInFlight).
-	slots chan struct{}
+	// slots holds a slot per delivery being handled (MaxInFlight), shared
+	// among the sources (SourceShare).
+	slots *fairshare.Budget
 	// unverified accounts for the requests not verified yet.
 	unverified *unverified
 	sources    map[string]*Source
@@ -233,7 +250,7 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 		c.Logger = zap.NewNop()
 	}
 	s := &Server{
-		ingester: ingester, slots: make(chan struct{}, c.MaxInFlight),
+		ingester: ingester, slots: fairshare.New(c.MaxInFlight, c.SourceShare),
 		unverified: newUnverified(c.MaxUnverifiedBytes, c.MaxUnverifiedPerClient, c.MinBodyRate, c.BodyGrace),
 		sources:    map[string]*Source{}, verifiers: map[string]*atomic.Pointer[liveVerifier]{}, config: c, logger: sampleRejections(c.Logger, rejectionLogInterval, rejectionLogBurst),
 	}
@@ -293,7 +310,7 @@ func (s *Server) InFlight() int {
 	if s == nil {
 		return 0
 	}
-	return len(s.slots)
+	return s.slots.Held()
 }
 
 // Handler returns the server's http.Handler. pkg/daemon serves it behind
@@ -384,14 +401,18 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	}
 	hold.release() // verified: the body now counts against a slot
 
-	select {
-	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
-	default:
+	if err := s.slots.Acquire(name); err != nil {
+		if errors.Is(err, fairshare.ErrShare) {
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, metrics.ReasonSourceShare,
+				zap.String("detail", "the source holds its receiver.source_share of the max_in_flight slots the other sources leave"),
+				zap.Int("limit", s.slots.Limit(name)))
+			return s.retryLater(c)
+		}
 		s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "overloaded",
 			zap.String("detail", "receiver.max_in_flight deliveries are being handled"), zap.Int("max_in_flight", s.config.MaxInFlight))
 		return s.retryLater(c)
 	}
+	defer s.slots.Release(name)
 	if delivery.Reply != nil {
 		// A handshake or health check: answered, never stored.
 		s.logDelivery(c, s.config.DeliveryLogLevel, name, start, "handshake", delivery.Reply.Status)
@@ -402,10 +423,14 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	defer cancel()
 	res, err := s.claim(ctx, inboxDelivery(src, body, delivery, c.Response().Header().Get(echo.HeaderXRequestID)))
 	if err != nil {
-		if errors.Is(err, inboxstore.ErrOverloaded) {
+		switch {
+		case errors.Is(err, inboxstore.ErrSourceShare):
+			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, metrics.ReasonSourceShare,
+				zap.String("detail", "the source holds its receiver.source_share of the ingest queue the other sources leave"))
+		case errors.Is(err, inboxstore.ErrOverloaded):
 			s.logRejected(c, zapcore.WarnLevel, name, start, http.StatusServiceUnavailable, "overloaded",
 				zap.String("detail", "the ingest queue is full"))
-		} else {
+		default:
 			s.logRejected(c, zapcore.ErrorLevel, name, start, http.StatusServiceUnavailable, "db_unavailable",
 				zap.String("detail", "not committed"), zap.Error(err))
 		}

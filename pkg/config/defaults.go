@@ -92,6 +92,9 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	// one client's half of it.
 	r.MaxUnverifiedBytes = cmp.Or(r.MaxUnverifiedBytes, receiver.UnverifiedBytesFor(limits...))
 	r.Config = *r.Config.WithDefaults() // receiver.Config's own defaults
+	// source_share is the receiver's key; the group commit's queue is
+	// shared among the sources by the same share.
+	r.BatcherConfig.SourceShare = r.Config.SourceShare
 
 	w := &c.Worker
 	w.Listen = cmp.Or(w.Listen, defaultWorkerListen)

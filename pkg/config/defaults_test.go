@@ -43,8 +43,8 @@ func TestApplyDefaults(t *testing.T) {
 			AckTimeout:      4 * time.Second,
 			ShutdownDelay:   new(5 * time.Second),
 			ShutdownTimeout: 10 * time.Second,
-			BatcherConfig:   inboxstore.BatcherConfig{MaxEvents: 256, Flushers: 4, QueueSize: 1024},
-			Config: receiver.Config{RetryAfter: 5 * time.Second, MaxInFlight: 1024, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second,
+			BatcherConfig:   inboxstore.BatcherConfig{MaxEvents: 256, Flushers: 4, QueueSize: 1024, SourceShare: 0.5},
+			Config: receiver.Config{RetryAfter: 5 * time.Second, MaxInFlight: 1024, SourceShare: 0.5, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second,
 				HTTPConfig: receiver.HTTPConfig{MaxConnections: 2048, MaxConnectionsPerClient: 512, MaxHeaderBytes: 32768}},
 			Rejections: RejectionsConfig{RecorderConfig: rejection.RecorderConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second}},
 		}, cfg.Receiver)

@@ -102,8 +102,8 @@ worker:
 				AckTimeout:      4 * time.Second,
 				ShutdownDelay:   new(5 * time.Second),
 				ShutdownTimeout: 10 * time.Second,
-				BatcherConfig:   inboxstore.BatcherConfig{MaxEvents: 256, Flushers: 4, QueueSize: 1024},
-				Config: receiver.Config{RetryAfter: 5 * time.Second, MaxInFlight: 1024, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second,
+				BatcherConfig:   inboxstore.BatcherConfig{MaxEvents: 256, Flushers: 4, QueueSize: 1024, SourceShare: 0.5},
+				Config: receiver.Config{RetryAfter: 5 * time.Second, MaxInFlight: 1024, SourceShare: 0.5, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second,
 					HTTPConfig: receiver.HTTPConfig{MaxConnections: 2048, MaxConnectionsPerClient: 512, MaxHeaderBytes: 32768}},
 				Rejections: RejectionsConfig{RecorderConfig: rejection.RecorderConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second}},
 			},
@@ -651,7 +651,7 @@ func TestScalarKeys(t *testing.T) {
 		"log.level", "log.format",
 		"receiver.listen", "receiver.ops_listen", "receiver.max_body_bytes", "receiver.ack_timeout", "receiver.shutdown_delay", "receiver.shutdown_timeout",
 		"receiver.batch_max_events", "receiver.batch_max_wait", "receiver.batch_flushers", "receiver.batch_queue", "receiver.retry_after", "receiver.max_in_flight",
-		"receiver.max_unverified_bytes", "receiver.max_unverified_per_client", "receiver.min_body_rate",
+		"receiver.source_share", "receiver.max_unverified_bytes", "receiver.max_unverified_per_client", "receiver.min_body_rate",
 		"receiver.max_connections", "receiver.max_connections_per_client", "receiver.max_header_bytes",
 		"receiver.rejections.disabled", "receiver.rejections.keep", "receiver.rejections.sample_burst", "receiver.rejections.sample_every",
 		"worker.listen", "worker.concurrency", "worker.max_attempts", "worker.job_timeout", "worker.rescue_after",
@@ -730,6 +730,22 @@ worker:
 				"sources[bank].secrets[0]: must not be empty",
 				"worker.concurrency: must be positive",
 			},
+		},
+		{
+			name: "SourceShareAboveOne",
+			yaml: `
+database:
+  url: postgres://localhost/hookinbox
+receiver:
+  source_share: 1.5
+sources:
+  - name: stripe
+    provider: stripe
+    secrets: ["` + testSecret + `"]
+worker:
+  routes: [{source: "*", handlers: [noop]}]
+`,
+			want: []string{"receiver.source_share: must be more than 0 and at most 1"},
 		},
 		{
 			name: "SourceWithoutAValidNameIsNamedByIndex",

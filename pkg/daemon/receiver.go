@@ -60,6 +60,7 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	// The group commit's settings come defaulted and validated from the
 	// receiver: section; the rest is set here.
 	bc := cfg.Receiver.BatcherConfig
+	bc.SourceShare = cfg.Receiver.Config.SourceShare // one setting for both budgets
 	bc.Logger = env.Logger.Named("batcher")
 	bc.ObserveGroup = m.Batch
 	bc.TracerProvider = env.TracerProvider

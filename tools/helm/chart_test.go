@@ -914,6 +914,7 @@ func TestPrometheusRuleAlerts(t *testing.T) {
 	t.Parallel()
 	r := mustRender(t, []string{filepath.Join(chartDir, "ci", "all-on-keda-values.yaml")}, nil)
 	exprs := map[string]string{}
+	byName := map[string]map[string]any{}
 	for _, u := range r.all {
 		if u.GetKind() != "PrometheusRule" {
 			continue
@@ -924,8 +925,20 @@ func TestPrometheusRuleAlerts(t *testing.T) {
 			for _, rule := range rules {
 				m := rule.(map[string]any)
 				exprs[fmt.Sprint(m["alert"])] = fmt.Sprint(m["expr"])
+				byName[fmt.Sprint(m["alert"])] = m
 			}
 		}
+	}
+	// The primary alert: head-of-line age per source, over 5 minutes.
+	if want := `max by (source) (hookinbox_inbox_oldest_pending_age_seconds{`; !strings.HasPrefix(exprs["HookinboxBacklogOld"], want) ||
+		!strings.HasSuffix(exprs["HookinboxBacklogOld"], "}) > 300") {
+		t.Errorf("HookinboxBacklogOld is not the per-source head-of-line age over 300s: %s", exprs["HookinboxBacklogOld"])
+	}
+	primary := byName["HookinboxBacklogOld"]
+	labels, _ := primary["labels"].(map[string]any)
+	annotations, _ := primary["annotations"].(map[string]any)
+	if fmt.Sprint(primary["for"]) != "5m" || labels["severity"] != "critical" || annotations["runbook"] == nil {
+		t.Errorf("HookinboxBacklogOld is not critical after 5m with a runbook: %v", primary)
 	}
 	for _, alert := range []string{"HookinboxOutboxDestinationDisabled", "HookinboxOutboxMessagesFailed", "HookinboxOutboxBacklogOld"} {
 		if exprs[alert] == "" {
