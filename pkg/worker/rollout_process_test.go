@@ -25,7 +25,11 @@ import (
 // stampHold is testdata/stampworker's advisory lock key.
 const stampHold = 28
 
-// rolloutConcurrency is the concurrency of the rollout test's workers.
+// rolloutConcurrency is the concurrency of the rollout test's workers. They
+// work a transaction per event (group_max_events: 1), so that each job in
+// flight holds its own row while its handler waits on stampHold, and all
+// of them can be seen blocked; in a group, a job waiting for the group's
+// permit holds no row yet.
 const rolloutConcurrency = 4
 
 // TestRouteChangeRollsOut runs a route change as a Deployment's rolling
@@ -144,6 +148,7 @@ sources:
 %sworker:
   listen: "127.0.0.1:0"
   concurrency: %d
+  group_max_events: 1
   fetch_poll_interval: 50ms
   soft_stop_timeout: 60s
   routes:
