@@ -217,10 +217,12 @@ func TestOneSourceStormNeverDelaysAnother(t *testing.T) {
 		require.Zero(t, b.refusals(t, "quiet", metrics.ReasonSourceShare))
 		require.Zero(t, b.refusals(t, "quiet", "overloaded"))
 		t.Logf("quiet p99: %v before the storm, %v during it; storm refusals: %.0f", p99(control), p99(during), refused)
-		// Twice the control, plus 50ms for a scheduler hiccup on a shared
-		// 2-core machine: a quiet delivery that waited for a storm slot
-		// would wait the whole ack timeout (a minute), or be refused.
-		require.LessOrEqual(t, p99(during), 2*p99(control)+50*time.Millisecond)
+		// A quiet delivery that waited for a storm slot would wait the whole
+		// ack timeout (a minute), or be refused: far beyond any scheduling
+		// delay. The 2× comparison with the control is a figure, logged
+		// above (on a busy 2-core machine 20 samples' p99 moves by more
+		// than 2× on its own), not a timed assertion.
+		require.Less(t, p99(during), 10*time.Second, "a quiet delivery waited for a slot")
 	})
 
 	t.Run("WithoutTheShareTheStormTakesEverySlot", func(t *testing.T) {
