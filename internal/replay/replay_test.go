@@ -161,11 +161,14 @@ func TestBulkReplay(t *testing.T) {
 		run, err := b.manager.Start(ctx, &replay.StartParams{Selection: sel, Batch: batch})
 		require.NoError(t, err)
 		require.EqualValues(t, n, run.Total)
-		// The signal is the replay's own statement waiting on the row: other
-		// sessions wait on locks now and then too (NOTIFY's commit lock).
+		// The signal is the replay's own statement blocked by the session
+		// that holds the row: other sessions wait on locks now and then too
+		// (NOTIFY's commit lock, a relation's extension lock).
+		var holder int
+		require.NoError(t, hold.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder))
 		poll(t, time.Minute, "the replay's batch to wait on the held row", func() (bool, error) {
 			return b.scalar(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-AND wait_event_type = 'Lock' AND query LIKE '%WITH picked AS%'`) == 1, nil
+AND query LIKE '%WITH picked AS%' AND $1 = ANY(pg_blocking_pids(pid))`, holder) == 1, nil
 		})
 		cancelled, err := b.manager.Cancel(ctx, run.ID)
 		require.NoError(t, err)
