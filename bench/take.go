@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // The take A/B (issue 26): the same events taken, in groups, from each of
@@ -274,7 +276,7 @@ func (b *bench) takeRound(ctx context.Context, pool *pgxpool.Pool, l takeLayout,
 // back, each with its bytes.
 func takeGroupTx(ctx context.Context, pool *pgxpool.Pool, take string, ids []int64) (int, error) {
 	n := 0
-	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, pool, inboxstore.WorkTxOptions(true), func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, take, ids)
 		if err != nil {
 			return err
