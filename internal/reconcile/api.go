@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -180,4 +181,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// listing applies a list API's defaults: the base URL (without a trailing
+// slash) and the page size, which must be 1 to maxPage.
+func listing(name, baseURL, baseDefault string, pageSize, pageDefault, maxPage int) (string, int, error) {
+	pageSize = cmp.Or(pageSize, pageDefault)
+	if pageSize < 1 || pageSize > maxPage {
+		return "", 0, fmt.Errorf("reconcile: %s: PageSize must be 1 to %d, not %d", name, maxPage, pageSize)
+	}
+	return strings.TrimSuffix(cmp.Or(baseURL, baseDefault), "/"), pageSize, nil
 }

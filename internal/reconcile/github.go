@@ -91,10 +91,9 @@ func NewGitHub(config *GitHubConfig) (*GitHub, error) {
 	} else if c.Token == "" {
 		return nil, errors.New("reconcile: github: Token is required for a repository or organisation hook")
 	}
-	c.BaseURL = strings.TrimSuffix(cmp.Or(c.BaseURL, GitHubBaseURLDefault), "/")
-	c.PageSize = cmp.Or(c.PageSize, GitHubPageSizeDefault)
-	if c.PageSize < 1 || c.PageSize > 100 {
-		return nil, fmt.Errorf("reconcile: github: PageSize must be 1 to 100, not %d", c.PageSize)
+	var err error
+	if c.BaseURL, c.PageSize, err = listing("github", c.BaseURL, GitHubBaseURLDefault, c.PageSize, GitHubPageSizeDefault, 100); err != nil {
+		return nil, err
 	}
 	c.MaxRedeliveries = cmp.Or(c.MaxRedeliveries, GitHubMaxRedeliveriesDefault)
 	if c.Now == nil {

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
@@ -58,10 +56,9 @@ func NewPaddle(config *PaddleConfig) (*Paddle, error) {
 	if c.Parser == nil {
 		return nil, errors.New("reconcile: paddle: Parser is required")
 	}
-	c.BaseURL = strings.TrimSuffix(cmp.Or(c.BaseURL, PaddleBaseURLDefault), "/")
-	c.PageSize = cmp.Or(c.PageSize, PaddlePageSizeDefault)
-	if c.PageSize < 1 || c.PageSize > 200 {
-		return nil, fmt.Errorf("reconcile: paddle: PageSize must be 1 to 200, not %d", c.PageSize)
+	var err error
+	if c.BaseURL, c.PageSize, err = listing("paddle", c.BaseURL, PaddleBaseURLDefault, c.PageSize, PaddlePageSizeDefault, 200); err != nil {
+		return nil, err
 	}
 	api := &apiClient{
 		name: "paddle", retry: c.Retry.withDefaults(), describe: paddleErrorMessage,

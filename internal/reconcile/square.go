@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -62,11 +61,10 @@ func NewSquare(config *SquareConfig) (*Square, error) {
 	if c.Parser == nil {
 		return nil, errors.New("reconcile: square: Parser is required")
 	}
-	c.BaseURL = strings.TrimSuffix(cmp.Or(c.BaseURL, SquareBaseURLDefault), "/")
 	c.Version = cmp.Or(c.Version, SquareVersionDefault)
-	c.PageSize = cmp.Or(c.PageSize, SquarePageSizeDefault)
-	if c.PageSize < 1 || c.PageSize > 100 {
-		return nil, fmt.Errorf("reconcile: square: PageSize must be 1 to 100, not %d", c.PageSize)
+	var err error
+	if c.BaseURL, c.PageSize, err = listing("square", c.BaseURL, SquareBaseURLDefault, c.PageSize, SquarePageSizeDefault, 100); err != nil {
+		return nil, err
 	}
 	if c.Now == nil {
 		c.Now = time.Now

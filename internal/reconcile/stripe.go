@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
@@ -100,10 +98,9 @@ func NewStripe(config *StripeConfig) (*Stripe, error) {
 	if c.Parser == nil {
 		return nil, errors.New("reconcile: stripe: Parser is required")
 	}
-	c.BaseURL = strings.TrimSuffix(cmp.Or(c.BaseURL, StripeBaseURLDefault), "/")
-	c.PageSize = cmp.Or(c.PageSize, StripePageSizeDefault)
-	if c.PageSize < 1 || c.PageSize > 100 {
-		return nil, fmt.Errorf("reconcile: stripe: PageSize must be 1 to 100, not %d", c.PageSize)
+	var err error
+	if c.BaseURL, c.PageSize, err = listing("stripe", c.BaseURL, StripeBaseURLDefault, c.PageSize, StripePageSizeDefault, 100); err != nil {
+		return nil, err
 	}
 	retry := RetryConfig{MaxRetries: c.MaxRetries, Backoff: c.Backoff, HTTPClient: c.HTTPClient, Sleep: c.Sleep}.withDefaults()
 	api := &apiClient{
