@@ -51,6 +51,7 @@ sources:
 worker:
   listen: "127.0.0.1:0"
   concurrency: %d
+  group_max_events: 1
   max_attempts: 10
   job_timeout: %s
   rescue_after: %s
