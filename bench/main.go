@@ -12,7 +12,9 @@
 // duplicate storm and a 50 % duplicate mix; (e) worker drain of preloaded
 // events against River's own no-op burn-down; (f) ack latency and event age
 // under a steady open-loop load at half of (c); (g) the processes' peak RSS;
-// a replay storm; and (c) again with two million processed rows in the
+// a replay storm; the isolated storm (one source storms while another, on
+// a queue of its own, sends 10 a second); and (c) again with two million
+// processed rows in the
 // inbox. The receiver and the workers run as the real binaries, as
 // subprocesses.
 //
@@ -72,7 +74,7 @@ type options struct {
 }
 
 // allPhases lists the phases in the order they run.
-var allPhases = []string{"a", "b", "c", "d", "e", "take", "f", "storm", "scale"}
+var allPhases = []string{"a", "b", "c", "d", "e", "take", "f", "storm", "fair", "scale"}
 
 func parseOptions(args []string) (*options, error) {
 	o := &options{}

@@ -21,6 +21,7 @@ func (b *bench) runPhases(ctx context.Context) {
 		{"take", "take A/B: the worker's take from each candidate inbox layout, interleaved", b.phaseTake},
 		{"f", "(f) steady open-loop load with a worker", b.phaseSteady},
 		{"storm", "storm: a replay storm with normal traffic, drained by 1 and 2 workers", b.phaseStorm},
+		{"fair", "fair: one source's storm beside a quiet source on a queue of its own", b.phaseFair},
 		{"scale", "scale: (c) again with processed rows in the inbox", b.phaseScale},
 	}
 	for _, p := range phases {

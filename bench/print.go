@@ -80,6 +80,7 @@ func (r *Report) print(w io.Writer) {
 			ageNote(s))
 	}
 	r.printStorms(t)
+	r.printFair(t)
 	for _, kind := range []string{"receiver", "worker", "ledger"} {
 		var parts []string
 		for _, name := range sortedKeys(r.PeakRSS) {

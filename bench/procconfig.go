@@ -23,6 +23,9 @@ type procConfig struct {
 	Concurrency int
 	// GroupMaxEvents is worker.group_max_events.
 	GroupMaxEvents int
+	// QuietQueue adds the isolated storm's quiet source, on a queue of its
+	// own that the worker works too.
+	QuietQueue bool
 	// DatabaseURL, when set, replaces the benchmark database (set in the
 	// process's environment, never written to the config).
 	DatabaseURL string
@@ -46,7 +49,13 @@ func writeConfig(dir, name string, c procConfig) (string, error) {
 		fmt.Fprintf(&b, "  batch_flushers: %d\n", c.BatchFlushers)
 	}
 	fmt.Fprintf(&b, "sources:\n  - {name: %s, provider: %s, secrets: [%q]}\n", benchSource, benchProvider, benchSecret)
+	if c.QuietQueue {
+		fmt.Fprintf(&b, "  - {name: %s, provider: %s, secrets: [%q], queue: %s}\n", quietSource, benchProvider, benchSecret, queueQuiet)
+	}
 	fmt.Fprintf(&b, "worker:\n  listen: %q\n", c.WorkerAddr)
+	if c.QuietQueue {
+		fmt.Fprintf(&b, "  queues: [default, %s]\n", queueQuiet)
+	}
 	if c.Concurrency > 0 {
 		fmt.Fprintf(&b, "  concurrency: %d\n", c.Concurrency)
 	}

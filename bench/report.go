@@ -35,6 +35,7 @@ type Report struct {
 	Statements []StatementWindow  `json:"statements,omitempty"`
 	Steady     *SteadyResult      `json:"f_steady,omitempty"`
 	Storms     []*StormResult     `json:"storm,omitempty"`
+	Fair       *FairResult        `json:"fair,omitempty"`
 	PeakRSS    map[string]float64 `json:"g_peak_rss_mb"`
 	Scale      *ScaleResult       `json:"scale,omitempty"`
 	HTTPTotals HTTPTotals         `json:"http_totals"`

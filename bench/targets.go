@@ -67,6 +67,7 @@ func (r *Report) judge() {
 	}
 
 	r.judgeStorms()
+	r.judgeFair()
 	r.judgeTake()
 
 	river := 0.0

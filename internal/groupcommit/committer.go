@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,10 +71,16 @@ type Config[T any] struct {
 	// gathered into the next batch); past it Do returns ErrOverloaded.
 	// Defaults to QueueSizeDefault.
 	QueueSize int
-	// Key, when set, names a request's key (the receiver's source): a key
-	// may hold at most Share of the queue slots the other keys leave (see
-	// package fairshare); past it Do returns ErrShare. Defaults to nil:
-	// one queue for all, first come, first served.
+	// Key, when set, names a request's key (a source): a key may hold at
+	// most Share of the queue slots the other keys leave (see package
+	// fairshare), past which Do returns ErrShare; and the waiting requests
+	// go into batches in turns, one of each key's per turn (first come,
+	// first served within a key), so that a key with one request waiting
+	// is in the next batch however many another key queued before it; and
+	// the last idle flusher is kept for a key that holds none, so that a
+	// key's storm leaves one flusher to the others, whose requests then
+	// commit in a batch of their own rather than wait for the storm's.
+	// Defaults to nil: one queue for all, first come, first served.
 	Key func(T) string
 	// Share is a key's share of the queue when Key is set: more than 0, at
 	// most 1 (no limit but the queue's). Defaults to fairshare.ShareDefault.
@@ -108,6 +115,11 @@ type Committer[T, R any] struct {
 	shares *fairshare.Budget
 	// busy counts the flushers handed a batch and not done with it.
 	busy atomic.Int64
+	// flushing counts, with Config.Key, each key's batches in the
+	// flushers' hands; freed wakes the collector when a flush ends.
+	flushingMu sync.Mutex
+	flushing   map[string]int
+	freed      chan struct{}
 	// mu is held shared while Do queues, exclusively while Stop sets
 	// stopped: no request is queued after Stop's drain.
 	mu      sync.RWMutex
@@ -126,6 +138,8 @@ type pending[T, R any] struct {
 	item T
 	size int
 	key  string
+	// turn is the request's turn in the collector's batch (see turns).
+	turn uint64
 	done chan Result[R] // buffered: a flusher never blocks on it
 }
 
@@ -143,9 +157,11 @@ func New[T, R any](flush Flush[T, R], config *Config[T]) *Committer[T, R] {
 	return &Committer[T, R]{
 		flush: flush, config: c, shares: shares,
 		// Never full: waiting bounds what it holds.
-		queue:   make(chan *pending[T, R], c.QueueSize),
-		batches: make(chan []*pending[T, R]),
-		stop:    make(chan struct{}),
+		queue:    make(chan *pending[T, R], c.QueueSize),
+		batches:  make(chan []*pending[T, R]),
+		stop:     make(chan struct{}),
+		flushing: map[string]int{},
+		freed:    make(chan struct{}, 1),
 	}
 }
 
@@ -253,10 +269,13 @@ func (c *Committer[T, R]) enqueue(p *pending[T, R]) error {
 
 // collect gathers queued requests into a batch and hands it to the idle
 // flushers. The batch is ready when it is full, or once Linger has passed
-// since its first request; until a flusher is free it keeps gathering, up
-// to MaxSize. A ready batch is shared out evenly among the idle flushers:
-// a flush may work its requests one after the other (the worker's groups
-// do), and one flusher taking everything would leave the others idle.
+// since its first request; until a flusher is free it keeps gathering. A
+// ready batch is shared out evenly among the idle flushers: a flush may
+// work its requests one after the other (the worker's groups do), and one
+// flusher taking everything would leave the others idle. The collector
+// takes every queued request at once (Config.QueueSize bounds them), and
+// orders them by turns (see turns), so that the head it hands over is
+// each key's fair part of what waits.
 func (c *Committer[T, R]) collect() {
 	defer c.wg.Done()
 	var (
@@ -265,6 +284,7 @@ func (c *Committer[T, R]) collect() {
 		ripe   bool
 		timer  = time.NewTimer(time.Hour)
 		expiry <-chan time.Time
+		order  turns
 	)
 	timer.Stop()
 	defer timer.Stop()
@@ -277,7 +297,16 @@ func (c *Committer[T, R]) collect() {
 				ripe = true
 			}
 		}
-		batch = append(batch, p)
+		head := uint64(0)
+		if len(batch) > 0 {
+			head = batch[0].turn
+		}
+		p.turn = order.next(p.key, head)
+		// After every request of its turn or an earlier one.
+		i, _ := slices.BinarySearchFunc(batch, p.turn+1, func(q *pending[T, R], turn uint64) int {
+			return cmp.Compare(q.turn, turn)
+		})
+		batch = slices.Insert(batch, i, p)
 		size += p.size
 	}
 	l := c.config.Limiter
@@ -289,9 +318,9 @@ func (c *Committer[T, R]) collect() {
 	}()
 	for {
 		// Take what is queued already, so that a batch handed over is as
-		// full as the queue allows.
+		// full, and as fair, as the queue allows.
 	drain:
-		for size < c.config.MaxSize {
+		for {
 			select {
 			case p := <-c.queue:
 				add(p)
@@ -299,12 +328,8 @@ func (c *Committer[T, R]) collect() {
 				break drain
 			}
 		}
-		var in <-chan *pending[T, R]
-		if size < c.config.MaxSize {
-			in = c.queue
-		}
 		var out chan<- []*pending[T, R]
-		var send []*pending[T, R]
+		var send, rest []*pending[T, R]
 		sendSize := 0
 		var wake <-chan struct{}
 		if len(batch) > 0 && (ripe || size >= c.config.MaxSize) {
@@ -315,25 +340,32 @@ func (c *Committer[T, R]) collect() {
 				held = l.TryAcquire()
 			}
 			if l == nil || held {
-				out, wake = c.batches, nil
-				send, sendSize = c.share(batch, size)
+				wake = nil
+				if send, sendSize, rest = c.share(batch, size, &order); len(send) > 0 {
+					out = c.batches
+				}
 			}
 		}
 		select {
 		case <-c.stop:
 			c.leftover = batch
 			return
-		case p := <-in:
+		case p := <-c.queue:
 			add(p)
 		case <-expiry:
 			ripe, expiry = true, nil
 		case <-wake:
+		case <-c.freed:
 		case out <- send:
 			held = false // the flusher's now
 			c.busy.Add(1)
+			c.countFlushing(send, 1)
 			size -= sendSize
+			for _, p := range send {
+				order.sent(p.key)
+			}
 			// The rest is ready: the next idle flusher takes it.
-			batch = append([]*pending[T, R](nil), batch[len(send):]...)
+			batch = rest
 			ripe = len(batch) > 0
 			if !ripe {
 				expiry = nil
@@ -343,23 +375,113 @@ func (c *Committer[T, R]) collect() {
 	}
 }
 
-// share returns the head of batch (of the given size) that one idle
-// flusher takes, its even share and at least one request, and its size.
-// The head belongs to the flusher once sent: the collector no longer reads
-// it.
-func (c *Committer[T, R]) share(batch []*pending[T, R], size int) (head []*pending[T, R], headSize int) {
+// share splits batch (of the given size) into what one idle flusher takes
+// and the rest, both in turn order: its even share, and at least one
+// request. With Config.Key, the last idle flusher takes only the requests
+// of keys that hold no flusher (waiting names the keys in batch), and none
+// when every waiting key holds one. What it takes belongs to the flusher
+// once sent: the collector no longer reads it.
+func (c *Committer[T, R]) share(batch []*pending[T, R], size int, waiting *turns) (take []*pending[T, R], takeSize int, rest []*pending[T, R]) {
 	idle := max(1, c.config.Flushers-int(c.busy.Load()))
 	if l := c.config.Limiter; l != nil {
 		// The permit in hand, and those free for the next batches.
 		idle = min(idle, 1+l.Available())
 	}
-	target := (size + idle - 1) / idle
+	if c.config.Key != nil && idle == 1 {
+		c.flushingMu.Lock()
+		defer c.flushingMu.Unlock()
+		// Most of the time, in a storm, no waiting key may: a look at the
+		// keys, not at every request.
+		if !waiting.any(func(key string) bool { return c.flushing[key] == 0 }) {
+			return nil, 0, batch
+		}
+		rest = make([]*pending[T, R], 0, len(batch))
+		for _, p := range batch {
+			if c.flushing[p.key] == 0 && takeSize < c.config.MaxSize {
+				take = append(take, p)
+				takeSize += p.size
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		return take, takeSize, rest
+	}
+	target := (min(size, c.config.MaxSize) + idle - 1) / idle
 	n := 0
-	for n < len(batch) && (n == 0 || headSize < target) {
-		headSize += batch[n].size
+	for n < len(batch) && (n == 0 || takeSize < target) {
+		takeSize += batch[n].size
 		n++
 	}
-	return batch[:n:n], headSize
+	return batch[:n:n], takeSize, batch[n:]
+}
+
+// countFlushing adds delta to the batches in the flushers' hands of each
+// key of batch, once per key.
+func (c *Committer[T, R]) countFlushing(batch []*pending[T, R], delta int) {
+	if c.config.Key == nil {
+		return
+	}
+	var keys []string
+	for _, p := range batch {
+		if !slices.Contains(keys, p.key) {
+			keys = append(keys, p.key)
+		}
+	}
+	c.flushingMu.Lock()
+	defer c.flushingMu.Unlock()
+	for _, key := range keys {
+		if c.flushing[key] += delta; c.flushing[key] == 0 {
+			delete(c.flushing, key)
+		}
+	}
+}
+
+// turns orders the collector's waiting requests fairly among keys. Each
+// request gets a turn: a key's first waiting request takes the turn of the
+// batch's head, and each next one the turn after its key's last. The batch
+// is kept in turn order (arrival order within a turn), so the head holds
+// one request of each waiting key before a second of any: a key that
+// queued a thousand requests takes a thousand turns, and a key that
+// arrives behind them is served in the first. With no Key all requests
+// share one key and the order is arrival order.
+type turns struct {
+	// last is each waiting key's last turn, held the count of its requests
+	// in the batch.
+	last map[string]uint64
+	held map[string]int
+}
+
+// next returns the turn of a request of key when the batch's head has turn
+// head.
+func (o *turns) next(key string, head uint64) uint64 {
+	if o.held == nil {
+		o.last, o.held = map[string]uint64{}, map[string]int{}
+	}
+	turn := head
+	if o.held[key] > 0 {
+		turn = max(head, o.last[key]+1)
+	}
+	o.last[key] = turn
+	o.held[key]++
+	return turn
+}
+
+// any reports whether f holds for a key with requests in the batch.
+func (o *turns) any(f func(key string) bool) bool {
+	for key := range o.held {
+		if f(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// sent counts a request of key out of the batch.
+func (o *turns) sent(key string) {
+	if o.held[key]--; o.held[key] <= 0 {
+		delete(o.held, key)
+		delete(o.last, key)
+	}
 }
 
 func (c *Committer[T, R]) flushLoop() {
@@ -373,9 +495,14 @@ func (c *Committer[T, R]) flushLoop() {
 				c.dequeued(p)
 			}
 			c.flushBatch(batch)
+			c.countFlushing(batch, -1)
 			c.busy.Add(-1)
 			if c.config.Limiter != nil {
 				c.config.Limiter.Release()
+			}
+			select {
+			case c.freed <- struct{}{}:
+			default:
 			}
 		}
 	}

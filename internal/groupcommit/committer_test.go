@@ -65,6 +65,14 @@ func (b *testBundle) open() {
 	}
 }
 
+// stormOrQuiet keys the items under 100 "storm", the others "quiet".
+func stormOrQuiet(i int) string {
+	if i < 100 {
+		return "storm"
+	}
+	return "quiet"
+}
+
 type answer struct {
 	item, value int
 	err         error
@@ -196,13 +204,7 @@ func TestCommitter(t *testing.T) {
 
 	t.Run("AKeyHoldsOnlyItsShareOfTheQueue", func(t *testing.T) {
 		t.Parallel()
-		key := func(i int) string {
-			if i < 100 {
-				return "storm"
-			}
-			return "quiet"
-		}
-		b := setup(t, &groupcommit.Config[int]{MaxSize: 1, QueueSize: 4, Key: key, Share: 0.5}, true)
+		b := setup(t, &groupcommit.Config[int]{MaxSize: 1, QueueSize: 4, Key: stormOrQuiet, Share: 0.5}, true)
 		answers := make(chan answer, 4)
 		b.do(ctx, 0, answers)
 		require.Equal(t, []int{0}, <-b.entered)
@@ -224,6 +226,69 @@ func TestCommitter(t *testing.T) {
 		v, err := b.committer.Do(ctx, 3)
 		require.NoError(t, err)
 		require.Equal(t, 6, v)
+	})
+
+	t.Run("AKeyQueuedBehindAnotherIsInTheNextBatch", func(t *testing.T) {
+		t.Parallel()
+		for _, keyed := range []bool{true, false} {
+			config := &groupcommit.Config[int]{MaxSize: 5, Share: 1}
+			if keyed {
+				config.Key = stormOrQuiet
+			}
+			b := setup(t, config, true)
+			answers := make(chan answer, 52)
+			b.do(ctx, 0, answers)
+			require.Equal(t, []int{0}, <-b.entered)
+			// The storm queues 50 requests behind the busy flusher, then
+			// the quiet key one.
+			for i := 1; i <= 50; i++ {
+				b.do(ctx, i, answers)
+			}
+			b.waitWaiting(t, 50)
+			b.do(ctx, 100, answers)
+			b.waitWaiting(t, 51)
+			b.open()
+			next := <-b.entered
+			require.Len(t, next, 5)
+			if keyed {
+				require.Contains(t, next, 100, "the quiet request takes the first turn")
+			} else {
+				require.NotContains(t, next, 100, "without keys, first come, first served")
+			}
+			for range 52 {
+				require.NoError(t, (<-answers).err)
+			}
+		}
+	})
+
+	t.Run("TheLastIdleFlusherIsKeptForAKeyThatHoldsNone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, &groupcommit.Config[int]{MaxSize: 5, Flushers: 2, Key: stormOrQuiet, Share: 1}, true)
+		answers := make(chan answer, 12)
+		b.do(ctx, 0, answers)
+		require.Equal(t, []int{0}, <-b.entered)
+		// The storm holds one flusher: the other is not its to take.
+		for i := 1; i <= 10; i++ {
+			b.do(ctx, i, answers)
+		}
+		b.waitWaiting(t, 10)
+		b.do(ctx, 100, answers)
+		require.Equal(t, []int{100}, <-b.entered, "the quiet request commits alone, beside the storm's")
+		b.open()
+		for range 12 {
+			require.NoError(t, (<-answers).err)
+		}
+
+		// Without keys the storm takes the second flusher at once.
+		b = setup(t, &groupcommit.Config[int]{MaxSize: 5, Flushers: 2}, true)
+		b.do(ctx, 0, answers)
+		require.Equal(t, []int{0}, <-b.entered)
+		b.do(ctx, 1, answers)
+		require.Equal(t, []int{1}, <-b.entered)
+		b.open()
+		for range 2 {
+			require.NoError(t, (<-answers).err)
+		}
 	})
 
 	t.Run("FlushErrorReachesEveryWaiter", func(t *testing.T) {

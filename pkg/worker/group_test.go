@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -241,6 +242,47 @@ FROM tx_effects`).Scan(&effects, &distinct, &groupTxids))
 		for _, id := range ids {
 			require.Equal(t, "completed", b.jobState(t, id))
 		}
+	})
+
+	// Groups take the sources' jobs in turns: an event of a quiet source,
+	// on a queue of its own, fetched behind a storm's queued jobs, is in
+	// the next group, not behind all of them.
+	t.Run("AQuietSourcesEventIsInTheNextGroupBehindAStorm", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		const groupMax, stormEvents = 5, 40
+		w, entered, release := startGatedWith(t, b, func(c *worker.Config) {
+			c.Queues = map[string]int{river.QueueDefault: 8, "storm": 2 * stormEvents}
+			c.Sources = map[string]string{"bank": river.QueueDefault, "storm": "storm"}
+			c.GroupMaxEvents = groupMax
+		}, nil)
+		storm := inboxstore.NewIngester(b.db.Pool, b.client, &inboxstore.IngesterConfig{
+			QueueFor: func(source string) string { return map[string]string{"storm": "storm"}[source] },
+		})
+		b.ingest(t, "evt_gate", "gate")
+		<-entered
+		for i := range stormEvents {
+			d := delivery(fmt.Sprintf("evt_storm_%02d", i), "account.deposit")
+			d.Source = "storm"
+			_, err := storm.Ingest(ctx, d)
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool { return w.QueuedForGroup() == stormEvents }, 30*time.Second, 5*time.Millisecond)
+		quiet := b.ingest(t, "evt_quiet", "account.deposit")
+		require.Eventually(t, func() bool { return w.QueuedForGroup() == stormEvents+1 }, 30*time.Second, 5*time.Millisecond)
+		close(release)
+
+		b.waitStatus(t, quiet, inbox.StatusDone)
+		// The only flusher works one group at a time, and each group's
+		// transaction id is above the one before it.
+		var quietGroup, stormBefore int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `
+SELECT (SELECT count(DISTINCT txid) FROM tx_effects WHERE txid <= q.txid),
+       (SELECT count(*) FROM tx_effects WHERE txid < q.txid)
+FROM tx_effects AS q WHERE q.event_id = 'evt_quiet'`).Scan(&quietGroup, &stormBefore))
+		require.Equal(t, 1, quietGroup, "the quiet event is in the first group after the gate")
+		require.Zero(t, stormBefore)
 	})
 }
 
