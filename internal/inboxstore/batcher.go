@@ -53,7 +53,9 @@ type BatcherConfig struct {
 	// their own while earlier ones commit.
 	MaxWait time.Duration `mapstructure:"batch_max_wait"`
 	// Flushers is the number of group transactions in flight at once;
-	// each holds a connection. Defaults to 4.
+	// each holds a connection. One source takes at most all but one of
+	// them while it holds any: the last is kept for the other sources.
+	// Defaults to 4.
 	Flushers int `mapstructure:"batch_flushers"`
 	// QueueSize bounds the deliveries waiting for a transaction; past it a
 	// delivery gets 503 with Retry-After at once (Ingest returns
