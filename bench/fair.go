@@ -196,8 +196,8 @@ func (r *Report) judgeFair() {
 		r.Targets = append(r.Targets, t)
 	}
 	failed := f.QuietStorm.Non2xx + f.QuietStorm.Errors + f.Quiet.Non2xx + f.Quiet.Errors
-	r.Targets = append(r.Targets, Target{Name: "isolated storm: quiet deliveries not answered 2xx", Value: fmt.Sprint(failed),
-		Goal: "0", Result: passIf(failed == 0 && f.Drained)})
+	r.Targets = append(r.Targets, Target{Name: "isolated storm: quiet deliveries not answered 2xx; storm drained",
+		Value: fmt.Sprintf("%d; %v", failed, f.Drained), Goal: "0; true", Result: passIf(failed == 0 && f.Drained)})
 	ratio("quiet ack p99", f.QuietStorm.Latency.P99Ms, f.Quiet.Latency.P99Ms)
 	ratio("quiet age p99", f.QuietStormAge.P99Ms, f.QuietAge.P99Ms)
 }
