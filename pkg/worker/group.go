@@ -70,10 +70,12 @@ func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Dura
 		// How many of the flushers run a transaction at once adapts to
 		// the database's latency (see eventWorker.inTx).
 		Limiter: w.limit,
-		// Groups take the sources' jobs in turns: an event of a quiet
-		// source fetched behind a storm's thousand jobs (on a queue of its
-		// own, see docs/deploying.md) is in the next group, not the
-		// thousandth. River's slots bound the queue, so no share limit.
+		// Groups take the sources' jobs in turns, and a source that holds
+		// a group transaction may not take the last one the limit leaves:
+		// an event of a quiet source fetched behind a storm's thousand
+		// jobs (on a queue of its own, see docs/deploying.md) is in the
+		// next group, and that group starts at once. River's slots bound
+		// the queue, so no share limit.
 		Key:   func(job *river.Job[inboxstore.JobArgs]) string { return job.Args.Source },
 		Share: 1,
 	})
