@@ -18,8 +18,10 @@ import (
 const (
 	quietSource = "quiet"
 	queueQuiet  = "quiet"
-	// quietRate is the quiet source's open-loop rate, events a second.
-	quietRate = 10
+	// quietRate is the quiet source's open-loop rate, events a second;
+	// quietInFlight the most of its requests in flight at once.
+	quietRate     = 10
+	quietInFlight = 64
 	// fairFactor is the most the storm may raise the quiet source's ack
 	// p99 and age p99 over their values with no storm.
 	fairFactor = 2.0
@@ -81,7 +83,7 @@ func (b *bench) phaseFair(ctx context.Context) error {
 	quietURL := strings.TrimSuffix(url, benchSource) + quietSource
 	quiet := func(window string, d time.Duration, stop <-chan struct{}) *LoadSpec {
 		return &LoadSpec{
-			URL: quietURL, Clients: 64, Rate: quietRate, Duration: d, MaxRequests: b.opts.MaxRequests,
+			URL: quietURL, Clients: quietInFlight, Rate: quietRate, Duration: d, MaxRequests: b.opts.MaxRequests,
 			Next: unique("fq" + window), AckTimeout: ackTimeout, Stop: stop,
 		}
 	}
@@ -91,7 +93,7 @@ func (b *bench) phaseFair(ctx context.Context) error {
 	// Three times the storm phase's window: its p99 is the ratio's
 	// denominator, and 10 a second gives few samples.
 	baseRes := runLoad(ctx, quiet("b", 3*b.opts.StormBaseline, nil))
-	r.Quiet = figures(64, quietRate, baseRes, nil)
+	r.Quiet = figures(quietInFlight, quietRate, baseRes, nil)
 	b.report.HTTPTotals.add(baseRes)
 	if _, err := b.waitPrefixDrained(ctx, "msg_fqb", []*Proc{w}, b.opts.DrainDeadline); err != nil {
 		return err
@@ -118,7 +120,7 @@ func (b *bench) phaseFair(ctx context.Context) error {
 	close(stop)
 	quietRes := <-quietDone
 	b.report.HTTPTotals.add(quietRes)
-	r.QuietStorm = figures(64, quietRate, quietRes, cpuSince(cpu0, cpu1, quietRes.OK()))
+	r.QuietStorm = figures(quietInFlight, quietRate, quietRes, cpuSince(cpu0, cpu1, quietRes.OK()))
 	if err != nil {
 		return err
 	}

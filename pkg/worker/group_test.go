@@ -257,8 +257,9 @@ FROM tx_effects`).Scan(&effects, &distinct, &groupTxids))
 			c.Sources = map[string]string{"bank": river.QueueDefault, "storm": "storm"}
 			c.GroupMaxEvents = groupMax
 		}, nil)
+		// It ingests the storm source's deliveries only.
 		storm := inboxstore.NewIngester(b.db.Pool, b.client, &inboxstore.IngesterConfig{
-			QueueFor: func(source string) string { return map[string]string{"storm": "storm"}[source] },
+			QueueFor: func(string) string { return "storm" },
 		})
 		b.ingest(t, "evt_gate", "gate")
 		<-entered
