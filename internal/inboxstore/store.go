@@ -229,20 +229,15 @@ func WorkTxOptions(asyncCommit bool) pgx.TxOptions {
 // holding the row makes this wait; once that one commits, the row is done
 // and this returns ErrNotFound.
 func (s *Store) TakeForWork(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (*Event, error) {
-	return scanEvent(tx.QueryRow(ctx, `
-WITH taken AS (
-    SELECT id, status, attempts, last_error FROM webhook_inbox WHERE id = $1 AND status <> 'done' AND erased_at IS NULL FOR UPDATE
-), marked AS (
-    UPDATE webhook_inbox AS i
-    SET status = 'done', processed_at = coalesce($2::timestamptz, now()), attempts = taken.attempts + 1, note = NULL, last_error = NULL
-    FROM taken
-    WHERE i.id = taken.id
-    RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, `+legacyDelivery+`, taken.status AS was,
-              taken.attempts AS attempts_before, taken.last_error AS error_before, i.received_at, i.request_id
-)
-SELECT m.id, m.source, m.provider, m.event_id, m.event_type, `+deliveryColumns+`, m.was,
-       m.attempts_before, coalesce(m.error_before, ''), m.received_at, coalesce(m.request_id, '')
-FROM marked AS m LEFT JOIN webhook_inbox_delivery AS d ON d.inbox_id = m.id`, planned, id, nullTime(now)))
+	taken, err := s.TakeManyForWork(ctx, tx, []int64{id}, []int64{0}, now)
+	if err != nil {
+		return nil, err
+	}
+	t := taken[id]
+	if t == nil {
+		return nil, ErrNotFound
+	}
+	return t.Event, nil
 }
 
 // legacyDelivery returns, from webhook_inbox AS i, the bytes a row received
@@ -266,12 +261,13 @@ type Taken struct {
 	processedAt *time.Time
 }
 
-// TakeManyForWork is TakeForWork for a group of jobs in one statement: it
-// locks the rows of ids that are not done, in id order (so that concurrent
-// groups over overlapping rows cannot deadlock on them), marks them done,
-// and returns them by id, each with the job of jobIDs (parallel to ids) it
-// was taken for. A row that is done already or gone is absent from the
-// map; of several jobs for one row, the last one is the row's.
+// TakeManyForWork is the one take, for a group of jobs or one (TakeForWork),
+// in one statement: it locks the rows of ids that are not done, in id order
+// (so that concurrent groups over overlapping rows cannot deadlock on
+// them), marks them done, and returns them by id, each with the job of
+// jobIDs (parallel to ids) it was taken for. A row that is done already or
+// gone is absent from the map; of several jobs for one row, the last one is
+// the row's.
 func (s *Store) TakeManyForWork(ctx context.Context, tx pgx.Tx, ids, jobIDs []int64, now time.Time) (map[int64]*Taken, error) {
 	rows, err := tx.Query(ctx, `
 WITH wanted AS (
@@ -289,10 +285,10 @@ WITH wanted AS (
     WHERE i.id = taken.id
     RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, `+legacyDelivery+`, taken.status AS was,
               taken.attempts AS attempts_before, taken.last_error AS error_before, i.received_at, taken.job_id,
-              taken.processed_at AS processed_before
+              taken.processed_at AS processed_before, i.request_id
 )
 SELECT m.id, m.source, m.provider, m.event_id, m.event_type, `+deliveryColumns+`, m.was,
-       m.attempts_before, coalesce(m.error_before, ''), m.received_at, m.job_id, m.processed_before
+       m.attempts_before, coalesce(m.error_before, ''), m.received_at, coalesce(m.request_id, ''), m.job_id, m.processed_before
 FROM marked AS m LEFT JOIN webhook_inbox_delivery AS d ON d.inbox_id = m.id`,
 		planned, ids, jobIDs, nullTime(now))
 	if err != nil {
@@ -308,7 +304,7 @@ FROM marked AS m LEFT JOIN webhook_inbox_delivery AS d ON d.inbox_id = m.id`,
 			t       = Taken{Event: &ev}
 		)
 		if err := rows.Scan(&ev.ID, &ev.Source, &ev.Provider, &ev.EventID, &ev.EventType, &payload, &ev.Body,
-			&ev.Headers, &status, &ev.Attempts, &ev.LastError, &ev.ReceivedAt, &t.JobID, &t.processedAt); err != nil {
+			&ev.Headers, &status, &ev.Attempts, &ev.LastError, &ev.ReceivedAt, &ev.RequestID, &t.JobID, &t.processedAt); err != nil {
 			return nil, fmt.Errorf("inbox: take events: %w", err)
 		}
 		ev.Status = Status(status)

@@ -71,7 +71,7 @@ func TestKEDAQueryCountsOnlyClaimableWork(t *testing.T) {
 	require.True(t, paused)
 	require.EqualValues(t, 3, value(), "pausing bank takes its 5 pending rows out of the trigger's value at once")
 
-	held, err := b.store.Hold(ctx, b.ids["bank"][0], "bank")
+	held, err := b.store.Hold(ctx, b.db.Pool, b.ids["bank"][0], "bank")
 	require.NoError(t, err)
 	require.True(t, held)
 	_, err = b.db.Pool.Exec(ctx, `DELETE FROM hookinbox_source_pause WHERE source = 'bank'`)

@@ -13,3 +13,20 @@ var CheckRoutes = checkRoutes
 // AdvisoryKey returns the lock key a route's LockOption takes for an event
 // of source whose located key is key.
 func AdvisoryKey(source, key string) int64 { return advisoryKey(source, key) }
+
+// SeesPaused reports whether the worker's view has source paused.
+func (w *Worker) SeesPaused(source string) bool { return w.pauses.isPaused(source) }
+
+// Fenced reports whether the worker has fenced itself.
+func (w *Worker) Fenced() bool { return w.registration.fenced() }
+
+// RoutesDescription returns what the worker records as its routes on
+// queue.
+func (w *Worker) RoutesDescription(queue string) string {
+	for i, q := range w.registration.queues {
+		if q == queue {
+			return w.registration.routes[i]
+		}
+	}
+	return ""
+}

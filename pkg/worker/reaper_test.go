@@ -72,7 +72,7 @@ func TestReaperLostCommits(t *testing.T) {
 		id := b.ingest(t, "evt_held", "account.deposit")
 		_, err := b.store.Pause(ctx, "bank", "test", "")
 		require.NoError(t, err)
-		held, err := b.store.Hold(ctx, id, "bank")
+		held, err := b.store.Hold(ctx, b.db.Pool, id, "bank")
 		require.NoError(t, err)
 		require.True(t, held)
 		b.completeJob(t, id, 2*worker.LostCommitGraceDefault)

@@ -82,6 +82,14 @@ const (
 	// below PostgreSQL's deadlock_timeout (1 s), so that groups never wait
 	// for the deadlock detector.
 	groupLockTimeoutDefault = 20 * time.Millisecond
+	// groupSliceDivisor shares a group's time out: an event's handlers in a
+	// group get Config.JobTimeout divided by it before the event leaves
+	// the group to be worked alone (see workGroup): 6s of the default 1m.
+	groupSliceDivisor = 10
+	// controlConns is the size of the worker's control pool: the routes
+	// record's claims and renewals and the pause watch run there, so
+	// that no event work can hold them back (see Worker.Start).
+	controlConns = 2
 	// pruneIntervalDefault is Config.PruneInterval's default.
 	pruneIntervalDefault = time.Hour
 	// riverConnsDefault is how many of the pool's connections are left to
@@ -104,7 +112,10 @@ type Config struct {
 	// receiver and inboxctl stamp theirs on the jobs they enqueue, and the
 	// worker aligns each job with its own before running it.
 	MaxAttempts int `mapstructure:"max_attempts"`
-	// JobTimeout bounds one run of an event's handlers. Defaults to 1m.
+	// JobTimeout bounds one run of an event's handlers. In a group, an
+	// event's handlers get a tenth of it, and one that needs longer leaves
+	// the group to run alone with the half of it that is left, so that a
+	// slow event never spends its neighbours' time. Defaults to 1m.
 	JobTimeout time.Duration `mapstructure:"job_timeout"`
 	// RescueAfter is how long a job may stay running before River rescues
 	// it (its worker died). Must exceed JobTimeout. Defaults to JobTimeout+30s.
@@ -134,7 +145,9 @@ type Config struct {
 	// run at once adapts to the database's latency (see
 	// internal/limiter), so that a storm's drain leaves the receiver room;
 	// groups grow while they wait. 1 gives each event a transaction of its
-	// own, with no such limit. Defaults to 50 (GroupMaxEventsAdvised).
+	// own, with no such limit; either way the event transactions open at
+	// once are bounded by the pool's size. Defaults to 50
+	// (GroupMaxEventsAdvised).
 	GroupMaxEvents int `mapstructure:"group_max_events"`
 	// SoftStopTimeout is how long a stopping worker lets running jobs
 	// finish before cancelling them. Defaults to 20s.
@@ -153,7 +166,8 @@ type Config struct {
 	// commit); serialization failures and deadlocks are run again at once.
 	Isolation Isolation `mapstructure:"isolation"`
 	// PauseRefresh is how often the worker reads the paused sources; a
-	// pause takes effect within it. Defaults to 1s.
+	// pause takes effect within it, for every event whose handlers have not
+	// begun, fetched or not. Defaults to 1s.
 	PauseRefresh time.Duration `mapstructure:"pause_refresh"`
 	// UnroutedDone marks an event no route matches done with a note. By
 	// default such an event is failed with the reason, loudly: a failed row
@@ -322,6 +336,10 @@ func (c *Config) validate() error {
 
 // Worker is a River client working inbox events and the reaper.
 type Worker struct {
+	pool *pgxpool.Pool
+	// control is the control pool (see Start), nil before it; closed by
+	// Stop.
+	control      *pgxpool.Pool
 	client       *river.Client[pgx.Tx]
 	config       *Config
 	registration *registration
@@ -337,6 +355,7 @@ type Worker struct {
 	working     bool  // the work started
 	workStopped bool  // the work was stopped (a worker never works again)
 	stopErr     error // the stop's error: jobs may still run
+	stopped     bool  // Stop was called: later calls return stopErr
 	// The rollout loop (see rollout.go): stopRollout stops it, rolloutDone
 	// is closed when it returned. nil before the first claim.
 	stopRollout, rolloutDone chan struct{}
@@ -365,17 +384,31 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	}
 	workers := river.NewWorkers()
 	store := inboxstore.New(pool)
-	pauses := newPauseWatch(store, c.PauseRefresh, c.Logger.Named("pause"))
+	// The pause watch reads on the control pool, set by Start.
+	pauses := newPauseWatch(nil, c.PauseRefresh, c.Logger.Named("pause"))
+	registration := newRegistration(c)
+	// The connections the pool has for event transactions, each a group's
+	// (a flusher's) or an event's own: at least two, so that an event
+	// waiting alone for a lock leaves one.
+	conns := max(2, int(pool.Config().MaxConns)-riverConnsDefault)
+	flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-riverConnsDefault))
 	ew := &eventWorker{
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, isolation: c.Isolation, logger: c.Logger,
 		metrics: c.Metrics, pauses: pauses, sources: c.Sources, maxAttempts: c.MaxAttempts, queueFor: c.QueueFor,
+		jobTimeout: c.JobTimeout, groupSettings: groupSettings(c.JobTimeout), registration: registration,
+		slots: make(chan struct{}, max(conns, flushers)),
 	}
 	if c.TracerProvider != nil {
 		ew.tracer = c.TracerProvider.Tracer(tracerName)
 	}
 	if c.GroupMaxEvents > 1 {
-		flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-riverConnsDefault))
-		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, groupLingerDefault, c.Queues)
+		worked := 0
+		for source := range c.Sources {
+			if _, ok := c.Queues[c.QueueFor(source)]; ok {
+				worked++
+			}
+		}
+		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, groupLingerDefault, c.Queues, worked)
 	}
 	river.AddWorker(workers, ew)
 	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor,
@@ -430,7 +463,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: river client: %w", err)
 	}
-	w := &Worker{client: client, config: c, registration: newRegistration(pool, c), group: ew.group, limit: ew.limit, pauses: pauses}
+	w := &Worker{pool: pool, client: client, config: c, registration: registration, group: ew.group, limit: ew.limit, pauses: pauses}
 	if c.Outbox != nil {
 		rc := *c.Outbox
 		rc.PollOnly = rc.PollOnly || c.PollOnly
@@ -495,9 +528,27 @@ func firstQueue(queues map[string]int) string {
 // When River's client fails to start (the database refused a connection:
 // every one may be taken), Start returns its error and leaves the rest
 // running, so that Start may be called again; Stop ends it all.
+//
+// The records' claims and renewals and the pause watch run on a control
+// pool of controlConns connections of their own, opened by the first Start
+// with the pool's settings, so that no event work can hold them back. A
+// worker whose records could not be renewed for nearly their ttl fences
+// itself: it begins no event until a renewal lands, so that its records
+// never expire while it works (see registration.fenced).
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.control == nil {
+		cfg := w.pool.Config().Copy()
+		cfg.MaxConns, cfg.MinConns, cfg.MinIdleConns = controlConns, 0, 0
+		control, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("worker: control pool: %w", err)
+		}
+		w.control = control
+		w.registration.pool = control
+		w.pauses.store = inboxstore.New(control)
+	}
 	if w.pauses.stop == nil {
 		if err := w.pauses.start(ctx); err != nil {
 			return fmt.Errorf("worker: read paused sources: %w", err)
@@ -554,23 +605,35 @@ func (w *Worker) Client() *river.Client[pgx.Tx] { return w.client }
 // Then it deletes the worker's routes record.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return w.stopErr
+	}
+	w.stopped = true
 	w.setState(StateStopped)
 	err := w.stopWork(ctx)
 	w.mu.Unlock()
+	if w.stopRollout != nil {
+		select {
+		case <-w.stopRollout:
+		default:
+			close(w.stopRollout)
+		}
+		<-w.rolloutDone
+	}
+	w.pauses.shutdown()
+	defer func() {
+		if w.control != nil {
+			w.control.Close()
+		}
+	}()
 	if err != nil {
 		// Jobs may still run: the record is left to expire.
 		return err
 	}
-	w.pauses.shutdown()
 	if w.stopRollout == nil {
 		return nil
 	}
-	select {
-	case <-w.stopRollout:
-	default:
-		close(w.stopRollout)
-	}
-	<-w.rolloutDone
 	return w.registration.delete(ctx)
 }
 
