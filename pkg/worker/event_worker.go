@@ -263,6 +263,8 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 		out.began = true
 		return w.runGated(ctx, handlerTx{tx}, ev, gate)
 	})
+	// A hold counts only once committed.
+	out.held = out.held && err == nil
 	switch {
 	case err == nil && parked:
 		out.err = errParked
