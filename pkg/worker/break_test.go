@@ -8,8 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -74,4 +76,51 @@ func TestBreakWorkerStaysWithinMaxConns(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `
 SELECT count(*) FROM pg_stat_activity WHERE usename = $1`, role).Scan(&open))
 	require.LessOrEqual(t, open, maxConns+1, "connections the worker opened, River's LISTEN included")
+}
+
+func TestBreakPauseSeenAfterAStartThatFailed(t *testing.T) {
+	t.Parallel()
+
+	// Start's doc: when it fails, "Start may be called again". A first
+	// Start whose claim of the routes record fails (here the role may not
+	// write hookinbox_worker_routes; in production a connection refused)
+	// must leave a worker whose second Start works as a first one would:
+	// a pause takes effect within pause_refresh.
+	b := setup(t)
+	ctx := context.Background()
+	pool, role := b.limitedRolePool(t, -1, 16)
+	_, err := b.db.Pool.Exec(ctx, `REVOKE ALL ON hookinbox_worker_routes FROM `+role)
+	require.NoError(t, err)
+	cfg := &worker.Config{
+		Sources: sources, Registry: b.registry(t), Logger: zaptest.NewLogger(t), PauseRefresh: 100 * time.Millisecond,
+		Routes: []worker.Route{{Source: "bank", Handlers: []string{"effect"}}},
+	}
+	w, err := worker.New(pool, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, w.Stop(ctx))
+	})
+	require.Error(t, w.Start(ctx), "the claim fails")
+	_, err = b.db.Pool.Exec(ctx, `GRANT ALL ON hookinbox_worker_routes TO `+role)
+	require.NoError(t, err)
+	require.NoError(t, w.Start(ctx))
+	require.Equal(t, worker.StateWorking, w.State())
+
+	_, err = b.store.Pause(ctx, "bank", "test", "")
+	require.NoError(t, err)
+	deadline := time.Now().Add(5 * time.Second)
+	for !w.SeesPaused("bank") && time.Now().Before(deadline) {
+		<-time.After(10 * time.Millisecond)
+	}
+	id := b.ingest(t, "evt_after_pause", "account.deposit")
+	poll(t, 30*time.Second, "the event's job to end", func() (bool, error) {
+		var open int
+		err := b.db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM river_job WHERE kind = 'hookinbox.event' AND state NOT IN ('completed', 'discarded', 'cancelled')`).Scan(&open)
+		return open == 0, err
+	})
+	require.Zero(t, b.effects(t, "evt_after_pause"), "an event received 5 s after the pause was handled")
+	require.Equal(t, inbox.StatusPending, b.row(t, id).Status)
 }
