@@ -557,7 +557,8 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.stopRollout == nil {
 		blocker, err := w.registration.claim(ctx)
 		if err != nil {
-			w.pauses.shutdown()
+			// The pause watch goes on: Start may be called again, and it
+			// starts the watch only once; Stop ends it.
 			return err
 		}
 		w.stopRollout, w.rolloutDone = make(chan struct{}), make(chan struct{})
