@@ -36,7 +36,7 @@ const (
 // the record while the worker runs. It is the only code that touches that
 // table. Its methods but fenced (which any goroutine calls) run on one
 // goroutine at a time (Start's, then the Worker's rollout loop, then
-// Stop's). Its pool is the worker's control pool, set by Start.
+// Stop's).
 type registration struct {
 	pool     *pgxpool.Pool
 	id       string
@@ -77,7 +77,7 @@ func (r *registration) fenceAfter() time.Duration { return r.ttl() - r.interval/
 // sent now has extended the records.
 func (r *registration) sending() int64 { return int64(max(1, time.Since(r.base))) }
 
-func newRegistration(c *Config) *registration {
+func newRegistration(pool *pgxpool.Pool, c *Config) *registration {
 	queues := make([]string, 0, len(c.Queues))
 	for q := range c.Queues {
 		queues = append(queues, q)
@@ -91,7 +91,7 @@ func newRegistration(c *Config) *registration {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	return &registration{
-		id: hex.EncodeToString(id[:]), host: host, pid: os.Getpid(),
+		pool: pool, id: hex.EncodeToString(id[:]), host: host, pid: os.Getpid(),
 		queues: queues, routes: routes, interval: c.HeartbeatInterval, base: time.Now(),
 	}
 }

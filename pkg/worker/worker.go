@@ -86,16 +86,12 @@ const (
 	// group get Config.JobTimeout divided by it before the event leaves
 	// the group to be worked alone (see workGroup): 6s of the default 1m.
 	groupSliceDivisor = 10
-	// controlConns is the size of the worker's control pool: the routes
-	// record's claims and renewals and the pause watch run there, so
-	// that no event work can hold them back (see Worker.Start).
-	controlConns = 2
 	// pruneIntervalDefault is Config.PruneInterval's default.
 	pruneIntervalDefault = time.Hour
 	// riverConnsDefault is how many of the pool's connections are left to
 	// River (its fetches, its completer, its LISTEN connection, its leader's
-	// maintenance) and the worker's own bookkeeping when
-	// Config.GroupFlushers is derived from the pool size.
+	// maintenance) and the worker's own bookkeeping (the routes record, the
+	// pause watch): event transactions never take them (see inTx).
 	riverConnsDefault = 4
 )
 
@@ -198,7 +194,9 @@ type Config struct {
 	// GroupFlushers is how many group transactions run at once, each on a
 	// connection of its own; River's worker count (Queues) is how many
 	// events are in flight, which may be far more. Defaults to the pool's
-	// size less riverConnsDefault, and at least 1.
+	// size less riverConnsDefault, and at least 1. The event transactions
+	// open at once, a group's or an event's own, are bounded by the same
+	// number (at least 2) whatever this is.
 	GroupFlushers int `mapstructure:"-"`
 	// Retention are the sources' retention policies, applied by a periodic
 	// job every PruneInterval (see internal/retention). Empty runs no such job.
@@ -336,10 +334,6 @@ func (c *Config) validate() error {
 
 // Worker is a River client working inbox events and the reaper.
 type Worker struct {
-	pool *pgxpool.Pool
-	// control is the control pool (see Start), nil before it; closed by
-	// Stop.
-	control      *pgxpool.Pool
 	client       *river.Client[pgx.Tx]
 	config       *Config
 	registration *registration
@@ -384,19 +378,19 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	}
 	workers := river.NewWorkers()
 	store := inboxstore.New(pool)
-	// The pause watch reads on the control pool, set by Start.
-	pauses := newPauseWatch(nil, c.PauseRefresh, c.Logger.Named("pause"))
-	registration := newRegistration(c)
+	pauses := newPauseWatch(store, c.PauseRefresh, c.Logger.Named("pause"))
+	registration := newRegistration(pool, c)
 	// The connections the pool has for event transactions, each a group's
-	// (a flusher's) or an event's own: at least two, so that an event
-	// waiting alone for a lock leaves one.
+	// (a flusher's) or an event's own: the rest is River's and the
+	// worker's own bookkeeping's (the routes record, the pause watch). At
+	// least two, so that an event waiting alone for a lock leaves one.
 	conns := max(2, int(pool.Config().MaxConns)-riverConnsDefault)
 	flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-riverConnsDefault))
 	ew := &eventWorker{
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, isolation: c.Isolation, logger: c.Logger,
 		metrics: c.Metrics, pauses: pauses, sources: c.Sources, maxAttempts: c.MaxAttempts, queueFor: c.QueueFor,
 		jobTimeout: c.JobTimeout, groupSettings: groupSettings(c.JobTimeout), registration: registration,
-		slots: make(chan struct{}, max(conns, flushers)),
+		slots: make(chan struct{}, conns),
 	}
 	if c.TracerProvider != nil {
 		ew.tracer = c.TracerProvider.Tracer(tracerName)
@@ -463,7 +457,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: river client: %w", err)
 	}
-	w := &Worker{pool: pool, client: client, config: c, registration: registration, group: ew.group, limit: ew.limit, pauses: pauses}
+	w := &Worker{client: client, config: c, registration: registration, group: ew.group, limit: ew.limit, pauses: pauses}
 	if c.Outbox != nil {
 		rc := *c.Outbox
 		rc.PollOnly = rc.PollOnly || c.PollOnly
@@ -529,26 +523,16 @@ func firstQueue(queues map[string]int) string {
 // every one may be taken), Start returns its error and leaves the rest
 // running, so that Start may be called again; Stop ends it all.
 //
-// The records' claims and renewals and the pause watch run on a control
-// pool of controlConns connections of their own, opened by the first Start
-// with the pool's settings, so that no event work can hold them back. A
-// worker whose records could not be renewed for nearly their ttl fences
-// itself: it begins no event until a renewal lands, so that its records
-// never expire while it works (see registration.fenced).
+// Event transactions, a group's or an event's own, take at most the pool's
+// size less riverConnsDefault connections at once, so that the records'
+// claims and renewals and the pause watch always find one, however many
+// events are in flight. A worker whose records could not be renewed for
+// nearly their ttl fences itself: it begins and commits no event until a
+// renewal lands, so that it never works once its records may have expired
+// (see registration.fenced).
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.control == nil {
-		cfg := w.pool.Config().Copy()
-		cfg.MaxConns, cfg.MinConns, cfg.MinIdleConns = controlConns, 0, 0
-		control, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			return fmt.Errorf("worker: control pool: %w", err)
-		}
-		w.control = control
-		w.registration.pool = control
-		w.pauses.store = inboxstore.New(control)
-	}
 	if w.pauses.stop == nil {
 		if err := w.pauses.start(ctx); err != nil {
 			return fmt.Errorf("worker: read paused sources: %w", err)
@@ -623,11 +607,6 @@ func (w *Worker) Stop(ctx context.Context) error {
 		<-w.rolloutDone
 	}
 	w.pauses.shutdown()
-	defer func() {
-		if w.control != nil {
-			w.control.Close()
-		}
-	}()
 	if err != nil {
 		// Jobs may still run: the record is left to expire.
 		return err
