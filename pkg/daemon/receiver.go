@@ -17,7 +17,6 @@ import (
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
 // NewReceiver builds the receiver's server from env: a verifier per source,
@@ -76,7 +75,6 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	// receiver: section; the rest is set here.
 	sc := cfg.Receiver.Config
 	sc.Sources = sources
-	sc.Ready = readyCheck(env, schema.Core())
 	sc.Logger = env.Logger
 	sc.Metrics = m
 	sc.Rejections = rejections
@@ -215,15 +213,5 @@ func queueFor(cfg *config.Config) func(string) string {
 			return q
 		}
 		return river.QueueDefault
-	}
-}
-
-// readyCheck reports whether the database is reachable and its schema new enough.
-func readyCheck(env *Env, sets ...*schema.Set) func(context.Context) error {
-	return func(ctx context.Context) error {
-		if err := env.Pool.Ping(ctx); err != nil {
-			return err
-		}
-		return schema.Check(ctx, env.Pool, sets...)
 	}
 }
