@@ -94,7 +94,9 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 // RunReceiver serves the receiver until ctx is done. It listens at once,
 // then waits for the database (AwaitSchema): meanwhile /healthz answers 200,
 // and /readyz and webhooks 503 with Retry-After. Once the schema checks out
-// it accepts webhooks. When ctx ends during the wait, it returns nil.
+// it accepts webhooks, and /readyz answers 200 until ctx is done, whether
+// the database answers or not (webhooks get 503 with Retry-After while it
+// does not). When ctx ends during the wait, it returns nil.
 func RunReceiver(ctx context.Context, env *Env) error {
 	cfg := env.Config
 	env.Logger.Info("starting", zap.String("version", buildinfo.Version()), zap.Any("config", cfg.Redacted()), zap.Int32("pool_max_conns", env.Pool.Config().MaxConns))
