@@ -84,63 +84,45 @@ func TestReaperLostCommits(t *testing.T) {
 	// The state an outage leaves: the row's write lost (a done mark
 	// committed asynchronously, or a failure the worker could not record),
 	// while River's completer, retrying across the outage, finished the job
-	// after it. The reaper sees a server it has not noted before and heals
-	// the row at its first pass, not orphan_after later.
-	for _, change := range []struct {
-		name   string
-		change serverChange
-	}{{"AfterAPromotion", promoted}, {"AfterARestart", restarted}} {
-		t.Run("LostDoneMarkIsRequeuedAtTheFirstPass"+change.name, func(t *testing.T) {
+	// after it. The reaper heals the row at its first pass on a server it
+	// has not noted before, and at every pass within orphan_after of that;
+	// on the server it noted long ago, the row waits for the orphan rule.
+	for _, tc := range []struct {
+		name     string
+		jobState string // the state the completer left the job in
+		seenAgo  time.Duration
+		change   serverChange
+		want     inbox.Status
+		jobs     int    // the row's jobs at the end
+		lastErr  string // the row's last_error at the end
+	}{
+		{"LostDoneMarkIsRequeuedAtTheFirstPassAfterAPromotion", "completed", 2 * healWindow, promoted, inbox.StatusDone, 2, ""},
+		{"LostDoneMarkIsRequeuedAtTheFirstPassAfterARestart", "completed", 2 * healWindow, restarted, inbox.StatusDone, 2, ""},
+		{"LostFailureIsRecordedAtTheFirstPassAfterAPromotion", "cancelled", 2 * healWindow, promoted, inbox.StatusFailed, 1, "job cancelled: cannot ever work"},
+		{"LostFailureIsRecordedAtTheFirstPassAfterARestart", "discarded", 2 * healWindow, restarted, inbox.StatusFailed, 1, "job discarded: cannot ever work"},
+		// The completion landed after the first pass on the new server.
+		{"LostDoneMarkIsRequeuedWithinTheWindow", "completed", healWindow / 2, sameServer, inbox.StatusDone, 2, ""},
+		// No outage since: no scan of every pending row.
+		{"SameServerSeenLongAgoLeavesTheRowToTheOrphanRule", "completed", 2 * healWindow, sameServer, inbox.StatusPending, 1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			id := b.ingest(t, "evt_lost_mark", "account.deposit")
-			b.finishJob(t, id, "completed", 2*worker.LostCommitGraceDefault)
-			b.serverSeen(t, 2*healWindow, change.change)
+			id := b.ingest(t, "evt_lost", "account.deposit")
+			b.finishJob(t, id, tc.jobState, 2*worker.LostCommitGraceDefault)
+			b.serverSeen(t, tc.seenAgo, tc.change)
 			b.start(t, func(c *worker.Config) { c.OrphanAfter = healWindow })
-			b.waitStatus(t, id, inbox.StatusDone)
-			require.Equal(t, 1, b.effects(t, "evt_lost_mark"))
-			require.Equal(t, 2, b.jobs(t, id), "the completed job and the reaper's")
-		})
-
-		t.Run("LostFailureIsRecordedAtTheFirstPass"+change.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t)
-			id := b.ingest(t, "evt_lost_failure", "account.deposit")
-			b.finishJob(t, id, "cancelled", 2*worker.LostCommitGraceDefault)
-			b.serverSeen(t, 2*healWindow, change.change)
-			b.start(t, func(c *worker.Config) { c.OrphanAfter = healWindow })
-			ev := b.waitStatus(t, id, inbox.StatusFailed)
-			require.Equal(t, "job cancelled: cannot ever work", ev.LastError)
-			require.Equal(t, 1, b.jobs(t, id))
+			b.waitReaperRun(t)
+			ev := b.waitStatus(t, id, tc.want)
+			require.Equal(t, tc.lastErr, ev.LastError)
+			require.Equal(t, tc.jobs, b.jobs(t, id))
+			effects := 0
+			if tc.want == inbox.StatusDone {
+				effects = 1
+			}
+			require.Equal(t, effects, b.effects(t, "evt_lost"), "the effect applied once, by the reaper's job")
 		})
 	}
-
-	t.Run("LostDoneMarkIsRequeuedWithinTheWindow", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		// The completion landed after the first pass on the new server:
-		// every pass within orphan_after of it looks.
-		id := b.ingest(t, "evt_lost_later", "account.deposit")
-		b.finishJob(t, id, "completed", 2*worker.LostCommitGraceDefault)
-		b.serverSeen(t, healWindow/2, sameServer)
-		b.start(t, func(c *worker.Config) { c.OrphanAfter = healWindow })
-		b.waitStatus(t, id, inbox.StatusDone)
-		require.Equal(t, 2, b.jobs(t, id))
-	})
-
-	t.Run("SameServerSeenLongAgoLeavesTheRowToTheOrphanRule", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		// No outage since the server was noted: the reaper does not scan
-		// every pending row for lost commits.
-		id := b.ingest(t, "evt_steady", "account.deposit")
-		b.finishJob(t, id, "completed", 2*worker.LostCommitGraceDefault)
-		b.serverSeen(t, 2*healWindow, sameServer)
-		b.start(t, func(c *worker.Config) { c.OrphanAfter = healWindow })
-		b.waitReaperRun(t)
-		require.Equal(t, inbox.StatusPending, b.row(t, id).Status)
-		require.Equal(t, 1, b.jobs(t, id))
-	})
 
 	t.Run("LiveWorkIsLeftAloneAfterAPromotion", func(t *testing.T) {
 		t.Parallel()
