@@ -150,10 +150,12 @@ type Config struct {
 	SoftStopTimeout time.Duration `mapstructure:"soft_stop_timeout"`
 	// SynchronousCommit makes each event's COMMIT wait for the WAL flush.
 	// Defaults to false, on purpose: a worker's commit lost in a crash of
-	// PostgreSQL loses the effect and the done mark together, so the event
-	// runs again (within a reaper interval of the restart) and nothing is
-	// applied twice. The receiver's claim is always durable, because its
-	// 2xx promises it.
+	// PostgreSQL or a failover loses the effect and the done mark together,
+	// so the event runs again (at the reaper's next pass once its job ended
+	// after the outage, or once River's rescuer takes the job back when the
+	// outage lost its end: see docs/operations.md) and nothing is applied
+	// twice. The receiver's claim is always durable, because its 2xx
+	// promises it.
 	SynchronousCommit bool `mapstructure:"synchronous_commit"`
 	// Isolation is the isolation level of the handler transactions of a
 	// route that chooses none: read_committed, repeatable_read or
