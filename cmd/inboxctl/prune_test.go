@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,13 +11,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -71,13 +68,7 @@ func TestPruneKeepsTheDedupWindow(t *testing.T) {
 	const problem = "sources[stripe].retention: 1h0m0s is shorter than stripe's redelivery window (720h0m0s)"
 	require.Contains(t, err.Error(), problem)
 
-	cfg, err := config.Load(valid, config.NeedDatabase|config.NeedReceiver)
-	require.NoError(t, err)
-	srv, stop, err := daemon.NewReceiver(&daemon.Env{Config: cfg, Logger: zaptest.NewLogger(t), Pool: db.Pool})
-	require.NoError(t, err)
-	t.Cleanup(stop)
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
+	ts := serveReceiver(t, valid, db)
 
 	// A done stripe event received 2 h ago by the database's clock.
 	store := inboxstore.New(db.Pool)

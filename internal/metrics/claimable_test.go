@@ -53,17 +53,19 @@ func setupClaimable(t *testing.T, backlog map[string]int) *claimableBundle {
 	return b
 }
 
+// kedaValue is the chart's KEDA trigger's value on b's database.
+func (b *claimableBundle) kedaValue(t *testing.T) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), kedaQuery(t)).Scan(&n))
+	return n
+}
+
 func TestKEDAQueryCountsOnlyClaimableWork(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setupClaimable(t, map[string]int{"bank": 5, "shop": 3})
-	query := kedaQuery(t)
-	value := func() int64 {
-		t.Helper()
-		var n int64
-		require.NoError(t, b.db.Pool.QueryRow(ctx, query).Scan(&n))
-		return n
-	}
+	value := func() int64 { return b.kedaValue(t) }
 
 	require.EqualValues(t, 8, value(), "every pending row of an unpaused source is claimable")
 
@@ -117,9 +119,7 @@ func TestBacklogMetricCountsHeldApart(t *testing.T) {
 	require.Equal(t, 1, testutil.CollectAndCount(reg, "hookinbox_inbox_oldest_pending_age_seconds"),
 		"a paused source's rows do not age the backlog (no HookinboxBacklogOld for a deliberate pause)")
 
-	var trigger int64
-	require.NoError(t, b.db.Pool.QueryRow(ctx, kedaQuery(t)).Scan(&trigger))
-	require.InDelta(t, float64(trigger), claimable(), 0, "the metric's pending is the KEDA trigger's value")
+	require.InDelta(t, float64(b.kedaValue(t)), claimable(), 0, "the metric's pending is the KEDA trigger's value")
 }
 
 // TestKEDAQueryCountsParkedKeysAWorkerMustWake is issue 38's suspected point
@@ -135,13 +135,7 @@ func TestKEDAQueryCountsParkedKeysAWorkerMustWake(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setupClaimable(t, map[string]int{"bank": 6, "shop": 2})
-	query := kedaQuery(t)
-	value := func() int64 {
-		t.Helper()
-		var n int64
-		require.NoError(t, b.db.Pool.QueryRow(ctx, query).Scan(&n))
-		return n
-	}
+	value := func() int64 { return b.kedaValue(t) }
 	park := func(source, key string, ids ...int64) {
 		t.Helper()
 		tx, err := b.db.Pool.Begin(ctx)

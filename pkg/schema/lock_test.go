@@ -37,6 +37,23 @@ func coreUpTo(t *testing.T, last int) *schema.Set {
 	return &schema.Set{Name: schema.Core().Name, FS: files}
 }
 
+// holdInbox returns a database migrated up to 0010, before 0011 alters
+// webhook_inbox, and a worker's transaction holding the table with the
+// lock its UPDATEs take, rolled back when the test ends.
+func holdInbox(t *testing.T) (*dbtest.DB, pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	db := dbtest.NewEmpty(t)
+	_, err := schema.Migrate(ctx, db.Pool, nil, coreUpTo(t, 10))
+	require.NoError(t, err)
+	worker, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = worker.Rollback(context.WithoutCancel(ctx)) })
+	_, err = worker.Exec(ctx, `LOCK TABLE webhook_inbox IN ROW EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	return db, worker
+}
+
 // TestMigrateDoesNotStallClaims is issue 38's suspected point on migration
 // 0011: its renames need webhook_inbox's ACCESS EXCLUSIVE lock, and a
 // migration waiting for it queues every claim behind it, so one long worker
@@ -47,16 +64,8 @@ func coreUpTo(t *testing.T, last int) *schema.Set {
 func TestMigrateDoesNotStallClaims(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.NewEmpty(t)
-	_, err := schema.Migrate(ctx, db.Pool, nil, coreUpTo(t, 10))
-	require.NoError(t, err)
-
-	// The worker's long transaction takes the lock its UPDATEs take.
+	db, worker := holdInbox(t)
 	const longFor = 5 * time.Second
-	worker, err := db.Pool.Begin(ctx)
-	require.NoError(t, err)
-	_, err = worker.Exec(ctx, `LOCK TABLE webhook_inbox IN ROW EXCLUSIVE MODE`)
-	require.NoError(t, err)
 	ended := make(chan time.Time, 1)
 	time.AfterFunc(longFor, func() {
 		_ = worker.Commit(ctx)
@@ -107,18 +116,11 @@ ON CONFLICT DO NOTHING`, fmt.Sprintf("evt_%d", claims))
 func TestMigrateGivesUpOnALockHeldThroughout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dbtest.NewEmpty(t)
-	_, err := schema.Migrate(ctx, db.Pool, nil, coreUpTo(t, 10))
-	require.NoError(t, err)
-	worker, err := db.Pool.Begin(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = worker.Rollback(context.WithoutCancel(ctx)) })
-	_, err = worker.Exec(ctx, `LOCK TABLE webhook_inbox IN ROW EXCLUSIVE MODE`)
-	require.NoError(t, err)
+	db, _ := holdInbox(t)
 
 	core, logs := observer.New(zap.WarnLevel)
 	config := schema.MigrateConfig{Logger: zap.New(core)}
-	_, err = schema.Migrate(ctx, db.Pool, config.WithLockRetries(2, 10*time.Millisecond), schema.Core())
+	_, err := schema.Migrate(ctx, db.Pool, config.WithLockRetries(2, 10*time.Millisecond), schema.Core())
 	require.ErrorContains(t, err, "schema: apply core 0011_delivery: gave up after 2 attempts, each waiting 1s for a lock")
 	require.Equal(t, 1, logs.Len(), "one retry logged")
 	var version int
