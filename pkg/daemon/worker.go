@@ -228,8 +228,8 @@ func stateReason(state worker.State) string {
 // RetentionPolicies returns every source's retention policy.
 func RetentionPolicies(c *config.Config) []retention.Policy {
 	policies := make([]retention.Policy, len(c.Sources))
-	for i, s := range c.Sources {
-		policies[i] = retention.Policy{Source: s.Name, Retention: s.Retention, PayloadRetention: s.PayloadRetention}
+	for i := range c.Sources {
+		policies[i] = *c.Sources[i].RetentionPolicy()
 	}
 	return policies
 }
