@@ -23,8 +23,17 @@ DEADCODE ?= $(GO) tool -modfile=tools/go.mod deadcode
 # Build only the trees that exist (go errors on a missing directory).
 BUILD_PKGS := $(addsuffix /...,$(addprefix ./,$(wildcard cmd examples)))
 
+# make soak: SEED replays a schedule (random and printed when empty);
+# DURATION is the schedule's length.
+SEED ?=
+DURATION ?= 2m
+# make soak-mutants: the seeds tried on each mutant, in turn, and the
+# schedule's length for each try.
+MUTANT_SEEDS ?= 1 2 3
+MUTANT_DURATION ?= 40s
+
 .DEFAULT_GOAL := help
-.PHONY: help build test demo readme bench faults fuzz lint deadcode migrate image image-test kube-test clean chart-test
+.PHONY: help build test demo readme bench faults soak soak-mutants fuzz lint deadcode migrate image image-test kube-test clean chart-test
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z_-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -55,6 +64,12 @@ bench: ## measure throughput and latency on this machine with hookbench (the ben
 faults: ## the fault suite at full size (internal/faults): one row per scenario, non-zero if a guarantee broke; then every fuzz target for FAULTS_FUZZTIME
 	cd internal/faults && HOOKINBOX_FAULTS=full HOOKINBOX_FAULTS_HOSTILE=$(FAULTS_HOSTILE) HOOKINBOX_FAULTS_HOSTILE_SAME_ADDRESS=$(FAULTS_HOSTILE_SAME_ADDRESS) HOOKINBOX_FAULTS_HOSTILE_SCALE=$(FAULTS_HOSTILE_SCALE) ../../scripts/with-postgres.sh $(GO) test -count=1 -timeout 30m
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FAULTS_FUZZTIME)
+
+soak: ## the soak (internal/faults TestSoak): 2 receivers, 2 workers, a schedule of traffic, faults and pauses drawn from SEED (printed), DURATION long, then the oracle
+	cd internal/faults && SOAK=1 SOAK_SEED=$(SEED) SOAK_DURATION=$(DURATION) ../../scripts/with-postgres.sh $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 3h .
+
+soak-mutants: ## apply each internal/faults/mutants/*.patch in a throwaway worktree, run the soak on it (MUTANT_SEEDS, MUTANT_DURATION), print the table
+	GO=$(GO) MUTANT_SEEDS="$(MUTANT_SEEDS)" MUTANT_DURATION=$(MUTANT_DURATION) scripts/with-postgres.sh scripts/soak-mutants.sh
 
 fuzz: ## run every Fuzz* target for FUZZTIME (default 30s) each; no database needed
 	@set -e; found=; \

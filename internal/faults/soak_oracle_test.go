@@ -1,0 +1,153 @@
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// soakPauseGrace is what the pause promise allows past pause_refresh: the
+// worker's refresh is a query on a loaded machine, which a terminated
+// backend can make fail once (the next refresh comes pause_refresh later).
+const soakPauseGrace = 2 * time.Second
+
+// soakRow is an event as the oracle reads it.
+type soakRow struct {
+	status, lastError string
+	applied           int // committed runs of its handler (soak_applied)
+}
+
+// oracle checks the soak's promises, in order, and returns the first
+// broken one, or "" when all hold:
+//  1. every event answered 2xx is in the inbox;
+//  2. nothing is pending after the quiet tail (reaperWindow);
+//  3. every acknowledged event is done and its handler ran (committed)
+//     exactly once, or, when the schedule made it poison, failed and never
+//     applied; no stored event failed that was not poison;
+//  4. every account's balance is the sum of its entries;
+//  5. no event of a paused source began (soak_applied) later than
+//     pause_refresh + soakPauseGrace after the pause and before the resume;
+//  6. no source's secret (whole, or its key after "whsec_") in any
+//     process's log or inboxctl's output.
+func (s *soak) oracle() string {
+	ctx := context.Background()
+	rows := s.readRows(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, src := range soakSources {
+		for id := range s.acked[src] {
+			if _, ok := rows[src+"/"+id]; !ok {
+				return fmt.Sprintf("acknowledged event %s/%s is not in the inbox", src, id)
+			}
+		}
+	}
+	if p := s.pending(); len(p) > 0 {
+		return fmt.Sprintf("events still pending %s after the schedule: %v", reaperWindow, p)
+	}
+	for _, src := range soakSources {
+		for id := range s.sent[src] {
+			r, ok := rows[src+"/"+id]
+			if !ok {
+				continue // never acknowledged (checked above) and never stored
+			}
+			poison := s.sched.Poison[src][id]
+			switch {
+			case poison && (r.status != "failed" || r.applied != 0):
+				return fmt.Sprintf("poison event %s/%s: status %s, applied %d times (want failed, 0)", src, id, r.status, r.applied)
+			case !poison && r.status != "done":
+				return fmt.Sprintf("event %s/%s: status %s (%s), want done: only poison fails", src, id, r.status, r.lastError)
+			case !poison && r.applied != 1:
+				return fmt.Sprintf("event %s/%s applied %d times, want exactly once", src, id, r.applied)
+			}
+		}
+	}
+	var bad []string
+	brows, err := s.pool.Query(ctx, `SELECT account_id FROM ledger_accounts AS a
+WHERE balance <> (SELECT coalesce(sum(amount), 0) FROM ledger_entries AS e WHERE e.account_id = a.account_id)`)
+	require.NoError(s.t, err)
+	bad, err = pgx.CollectRows(brows, pgx.RowTo[string])
+	require.NoError(s.t, err)
+	if len(bad) > 0 {
+		return fmt.Sprintf("balances that are not the sum of their entries: %v", bad)
+	}
+	if broken := s.checkPauses(ctx); broken != "" {
+		return broken
+	}
+	return s.checkSecrets()
+}
+
+// readRows returns the inbox's rows by "source/event_id", with the
+// committed runs of their handler.
+func (s *soak) readRows(ctx context.Context) map[string]*soakRow {
+	rows, err := s.pool.Query(ctx, `SELECT i.source || '/' || i.event_id, i.status::text, coalesce(i.last_error, ''),
+  (SELECT count(*) FROM soak_applied AS a WHERE a.source = i.source AND a.event_id = i.event_id)
+FROM webhook_inbox AS i`)
+	require.NoError(s.t, err)
+	out := map[string]*soakRow{}
+	for rows.Next() {
+		var key string
+		r := &soakRow{}
+		require.NoError(s.t, rows.Scan(&key, &r.status, &r.lastError, &r.applied))
+		out[key] = r
+	}
+	require.NoError(s.t, rows.Err())
+	return out
+}
+
+// checkPauses is promise 5.
+func (s *soak) checkPauses(ctx context.Context) string {
+	bound := soakPauseRefresh + soakPauseGrace
+	for _, w := range s.pauses {
+		var id string
+		var began time.Time
+		err := s.pool.QueryRow(ctx, `SELECT event_id, began_at FROM soak_applied
+WHERE source = $1 AND began_at > $2 AND began_at < $3 ORDER BY began_at LIMIT 1`,
+			w.source, w.from.Add(bound), w.resumed).Scan(&id, &began)
+		if err == pgx.ErrNoRows {
+			continue
+		}
+		require.NoError(s.t, err)
+		return fmt.Sprintf("event %s/%s began %s after its source's pause (bound %s; resumed %s after it)",
+			w.source, id, began.Sub(w.from).Round(time.Millisecond), bound, w.resumed.Sub(w.from).Round(time.Millisecond))
+	}
+	return ""
+}
+
+// checkSecrets is promise 6.
+func (s *soak) checkSecrets() string {
+	texts := map[string]string{}
+	for i, p := range s.all {
+		texts[fmt.Sprintf("process %d's log", i)] = p.Log()
+	}
+	for i, out := range s.ctlLogs {
+		texts[fmt.Sprintf("inboxctl run %d's output", i)] = out
+	}
+	for where, text := range texts {
+		for _, sec := range soakSecrets {
+			for _, needle := range []string{sec, strings.TrimPrefix(sec, "whsec_")} {
+				if strings.Contains(text, needle) {
+					return fmt.Sprintf("a source's secret in %s", where)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// summary is a passed run's figures.
+func (s *soak) summary() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sent, acked, poison := 0, 0, 0
+	for _, src := range soakSources {
+		sent += len(s.sent[src])
+		acked += len(s.acked[src])
+		poison += len(s.sched.Poison[src])
+	}
+	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps",
+		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps))
+}

@@ -1,0 +1,319 @@
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/faults"
+	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
+)
+
+// The soak's worker settings: a short job timeout (River rescues a killed
+// worker's jobs after rescue_after, a second more), a fast reaper, and the
+// pause refresh the pause promise is checked against.
+const (
+	soakJobTimeout   = 10 * time.Second
+	soakPauseRefresh = 250 * time.Millisecond
+	soakWorkerKeys   = "reaper_interval: 1s\n  orphan_after: 5s\n  pause_refresh: 250ms"
+	// soakApp is the application_name of the soak's own connections, which
+	// pg_terminate_backend spares.
+	soakApp = "hookinbox_soak"
+)
+
+// TestSoak is the soak (issue 40): two receivers and two ledger workers on
+// one database play a schedule drawn from a seed (soakSchedule) of traffic
+// on two sources, SIGKILLs and restarts, pg_terminate_backend of random
+// backends, and pauses and resumes through inboxctl; after a quiet tail the
+// oracle (soakOracle) checks the promises from the database and the
+// processes' logs. `make soak` runs it (SOAK=1, SEED, DURATION);
+// the same seed and duration replay the same schedule.
+func TestSoak(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("SOAK") == "" {
+		t.Skip("the soak runs with `make soak` (SOAK=1)")
+	}
+	seed, duration := soakSeed(t), soakDuration(t)
+	sched := newSchedule(seed, duration)
+	fmt.Print(sched)
+	began := time.Now()
+	s := startSoak(t, sched)
+	s.play()
+	tail := s.quietTail()
+	if broken := s.oracle(); broken != "" {
+		fmt.Printf("soak: FAILED seed %d after %.0fs: %s\n", seed, time.Since(began).Seconds(), broken)
+		t.Fatalf("soak: seed %d (replay: make soak SEED=%d DURATION=%s): first promise broken: %s\n%s",
+			seed, seed, duration, broken, sched)
+	}
+	fmt.Printf("soak: PASSED seed %d in %.0fs (tail %.1fs): %s\n", seed, time.Since(began).Seconds(), tail.Seconds(), s.summary())
+}
+
+// soakSeed is SOAK_SEED, or a random seed.
+func soakSeed(t *testing.T) uint64 {
+	if v := os.Getenv("SOAK_SEED"); v != "" {
+		seed, err := strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, "SOAK_SEED")
+		return seed
+	}
+	return rand.Uint64() % 1_000_000
+}
+
+// soakDuration is SOAK_DURATION, 2m by default.
+func soakDuration(t *testing.T) time.Duration {
+	v := os.Getenv("SOAK_DURATION")
+	if v == "" {
+		return 2 * time.Minute
+	}
+	d, err := time.ParseDuration(v)
+	require.NoError(t, err, "SOAK_DURATION")
+	require.GreaterOrEqual(t, d, 20*time.Second, "SOAK_DURATION")
+	return d
+}
+
+// pauseWindow is a time during which a source was surely paused, by the
+// database's clock: from the pause's paused_at to just before the resume
+// began.
+type pauseWindow struct {
+	source        string
+	from, resumed time.Time
+}
+
+// soak is one run: its processes, what it sent and what was acknowledged.
+type soak struct {
+	t        *testing.T
+	sched    *schedule
+	pool     *pgxpool.Pool // application_name soakApp
+	configs  []string      // a receiver's config each (its own listen address); the first serves the workers and inboxctl
+	worker   string        // the workers' config
+	inboxctl string
+
+	procs    map[string][]*proctest.Process // the running receivers and workers
+	all      []*proctest.Process            // every process started, for the logs
+	ctlLogs  []string                       // inboxctl's outputs
+	urls     map[string][]string            // a source's webhook URLs, one per receiver
+	pauses   []pauseWindow
+	pausedAt map[string]time.Time
+
+	mu    sync.Mutex
+	acked map[string]map[string]bool // source → event id answered 2xx
+	sent  map[string]map[string]faults.Deposit
+	sends sync.WaitGroup
+}
+
+// startSoak prepares the database (the ledger's, with soakTrigger) and
+// starts the receivers and the workers.
+func startSoak(t *testing.T, sched *schedule) *soak {
+	db := ledgerDB(t)
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["application_name"] = soakApp
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pool.Exec(context.Background(), soakTrigger)
+	require.NoError(t, err)
+	s := &soak{t: t, sched: sched, pool: pool, procs: map[string][]*proctest.Process{}, urls: map[string][]string{},
+		acked: map[string]map[string]bool{}, sent: map[string]map[string]faults.Deposit{}, pausedAt: map[string]time.Time{}}
+	s.inboxctl = proctest.Build(t, "../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl")[2]
+	for i := range soakProcesses {
+		conf := setup{DB: db.URL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys,
+			Sources: fmt.Sprintf("  - {name: %s, provider: standardwebhooks, secrets: [%q]}", soakSources[1], soakSecrets[1]),
+			Routes:  fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger]}", soakSources[1], faults.DepositType),
+		}
+		s.configs = append(s.configs, conf.write(t))
+		s.start(receiverRole, i)
+	}
+	s.worker = s.configs[0]
+	for i := range soakProcesses {
+		s.start(workerRole, i)
+	}
+	for _, src := range soakSources {
+		s.acked[src], s.sent[src] = map[string]bool{}, map[string]faults.Deposit{}
+	}
+	return s
+}
+
+// soakTrigger records every run of the ledger's handler that commits, with
+// the time the handler began (soak_applied: the effects the oracle counts,
+// which the ledger's own key on the event would hide), and makes deposits
+// to slowAccount slow. The handler's first statement creates the account;
+// a trigger there notes the time, before the statement can wait for
+// another transaction's insert of the same account, and the entry's trigger
+// records it.
+var soakTrigger = fmt.Sprintf(`
+CREATE TABLE soak_applied (source text NOT NULL, event_id text NOT NULL, began_at timestamptz NOT NULL);
+CREATE FUNCTION soak_began() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('soak.began', clock_timestamp()::text, true);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER soak_began BEFORE INSERT ON ledger_accounts FOR EACH ROW EXECUTE FUNCTION soak_began();
+CREATE FUNCTION soak_applied() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO soak_applied VALUES (NEW.source, NEW.event_id, current_setting('soak.began')::timestamptz);
+    IF NEW.account_id = '%s' THEN
+        PERFORM pg_sleep(%d);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER soak_applied BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION soak_applied();`,
+	slowAccount, int(slowSleep.Seconds()))
+
+// start starts the index-th receiver or worker (again).
+func (s *soak) start(role string, index int) {
+	var p *proctest.Process
+	if role == receiverRole {
+		var url string
+		p, url = startReceiver(s.t, s.configs[index])
+		if len(s.urls[soakSources[0]]) <= index {
+			base := url[:len(url)-len(soakSources[0])]
+			for _, src := range soakSources {
+				s.urls[src] = append(s.urls[src], base+src)
+			}
+		}
+	} else {
+		p, _ = startWorker(s.t, s.worker)
+	}
+	if len(s.procs[role]) <= index {
+		s.procs[role] = append(s.procs[role], p)
+	} else {
+		s.procs[role][index] = p
+	}
+	s.all = append(s.all, p)
+}
+
+// play runs the schedule's steps at their times (a step that comes after a
+// late one runs right after it), then waits for the sends to end.
+func (s *soak) play() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.sched.Duration+time.Minute)
+	defer cancel()
+	begin := time.Now()
+	for i := range s.sched.Steps {
+		st := &s.sched.Steps[i]
+		if wait := time.Until(begin.Add(st.At)); wait > 0 {
+			<-time.After(wait) // the schedule's clock, not a wait for a condition
+		}
+		s.do(ctx, st)
+	}
+	s.sends.Wait()
+}
+
+// do runs one step.
+func (s *soak) do(ctx context.Context, st *step) {
+	t := s.t
+	switch st.Kind {
+	case stepSend:
+		i := soakIndex(st.Source)
+		var ds []faults.Deposit
+		for _, d := range st.Deposits {
+			for range st.Copies {
+				ds = append(ds, d)
+			}
+		}
+		s.mu.Lock()
+		for _, d := range st.Deposits {
+			s.sent[st.Source][d.ID] = d
+		}
+		s.mu.Unlock()
+		sender := &faults.Sender{Targets: s.urls[st.Source], Secret: soakSecrets[i], Workers: 4, Timeout: 5 * time.Second}
+		s.sends.Go(func() {
+			rep := sender.Run(ctx, ds)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for _, a := range rep.Acks {
+				s.acked[st.Source][a.ID] = true
+			}
+		})
+	case stepKill:
+		s.procs[st.Role][st.Index].Kill(t)
+	case stepRestart:
+		s.start(st.Role, st.Index)
+	case stepTerm:
+		s.terminate(st.Picks)
+	case stepPause:
+		s.ctl("sources", "pause", st.Source)
+		var at time.Time
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT paused_at FROM hookinbox_source_pause WHERE source = $1`, st.Source).Scan(&at))
+		s.pausedAt[st.Source] = at
+	case stepResume:
+		var now time.Time
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now))
+		s.pauses = append(s.pauses, pauseWindow{source: st.Source, from: s.pausedAt[st.Source], resumed: now})
+		s.ctl("sources", "resume", st.Source)
+	}
+}
+
+// soakIndex is src's position in soakSources.
+func soakIndex(src string) int {
+	for i, s := range soakSources {
+		if s == src {
+			return i
+		}
+	}
+	panic("soak: unknown source " + src)
+}
+
+// terminate ends the backends picks choose among the database's client
+// backends (the soak's own spared).
+func (s *soak) terminate(picks []uint64) {
+	ctx := context.Background()
+	rows, err := s.pool.Query(ctx, `SELECT pid FROM pg_stat_activity
+WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+  AND application_name <> $1 ORDER BY pid`, soakApp)
+	require.NoError(s.t, err)
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	require.NoError(s.t, err)
+	if len(pids) == 0 {
+		return
+	}
+	for _, p := range picks {
+		_, err := s.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pids[p%uint64(len(pids))])
+		require.NoError(s.t, err)
+	}
+}
+
+// ctl runs inboxctl with the first receiver's config; a run that fails
+// (its connection may be among those terminated) is tried again, twice.
+func (s *soak) ctl(args ...string) {
+	for try := 0; ; try++ {
+		code, out := proctest.Run(s.t, command(s.inboxctl, append(args, "--config", s.configs[0])...))
+		s.ctlLogs = append(s.ctlLogs, out)
+		if code == 0 {
+			return
+		}
+		require.Less(s.t, try, 2, "inboxctl %v: %s", args, out)
+	}
+}
+
+// quietTail waits, once the schedule has ended, until no event of the
+// soak's sources is pending, reaperWindow at most, and returns how long
+// that took.
+func (s *soak) quietTail() time.Duration {
+	began := time.Now()
+	for time.Since(began) < reaperWindow {
+		if len(s.pending()) == 0 {
+			break
+		}
+		<-time.After(100 * time.Millisecond) // polling a condition with a deadline
+	}
+	return time.Since(began)
+}
+
+// pending returns the soak's events not done nor failed.
+func (s *soak) pending() []string {
+	rows, err := s.pool.Query(context.Background(), `SELECT source || '/' || event_id || ' ' || status::text
+FROM webhook_inbox WHERE status NOT IN ('done', 'failed') ORDER BY id LIMIT 10`)
+	require.NoError(s.t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(s.t, err)
+	return ids
+}
