@@ -250,3 +250,11 @@ func timeOrDash(t *time.Time) string {
 	}
 	return t.UTC().Format(time.RFC3339Nano)
 }
+
+// count is n and noun, plural unless n is 1: "1 event", "2 events".
+func count(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.FormatInt(n, 10) + " " + noun + "s"
+}
