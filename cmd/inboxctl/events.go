@@ -179,12 +179,12 @@ func jobColumns(info *inboxstore.EventInfo) (id, state string) {
 
 func writeTable(w io.Writer, infos []inboxstore.EventInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSOURCE\tEVENT_ID\tTYPE\tSTATUS\tATTEMPTS\tRECEIVED\tJOB\tJOB_STATE\tREQUEST_ID\tLAST_ERROR")
+	fmt.Fprintln(tw, "ID\tSOURCE\tEVENT_ID\tTYPE\tSTATUS\tWAITING\tATTEMPTS\tRECEIVED\tJOB\tJOB_STATE\tREQUEST_ID\tLAST_ERROR")
 	for i := range infos {
 		info := &infos[i]
 		jobID, jobState := jobColumns(info)
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", info.ID, info.Source, info.EventID, dash(info.EventType),
-			info.Status, info.Attempts, info.ReceivedAt.UTC().Format(time.RFC3339), jobID, jobState, dash(info.RequestID),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", info.ID, info.Source, info.EventID, dash(info.EventType),
+			info.Status, dash(info.Waiting), info.Attempts, info.ReceivedAt.UTC().Format(time.RFC3339), jobID, jobState, dash(info.RequestID),
 			dash(oneLine(info.LastError, 60)))
 	}
 	return tw.Flush()
@@ -204,6 +204,7 @@ func writeDetail(w io.Writer, info *inboxstore.EventInfo) error {
 		{"event_id", info.EventID},
 		{"event_type", dash(info.EventType)},
 		{"status", string(info.Status)},
+		{"waiting", dash(info.Waiting)},
 		{"attempts", strconv.Itoa(info.Attempts)},
 		{"received_at", info.ReceivedAt.UTC().Format(time.RFC3339Nano)},
 		{"processed_at", processed},
@@ -248,4 +249,12 @@ func timeOrDash(t *time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// count is n and noun, plural unless n is 1: "1 event", "2 events".
+func count(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.FormatInt(n, 10) + " " + noun + "s"
 }

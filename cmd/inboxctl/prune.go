@@ -118,7 +118,7 @@ It asks for confirmation unless --yes is given, and logs each erased row's ident
 				fmt.Fprintln(out, "no event to erase")
 				return nil
 			}
-			if !yes && !confirm(cmd.InOrStdin(), out, fmt.Sprintf("erase the data of %d events of source %s? type yes: ", n, sel.Source)) {
+			if !yes && !confirm(cmd.InOrStdin(), out, fmt.Sprintf("erase the data of %s of source %s? type yes: ", count(int64(n), "event"), sel.Source)) {
 				return errors.New("not confirmed; nothing erased")
 			}
 			erased, err := store.Purge(cmd.Context(), sel)
@@ -129,7 +129,7 @@ It asks for confirmation unless --yes is given, and logs each erased row's ident
 				env.Logger.Info("event erased", zap.Int64("inbox_id", r.ID), zap.String("source", r.Source),
 					zap.String("event_id", r.EventID), zap.String("status", string(r.Status)))
 			}
-			fmt.Fprintf(out, "erased %d events\n", len(erased))
+			fmt.Fprintf(out, "erased %s\n", count(int64(len(erased)), "event"))
 			return nil
 		},
 	}

@@ -125,12 +125,14 @@ worker.pause_refresh, until 'inboxctl sources resume SOURCE'.`,
 			defer done()
 			n, err := adm.Resume(cmd.Context(), a[0])
 			if errors.Is(err, inboxstore.ErrNotPaused) {
-				return fmt.Errorf("%s is not paused", a[0])
+				// Like pause of a paused source: the state asked for holds.
+				fmt.Fprintf(cmd.OutOrStdout(), "%s was not paused\n", a[0])
+				return nil
 			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "resumed %s: %d held events enqueued\n", a[0], n)
+			fmt.Fprintf(cmd.OutOrStdout(), "resumed %s: %s enqueued\n", a[0], count(int64(n), "held event"))
 			return nil
 		},
 	}

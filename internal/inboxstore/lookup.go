@@ -36,6 +36,13 @@ type EventInfo struct {
 	// ErasedAt is when the row's body, headers and payload were erased
 	// (payload_retention or a purge); nil while it has them.
 	ErasedAt *time.Time `json:"erased_at,omitempty"`
+	// Waiting says what a pending row no worker will take yet waits for:
+	// "held: source paused" (held, or its source paused), "parked: behind
+	// KEY" (its sequence key's earlier event), or "waiting: no worker routes
+	// SOURCE (queue Q)" (no live worker works its job's queue). The first two are
+	// what the backlog metrics count as held (see unclaimable); "" for a row
+	// that waits for nothing, or is not pending.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // FailedAt is when a failed row failed: its processed_at. Nil for a row
@@ -70,9 +77,24 @@ type ListParams struct {
 const eventInfoColumns = `
 SELECT i.id, i.source, i.provider, i.event_id, i.event_type, i.status, i.attempts, coalesce(i.last_error, ''),
        coalesce(i.note, ''), coalesce(i.request_id, ''), i.received_at, i.processed_at, j.id, coalesce(j.state::text, ''),
-       i.attempt_errors, i.erased_at
+       i.attempt_errors, i.erased_at, ` + waiting + `
 FROM webhook_inbox AS i
 LEFT JOIN LATERAL (` + newestJob + `) AS j ON true`
+
+// waiting is EventInfo.Waiting of row i, in the order a worker would meet
+// the reasons: the pause first, then the sequence key, then a live worker
+// working its job's queue (hookinbox_worker_routes, pkg/worker's record of
+// the routes each worker runs there; a worker that works the queue settles
+// an event it has no route for as unrouted, so it does not wait).
+const waiting = `CASE
+  WHEN i.status <> 'pending' THEN ''
+  WHEN i.held_at IS NOT NULL OR NOT ` + notPaused + ` THEN 'held: source paused'
+  WHEN EXISTS (SELECT 1 FROM hookinbox_sequence_park AS k WHERE k.inbox_id = i.id)
+    THEN 'parked: behind ' || (SELECT k.seq_key FROM hookinbox_sequence_park AS k WHERE k.inbox_id = i.id)
+  WHEN j.queue IS NOT NULL AND NOT EXISTS (SELECT 1 FROM hookinbox_worker_routes AS w
+    WHERE w.queue = j.queue AND w.state = 'working' AND w.expires_at > now())
+    THEN 'waiting: no worker routes ' || i.source || ' (queue ' || j.queue || ')'
+  ELSE '' END`
 
 // Lookup returns the row of source's event eventID, or ErrNotFound.
 func (s *Store) Lookup(ctx context.Context, source, eventID string) (*EventInfo, error) {

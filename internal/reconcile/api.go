@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -22,8 +23,13 @@ const (
 	// BackoffDefault is the first wait after a 429 or 5xx that names none
 	// (Retry-After), doubled at each retry, by default.
 	BackoffDefault = 500 * time.Millisecond
-	// maxBackoff caps one wait, Retry-After included.
+	// maxBackoff caps one wait in a run: a rate limit that names a later
+	// time (or outlasts the retries) ends the run with a RateLimitedError,
+	// which the worker turns into a snooze until that time.
 	maxBackoff = time.Minute
+	// secondaryWait is GitHub's documented least wait after a secondary
+	// rate limit that names no time.
+	secondaryWait = time.Minute
 	// maxAnswer bounds one answer's body.
 	maxAnswer = 32 << 20
 )
@@ -43,6 +49,9 @@ type RetryConfig struct {
 	// Sleep waits d or until ctx ends. Defaults to a timer; tests inject
 	// one that records the waits.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Now is the clock a rate limit's reset time is read against. Defaults
+	// to time.Now (GitHub's and Square's: their config's Now).
+	Now func() time.Time
 }
 
 // withDefaults returns a copy of c with its zero fields at their defaults.
@@ -59,10 +68,14 @@ func (c RetryConfig) withDefaults() RetryConfig {
 	if c.Sleep == nil {
 		c.Sleep = sleep
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return c
 }
 
-// apiClient calls one provider's API, retrying 429s and 5xx.
+// apiClient calls one provider's API, retrying 429s and 5xx and keeping
+// off the API until a rate limit's reset.
 type apiClient struct {
 	name  string // "stripe", in errors
 	retry RetryConfig
@@ -70,6 +83,9 @@ type apiClient struct {
 	auth func(req *http.Request) error
 	// describe extracts the provider's error message from an answer.
 	describe func(body []byte) string
+
+	mu        sync.Mutex
+	notBefore time.Time // a 2xx said no request is left until then
 }
 
 // apiCall is one request.
@@ -85,35 +101,73 @@ type answer struct {
 	body   []byte
 }
 
-// retryableError is a 429 or 5xx answer.
+// retryableError is a 429 or 5xx answer (or GitHub's rate-limited 403);
+// until is the earliest time the answer allows the next call, zero when
+// it names none.
 type retryableError struct {
 	name, label string
 	status      int
+	limited     bool
+	until       time.Time
+	secondary   bool      // GitHub's secondary rate limit
+	at          time.Time // when the answer came
 }
 
 func (e *retryableError) Error() string {
 	return fmt.Sprintf("reconcile: %s: %s answered %d", e.name, e.label, e.status)
 }
 
-// do makes call, again after a 429 or 5xx up to MaxRetries times, waiting
-// the answer's Retry-After or else a jittered doubling backoff.
+// RateLimitedError ends a run that its provider rate limits for longer
+// than a run waits (a minute), or past its retries: the worker snoozes the
+// job until Until, which does not count as a failed attempt.
+type RateLimitedError struct {
+	// Provider and Call name the refused request ("github", "GET /…").
+	Provider, Call string
+	// Until is when the provider allows the next call.
+	Until time.Time
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("reconcile: %s: %s rate limited until %s", e.Provider, e.Call, e.Until.UTC().Format(time.RFC3339))
+}
+
+// do makes call, again after a 429 or 5xx up to MaxRetries times. A rate
+// limit is waited out until the time it names (Retry-After, or GitHub's
+// X-RateLimit-Reset when X-RateLimit-Remaining is 0), or else a jittered
+// doubling backoff; one that names a time more than a minute away, or that
+// outlasts the retries, is returned as a *RateLimitedError.
 func (c *apiClient) do(ctx context.Context, call apiCall) (*answer, error) {
-	wait := c.retry.Backoff
+	wait, secondary := c.retry.Backoff, secondaryWait
 	for attempt := 0; ; attempt++ {
-		ans, retryAfter, err := c.once(ctx, call)
+		if err := c.keepOff(ctx, call); err != nil {
+			return nil, err
+		}
+		ans, err := c.once(ctx, call)
 		if err == nil {
 			return ans, nil
 		}
 		var retryable *retryableError
-		if !errors.As(err, &retryable) || attempt >= c.retry.MaxRetries {
+		if !errors.As(err, &retryable) {
 			return nil, err
 		}
-		d := retryAfter
-		if d == 0 {
+		now := retryable.at
+		d := retryable.until.Sub(now)
+		switch {
+		case !retryable.until.IsZero():
+		case retryable.secondary:
+			// GitHub: at least a minute, doubling while it lasts.
+			d, secondary = secondary, secondary*2
+		default:
 			// Full jitter around the doubling wait, so that replicas do not
 			// retry in step.
 			d = wait/2 + rand.N(wait/2+1) //nolint:gosec // jitter between replicas, not a secret
 			wait = min(wait*2, maxBackoff)
+		}
+		switch {
+		case retryable.limited && (d > maxBackoff || attempt >= c.retry.MaxRetries):
+			return nil, &RateLimitedError{Provider: c.name, Call: call.label, Until: now.Add(max(d, 0))}
+		case attempt >= c.retry.MaxRetries:
+			return nil, err
 		}
 		if err := c.retry.Sleep(ctx, min(d, maxBackoff)); err != nil {
 			return nil, err
@@ -121,55 +175,100 @@ func (c *apiClient) do(ctx context.Context, call apiCall) (*answer, error) {
 	}
 }
 
-func (c *apiClient) once(ctx context.Context, call apiCall) (*answer, time.Duration, error) {
+// keepOff waits until the reset a 2xx announced with X-RateLimit-Remaining
+// 0, or returns a *RateLimitedError when it is more than a minute away.
+func (c *apiClient) keepOff(ctx context.Context, call apiCall) error {
+	c.mu.Lock()
+	until := c.notBefore
+	c.mu.Unlock()
+	d := until.Sub(c.retry.Now())
+	switch {
+	case d <= 0:
+		return nil
+	case d > maxBackoff:
+		return &RateLimitedError{Provider: c.name, Call: call.label, Until: until}
+	}
+	return c.retry.Sleep(ctx, d)
+}
+
+func (c *apiClient) once(ctx context.Context, call apiCall) (*answer, error) {
 	var body io.Reader
 	if call.body != nil {
 		body = bytes.NewReader(call.body)
 	}
 	req, err := http.NewRequestWithContext(ctx, call.method, call.url, body)
 	if err != nil {
-		return nil, 0, fmt.Errorf("reconcile: %s: %w", c.name, err)
+		return nil, fmt.Errorf("reconcile: %s: %w", c.name, err)
 	}
 	if call.body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if err := c.auth(req); err != nil {
-		return nil, 0, fmt.Errorf("reconcile: %s: %w", c.name, err)
+		return nil, fmt.Errorf("reconcile: %s: %w", c.name, err)
 	}
 	resp, err := c.retry.HTTPClient.Do(req)
 	if err != nil {
 		// The error names the URL, never the key (it is in a header).
-		return nil, 0, fmt.Errorf("reconcile: %s: %w", c.name, err)
+		return nil, fmt.Errorf("reconcile: %s: %w", c.name, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return nil, 0, fmt.Errorf("reconcile: %s: read answer: %w", c.name, err)
+		return nil, fmt.Errorf("reconcile: %s: read answer: %w", c.name, err)
 	}
+	now := c.retry.Now()
+	limited := rateLimited(resp.StatusCode, resp.Header, raw)
 	switch {
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 || rateLimited403(resp):
-		return nil, retryAfter(resp.Header.Get("Retry-After")), &retryableError{name: c.name, label: call.label, status: resp.StatusCode}
+	case limited || resp.StatusCode >= 500:
+		return nil, &retryableError{name: c.name, label: call.label, status: resp.StatusCode, limited: limited,
+			until: limitEnd(resp.Header, now), secondary: limited && secondaryLimit(raw), at: now}
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return nil, 0, fmt.Errorf("reconcile: %s: %s answered %d: %s", c.name, call.label, resp.StatusCode, c.describe(raw))
+		return nil, fmt.Errorf("reconcile: %s: %s answered %d: %s", c.name, call.label, resp.StatusCode, c.describe(raw))
 	}
-	return &answer{status: resp.StatusCode, header: resp.Header, body: raw}, 0, nil
+	if resp.Header.Get("X-RateLimit-Remaining") == "0" {
+		c.mu.Lock()
+		c.notBefore = limitEnd(resp.Header, now)
+		c.mu.Unlock()
+	}
+	return &answer{status: resp.StatusCode, header: resp.Header, body: raw}, nil
 }
 
-// rateLimited403 is GitHub's way of saying 429: a 403 with Retry-After
-// (a secondary rate limit) or with no request left (X-RateLimit-Remaining 0).
-func rateLimited403(resp *http.Response) bool {
-	return resp.StatusCode == http.StatusForbidden &&
-		(resp.Header.Get("Retry-After") != "" || resp.Header.Get("X-RateLimit-Remaining") == "0")
+// rateLimited reports a rate limit: a 429 (every provider), or GitHub's
+// 403 with Retry-After, with no request left (X-RateLimit-Remaining 0) or
+// with a message that says so (a secondary rate limit).
+func rateLimited(status int, h http.Header, body []byte) bool {
+	return status == http.StatusTooManyRequests ||
+		status == http.StatusForbidden && (h.Get("Retry-After") != "" || h.Get("X-RateLimit-Remaining") == "0" ||
+			bytes.Contains(bytes.ToLower(body), []byte("rate limit")))
 }
 
-// retryAfter reads a Retry-After header in seconds; 0 when absent or not a
-// number of seconds.
-func retryAfter(v string) time.Duration {
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n < 0 {
-		return 0
+// secondaryLimit reports GitHub's message of a secondary rate limit, after
+// which GitHub says to wait at least a minute when no header names a time.
+func secondaryLimit(body []byte) bool {
+	return bytes.Contains(bytes.ToLower(body), []byte("secondary rate limit"))
+}
+
+// limitEnd is the earliest time an answer allows the next call: the later
+// of its Retry-After (seconds or an HTTP date) and, when
+// X-RateLimit-Remaining is 0, its X-RateLimit-Reset (unix seconds); zero
+// when it names neither.
+func limitEnd(h http.Header, now time.Time) time.Time {
+	var until time.Time
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			until = now.Add(time.Duration(n) * time.Second)
+		} else if at, err := http.ParseTime(v); err == nil {
+			until = at
+		}
 	}
-	return time.Duration(n) * time.Second
+	if h.Get("X-RateLimit-Remaining") == "0" {
+		if n, err := strconv.ParseInt(strings.TrimSpace(h.Get("X-RateLimit-Reset")), 10, 64); err == nil {
+			if reset := time.Unix(n, 0); reset.After(until) {
+				until = reset
+			}
+		}
+	}
+	return until
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

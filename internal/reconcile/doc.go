@@ -18,8 +18,11 @@
 //     again. They come back through the receiver, signed and verified;
 //     reconciliation itself stores nothing.
 //
-// Every call retries 429 (Retry-After) and 5xx with backoff (RetryConfig),
-// then gives the run up. The worker runs one periodic River job per source
+// Every call retries 5xx with backoff (RetryConfig), then gives the run
+// up. A rate limit (429, GitHub's 403) is waited out until the time the
+// provider names (Retry-After, X-RateLimit-Reset); one further than a
+// minute, or past the retries, ends the run with a RateLimitedError, and
+// the worker snoozes the job until then. The worker runs one periodic River job per source
 // (Args, NewWorker); each run lists from the source's watermark (the start
 // of its last run that finished, in hookinbox_reconcile_watermark) less its
 // lookback, so a worker that was down for hours still catches up, and only

@@ -58,7 +58,8 @@ type GitHubConfig struct {
 	// list before a run stops asking for another (the receiver keeps
 	// refusing it: see its rejection samples). Defaults to 3.
 	MaxRedeliveries int
-	// Retry is how 429s and 5xx are retried.
+	// Retry is how 429s, 5xx and rate limits are retried; its Now defaults
+	// to Now.
 	Retry RetryConfig
 	// Now defaults to time.Now.
 	Now func() time.Time
@@ -98,6 +99,9 @@ func NewGitHub(config *GitHubConfig) (*GitHub, error) {
 	c.MaxRedeliveries = cmp.Or(c.MaxRedeliveries, GitHubMaxRedeliveriesDefault)
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Retry.Now == nil {
+		c.Retry.Now = c.Now
 	}
 	g := &GitHub{config: c, path: path}
 	g.api = &apiClient{name: "github", retry: c.Retry.withDefaults(), describe: githubErrorMessage, auth: g.auth}

@@ -118,8 +118,10 @@ func PeriodicJobs(sources []*Source, queue string) []*river.PeriodicJob {
 
 // Work reconciles one source: from its watermark (less its lookback) to
 // now; when the run finishes, the watermark moves to the run's start. A run
-// that fails (the provider down or rate limiting past the retries) leaves
-// it, so the next run lists the same window again.
+// that fails (the provider down past the retries) leaves it, so the next
+// run lists the same window again; one the provider rate limits (a
+// RateLimitedError) leaves it too and snoozes the job until the limit's
+// end, logging when.
 func (w *Worker) Work(ctx context.Context, job *river.Job[Args]) error {
 	src := w.sources[job.Args.Source]
 	if src == nil {
@@ -139,6 +141,14 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[Args]) error {
 		log = log.With(zap.Int("redelivered", res.Redelivered), zap.Strings("abandoned", res.Abandoned))
 	}
 	w.metrics.Run(src.Name, res.Fetched, res.New, res.Duplicates, res.Twins, res.Redelivered, len(res.Abandoned), err == nil)
+	var limited *RateLimitedError
+	if errors.As(err, &limited) {
+		// Rescheduled, not failed: a snooze spends no attempt, and the
+		// watermark stays for the run at the reset.
+		log.Warn("reconciliation rate limited; the watermark stays and the run is rescheduled",
+			zap.String("call", limited.Call), zap.Time("retry_at", limited.Until))
+		return river.JobSnooze(max(limited.Until.Sub(w.now()), time.Second))
+	}
 	if err != nil {
 		log.Warn("reconciliation failed; the watermark stays", zap.Error(err))
 		return err

@@ -39,7 +39,8 @@ type SquareConfig struct {
 	Parser EventParser
 	// PageSize is the limit of each call, 1 to 100. Defaults to 100.
 	PageSize int
-	// Retry is how 429s and 5xx are retried.
+	// Retry is how 429s, 5xx and rate limits are retried; its Now defaults
+	// to Now.
 	Retry RetryConfig
 	// Now is the end of each run's window. Defaults to time.Now.
 	Now func() time.Time
@@ -68,6 +69,9 @@ func NewSquare(config *SquareConfig) (*Square, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Retry.Now == nil {
+		c.Retry.Now = c.Now
 	}
 	api := &apiClient{
 		name: "square", retry: c.Retry.withDefaults(), describe: squareErrorMessage,

@@ -81,6 +81,9 @@ type StripeConfig struct {
 	// Sleep waits d or until ctx ends. Defaults to a timer; tests inject
 	// one that records the waits.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Now is the clock a Retry-After is read against. Defaults to
+	// time.Now.
+	Now func() time.Time
 }
 
 // Stripe lists a Stripe account's events with GET /v1/events.
@@ -102,7 +105,7 @@ func NewStripe(config *StripeConfig) (*Stripe, error) {
 	if c.BaseURL, c.PageSize, err = listing("stripe", c.BaseURL, StripeBaseURLDefault, c.PageSize, StripePageSizeDefault, 100); err != nil {
 		return nil, err
 	}
-	retry := RetryConfig{MaxRetries: c.MaxRetries, Backoff: c.Backoff, HTTPClient: c.HTTPClient, Sleep: c.Sleep}.withDefaults()
+	retry := RetryConfig{MaxRetries: c.MaxRetries, Backoff: c.Backoff, HTTPClient: c.HTTPClient, Sleep: c.Sleep, Now: c.Now}.withDefaults()
 	api := &apiClient{
 		name: "stripe", retry: retry, describe: stripeErrorMessage,
 		auth: func(req *http.Request) error { req.Header.Set("Authorization", "Bearer "+c.APIKey); return nil },

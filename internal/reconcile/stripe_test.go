@@ -228,7 +228,7 @@ func TestStripeReconciliation(t *testing.T) {
 		require.NotContains(t, err.Error(), "rk_wrong")
 	})
 
-	t.Run("GivesUpAfterMaxRetries", func(t *testing.T) {
+	t.Run("ReschedulesAfterMaxRetries", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, &fakeStripe{rateLimit: map[int]bool{1: true, 2: true, 3: true}})
 		f, err := reconcile.NewStripe(&reconcile.StripeConfig{
@@ -237,7 +237,8 @@ func TestStripeReconciliation(t *testing.T) {
 		})
 		require.NoError(t, err)
 		_, err = reconcile.Run(context.Background(), &reconcile.Params{Source: "stripe", Provider: "stripe", Fetcher: f, Since: now, Claimer: b.ingester})
-		require.ErrorContains(t, err, "answered 429")
+		var limited *reconcile.RateLimitedError
+		require.ErrorAs(t, err, &limited, "a rate limit past the retries reschedules the run, not fails it")
 		require.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second}, b.waits)
 	})
 }

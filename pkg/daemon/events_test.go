@@ -67,7 +67,7 @@ func TestInboxctlEvents(t *testing.T) {
 		t.Parallel()
 		code, out := run(t, "inboxctl", "events", "list", "--status", "failed", "--since", "1h", "--config", path)
 		require.Equal(t, 0, code, out)
-		require.Regexp(t, `^ID +SOURCE +EVENT_ID +TYPE +STATUS +ATTEMPTS +RECEIVED +JOB +JOB_STATE +REQUEST_ID +LAST_ERROR\n`, out)
+		require.Regexp(t, `^ID +SOURCE +EVENT_ID +TYPE +STATUS +WAITING +ATTEMPTS +RECEIVED +JOB +JOB_STATE +REQUEST_ID +LAST_ERROR\n`, out)
 		require.Contains(t, out, "ev_bad")
 		require.NotContains(t, out, "ev_ok")
 
