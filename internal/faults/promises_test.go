@@ -330,7 +330,7 @@ FROM webhook_inbox AS i WHERE i.source = 'batch'`, inboxstore.JobKind)
 		target := base + "/webhooks/bank"
 		old := b.startWorker(t, "old", oldConfig)
 
-		const backlog, inFlight, newRuns = 1200, 900, 50
+		const backlog, inFlight, sustained, newRuns = 1200, 900, 200, 200
 		ds := faults.Deposits("roll", backlog+5000, backlog+5000) // an account each: no lock waits on another
 		rep := (&faults.Sender{Targets: []string{target}, Secret: secret, Workers: 16}).Run(ctx, ds[:backlog])
 		require.Len(t, rep.Acks, backlog, "deliveries acknowledged (failed attempts: %v)", rep.Answers)
@@ -343,12 +343,19 @@ FROM webhook_inbox AS i WHERE i.source = 'batch'`, inboxstore.JobKind)
 			trickle <- (&faults.Sender{Targets: []string{target}, Secret: secret, Workers: 1, Every: 50 * time.Millisecond}).Run(trickleCtx, ds[backlog:])
 		}()
 		// A thousand jobs in flight, and every connection the pool has for
-		// event transactions held by a handler.
+		// event transactions held by a handler; then sustained for as many
+		// more events, so that whatever else the old worker asks of the
+		// database now queues behind that load.
 		var running, sleeping int
-		old.WaitUntil(t, 2*time.Minute, func() bool {
+		saturated := func() bool {
 			running = b.count(t, `SELECT count(*) FROM river_job WHERE kind = $1 AND state = 'running'`, inboxstore.JobKind)
 			sleeping = b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'`)
 			return running >= inFlight && sleeping >= 12
+		}
+		old.WaitUntil(t, 2*time.Minute, saturated)
+		settled := b.count(t, `SELECT count(*) FROM slow_runs`)
+		old.WaitUntil(t, 2*time.Minute, func() bool {
+			return b.count(t, `SELECT count(*) FROM slow_runs`) >= settled+sustained && saturated()
 		})
 
 		started := time.Now()
@@ -361,6 +368,7 @@ FROM webhook_inbox AS i WHERE i.source = 'batch'`, inboxstore.JobKind)
 		acks = append(acks, (<-trickle).Acks...)
 		retired := strings.Contains(old.Log(), "idle: a newer route set took over")
 		old.Terminate(t)
+		pauseWatch := strings.Count(old.Log(), "could not read the paused sources")
 
 		oldAfter, overlap := b.handover(t)
 		ids := make([]string, len(acks))
@@ -370,8 +378,8 @@ FROM webhook_inbox AS i WHERE i.source = 'batch'`, inboxstore.JobKind)
 		row.Offered, row.Acked, row.Lost, row.Twice = len(acks), len(acks), b.missing(t, ids), b.twice(t)
 		row.Note = fmt.Sprintf("lock route, 1 s handlers, %d jobs in flight, %d handlers holding connections: "+
 			"%d events settled by the old routes after the new routes' first, both worked at once for %.1fs; "+
-			"the new routes' %dth event %.1fs after their worker started; old worker retired: %v",
-			running, sleeping, oldAfter, overlap.Seconds(), newRuns, tookOver.Seconds(), retired)
+			"the new routes' %dth event %.1fs after their worker started; old worker retired: %v, its pause watch failed %d times",
+			running, sleeping, oldAfter, overlap.Seconds(), newRuns, tookOver.Seconds(), retired, pauseWatch)
 		require.Zero(t, oldAfter, "events settled by the old routes after the new routes' first")
 		require.Zero(t, overlap, "time both route sets worked")
 		require.Zero(t, row.Lost)
