@@ -159,26 +159,30 @@ FROM first_new`).Scan(&oldAfter, &seconds))
 // deliverClient bounds one attempt of deliverUntil2xx.
 var deliverClient = &http.Client{Timeout: 10 * time.Second}
 
-// deliverUntil2xx sends the delivery newReq builds until it is answered 2xx, as a
-// provider retries after an error or no answer; it returns an error when
-// ctx ends first.
+// deliverUntil2xx sends the delivery newReq builds until it is answered
+// 2xx, as a provider retries after an error or no answer; it returns an
+// error when ctx ends first.
 func deliverUntil2xx(ctx context.Context, newReq func() (*http.Request, error)) error {
 	for {
 		req, err := newReq()
 		if err != nil {
 			return err
 		}
+		var last string
 		resp, err := deliverClient.Do(req)
-		if err == nil {
+		if err != nil {
+			last = err.Error()
+		} else {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode/100 == 2 {
 				return nil
 			}
+			last = resp.Status
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("delivery not acknowledged: %w (last: %v)", ctx.Err(), err)
+			return fmt.Errorf("delivery not acknowledged (last answer: %s): %w", last, ctx.Err())
 		case <-time.After(50 * time.Millisecond): // a provider's retry pace
 		}
 	}
