@@ -130,16 +130,22 @@ func (b *promiseBundle) openJobs(t *testing.T) int {
 		inboxstore.JobKind)
 }
 
-// missing counts the acknowledged event ids that are not in the inbox.
-func (b *promiseBundle) missing(t *testing.T, ids []string) int {
+// tally sets row's counts for the acknowledged events ids: offered and
+// acknowledged once each, those missing from the inbox, and the runs that
+// committed beyond one per event.
+func (b *promiseBundle) tally(t *testing.T, row *faults.Row, ids []string) {
 	t.Helper()
-	return b.count(t, `SELECT count(*) FROM unnest($1::text[]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM webhook_inbox WHERE event_id = a.id)`, ids)
+	row.Offered, row.Acked = len(ids), len(ids)
+	row.Lost = b.count(t, `SELECT count(*) FROM unnest($1::text[]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM webhook_inbox WHERE event_id = a.id)`, ids)
+	row.Twice = b.count(t, `SELECT count(*) - count(DISTINCT event_id) FROM slow_runs`)
 }
 
-// twice counts the runs recorded beyond one per event.
-func (b *promiseBundle) twice(t *testing.T) int {
+// requireOnce requires what tally counted: no acknowledged event lost, none
+// run twice.
+func requireOnce(t *testing.T, row *faults.Row) {
 	t.Helper()
-	return b.count(t, `SELECT count(*) - count(DISTINCT event_id) FROM slow_runs`)
+	require.Zero(t, row.Lost, "acknowledged events missing from the inbox")
+	require.Zero(t, row.Twice, "events run more than once")
 }
 
 // handover is what the runs of two route sets on one queue show: how many
@@ -307,12 +313,13 @@ FROM webhook_inbox AS i WHERE i.source = 'batch'`, inboxstore.JobKind)
 				firstAttempt++
 			}
 		}
-		row.Offered, row.Acked, row.Lost, row.Twice = len(ids), len(ids), b.missing(t, ids), b.twice(t)
+		b.tally(t, row, ids)
 		row.Note = fmt.Sprintf("40 events in one delivery, event 20 hangs, job_timeout 2s: %d of 39 innocent events done at their first attempt, "+
 			"%d charged a failed attempt; the slow one charged (%s)", firstAttempt, chargedInnocent, states[slow].lastError)
 		require.Equal(t, 39, firstAttempt, "innocent events done at their first attempt")
 		require.Zero(t, chargedInnocent, "innocent events charged a failed attempt")
 		require.Zero(t, b.count(t, `SELECT count(*) FROM slow_runs WHERE event_id = $1`, slow), "the slow event committed")
+		requireOnce(t, row)
 	})
 
 	// b. One route set works a queue at a time, under load: a route change
@@ -379,15 +386,14 @@ FROM webhook_inbox AS i WHERE i.source = 'batch'`, inboxstore.JobKind)
 		for i, a := range acks {
 			ids[i] = a.ID
 		}
-		row.Offered, row.Acked, row.Lost, row.Twice = len(acks), len(acks), b.missing(t, ids), b.twice(t)
+		b.tally(t, row, ids)
 		row.Note = fmt.Sprintf("lock route, 1 s handlers, %d jobs in flight, %d handlers holding connections: "+
 			"%d events settled by the old routes after the new routes' first, both worked at once for %.1fs; "+
 			"the new routes' %dth event %.1fs after their worker started; old worker retired: %v, its pause watch failed %d times",
 			running, sleeping, oldAfter, overlap.Seconds(), newRuns, tookOver.Seconds(), retired, pauseWatch)
 		require.Zero(t, oldAfter, "events settled by the old routes after the new routes' first")
 		require.Zero(t, overlap, "time both route sets worked")
-		require.Zero(t, row.Lost)
-		require.Zero(t, row.Twice)
+		requireOnce(t, row)
 	})
 
 	// c. A pause holds the fetched backlog: ~950 jobs fetched and queued for
@@ -421,13 +427,13 @@ FROM webhook_inbox AS i WHERE i.source = 'batch'`, inboxstore.JobKind)
 
 		// The gate holds the worker's one group transaction (a fresh
 		// worker's limit is 1); the backlog is fetched and waits for it.
-		postBatch(t, base, []string{"gate"}, [][]string{{"g"}})
+		ids := postBatch(t, base, []string{"gate"}, [][]string{{"g"}})
 		worker.WaitUntil(t, time.Minute, func() bool {
 			return b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
   AND query LIKE '%pg_advisory_xact_lock_shared%'`) == 1
 		})
 		n := size(100, 950)
-		ids := postBatch(t, base, []string{"transactions"}, [][]string{tokens("tx", n)})
+		ids = append(ids, postBatch(t, base, []string{"transactions"}, [][]string{tokens("tx", n)})...)
 		worker.WaitUntil(t, time.Minute, func() bool {
 			return b.count(t, `SELECT count(*) FROM river_job WHERE kind = $1 AND state = 'running'`, inboxstore.JobKind) == n+1
 		})
@@ -445,7 +451,7 @@ FROM webhook_inbox AS i WHERE i.source = 'batch'`, inboxstore.JobKind)
 		late := b.count(t, `SELECT count(*) FROM slow_runs, hookinbox_source_pause AS p
 WHERE p.source = 'batch' AND event_id LIKE 'transactions:%' AND began > p.paused_at + interval '1 second'`)
 		held := b.count(t, `SELECT count(*) FROM webhook_inbox WHERE source = 'batch' AND status = 'pending' AND held_at IS NOT NULL`)
-		row.Offered, row.Acked, row.Lost = n+1, n+1, b.missing(t, ids)
+		b.tally(t, row, ids)
 		row.Note = fmt.Sprintf("%d jobs fetched and queued behind a held group, paused with inboxctl: %d began more than pause_refresh (1s) after the pause, "+
 			"%d of %d held", n, late, held, n)
 		require.Zero(t, late, "events of the paused source begun more than pause_refresh after the pause")
@@ -457,10 +463,10 @@ WHERE p.source = 'batch' AND event_id LIKE 'transactions:%' AND began > p.paused
 			return b.count(t, `SELECT count(*) FROM webhook_inbox WHERE source = 'batch' AND status = 'done'`) == n+1
 		})
 		runs := b.count(t, `SELECT count(*) FROM slow_runs WHERE event_id LIKE 'transactions:%'`)
-		row.Twice = b.twice(t)
+		b.tally(t, row, ids)
 		row.Note += fmt.Sprintf("; resumed (%s): each run once (%d runs)", resumed, runs)
 		require.Equal(t, n, runs, "backlog events run after the resume")
-		require.Zero(t, row.Twice)
+		requireOnce(t, row)
 	})
 
 	// d. Turning sequencing on rolls out: the new worker waits for the old
@@ -538,15 +544,14 @@ WHERE p.source = 'batch' AND event_id LIKE 'transactions:%' AND began > p.paused
 WITH first_new AS (SELECT min(began) AS at FROM slow_runs WHERE worker = 'new'),
      r AS (SELECT s.* FROM slow_runs AS s, first_new WHERE s.ended > first_new.at)
 SELECT count(*) FROM r WHERE EXISTS (SELECT 1 FROM r AS e WHERE e.key = r.key AND e.v > r.v AND e.ended < r.ended)`)
-		row.Offered, row.Acked, row.Lost, row.Twice = len(ids), len(ids), b.missing(t, ids), b.twice(t)
+		b.tally(t, row, ids)
 		row.Note = fmt.Sprintf("sequence: added to a grouped route, %d keys at about 100 events/s: %d events run by the old routes after the new routes' first, "+
 			"%d out of order per key, %d parked events still pending once every job ended (%.0fs after the rollout); old worker retired: %v",
 			keys, oldAfter, disorder, stranded, quiet.Seconds(), retired)
 		require.Zero(t, oldAfter, "events run by the old routes after the new routes' first")
 		require.Zero(t, disorder, "events run out of order per key")
 		require.Zero(t, stranded, "parked events left pending")
-		require.Zero(t, row.Lost)
-		require.Zero(t, row.Twice)
+		requireOnce(t, row)
 	})
 
 	// e. Every handler log line carries its delivery's X-Request-Id, on the
@@ -617,10 +622,11 @@ SELECT count(*) FROM r WHERE EXISTS (SELECT 1 FROM r AS e WHERE e.key = r.key AN
 				other++
 			}
 		}
-		row.Offered, row.Acked, row.Lost = n, n, b.missing(t, ids)
+		b.tally(t, row, ids)
 		row.Note = fmt.Sprintf("%d deliveries with an X-Request-Id each, a log route under the defaults: %d of %d handler lines with an empty request_id, %d with another's",
 			n, empty, len(lines), other)
 		require.Zero(t, empty, "handler lines with an empty request_id")
 		require.Zero(t, other, "handler lines with another delivery's request_id")
+		requireOnce(t, row)
 	})
 }
