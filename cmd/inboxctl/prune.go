@@ -118,7 +118,7 @@ It asks for confirmation unless --yes is given, and logs each erased row's ident
 				fmt.Fprintln(out, "no event to erase")
 				return nil
 			}
-			if !yes && !confirm(cmd.InOrStdin(), out, fmt.Sprintf("erase the data of %s of source %s? type yes: ", count(int64(n), "event"), sel.Source)) {
+			if !yes && !confirm(cmd.InOrStdin(), out, fmt.Sprintf("erase the data of %s of source %s? type yes: ", count(n, "event"), sel.Source)) {
 				return errors.New("not confirmed; nothing erased")
 			}
 			erased, err := store.Purge(cmd.Context(), sel)

@@ -122,7 +122,7 @@ No row is ever inserted: the handlers must be idempotent, as they already are fo
 			}
 			switch {
 			case dryRun:
-				fmt.Fprintf(out, "would replay %s (dry run; nothing changed)\n", count(int64(n), "event"))
+				fmt.Fprintf(out, "would replay %s (dry run; nothing changed)\n", count(n, "event"))
 				return nil
 			case n == 0:
 				fmt.Fprintln(out, "no event matches; no replay started")
@@ -141,7 +141,7 @@ No row is ever inserted: the handlers must be idempotent, as they already are fo
 				return err
 			}
 			env.Logger.Info("bulk replay started", zap.Int64("replay_run", run.ID), zap.Int64("total", run.Total))
-			fmt.Fprintf(out, "replay %d started: %s at %d/s; follow it with 'inboxctl replay status %d'\n", run.ID, count(int64(run.Total), "event"), run.Rate, run.ID)
+			fmt.Fprintf(out, "replay %d started: %s at %d/s; follow it with 'inboxctl replay status %d'\n", run.ID, count(run.Total, "event"), run.Rate, run.ID)
 			return nil
 		},
 	}
@@ -216,7 +216,7 @@ func replayOne(cmd *cobra.Command, m *replay.Manager, source, eventID string, dr
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "would replay %s (dry run; nothing changed)\n", count(int64(n), "event"))
+		fmt.Fprintf(out, "would replay %s (dry run; nothing changed)\n", count(n, "event"))
 		return nil
 	}
 	row, err := m.ReplayEvent(cmd.Context(), source, eventID)

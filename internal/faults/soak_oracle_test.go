@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -107,7 +108,7 @@ func (s *soak) checkPauses(ctx context.Context) string {
 		err := s.pool.QueryRow(ctx, `SELECT event_id, began_at FROM soak_applied
 WHERE source = $1 AND began_at > $2 AND began_at < $3 ORDER BY began_at LIMIT 1`,
 			w.source, w.from.Add(bound), w.resumed).Scan(&id, &began)
-		if err == pgx.ErrNoRows {
+		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
 		require.NoError(s.t, err)

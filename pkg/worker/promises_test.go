@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,15 +241,23 @@ func TestControlPlaneUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	g := newGate(1000)
 	pool := b.defaultsPool(t)
-	var inFlight, most atomic.Int64
+	var (
+		mu             sync.Mutex
+		inFlight, most int
+	)
 	w := b.startDefaults(t, pool, func(c *worker.Config) {
 		c.GroupMaxEvents = 1
 		c.HeartbeatInterval = time.Second
 		c.Registry.Register("hold", func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
-			now := inFlight.Add(1)
-			defer inFlight.Add(-1)
-			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
-			}
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				inFlight--
+				mu.Unlock()
+			}()
 			return g.handler(ctx, tx, ev)
 		})
 		c.Routes = []worker.Route{{Source: "bank", Handlers: []string{"hold", "effect"}}}
@@ -275,7 +282,9 @@ func TestControlPlaneUnderLoad(t *testing.T) {
 	_, err := b.store.Pause(ctx, "other", "test", "")
 	require.NoError(t, err)
 	poll(t, 30*time.Second, "the worker to see the pause", func() (bool, error) { return w.SeesPaused("other"), nil })
-	require.LessOrEqual(t, most.Load(), int64(slots), "no more event transactions than the pool has connections for")
+	mu.Lock()
+	require.LessOrEqual(t, most, slots, "no more event transactions than the pool has connections for")
+	mu.Unlock()
 	close(g.release)
 	poll(t, 120*time.Second, "every event to be done", func() (bool, error) {
 		c, err := b.store.Count(ctx, nil)
