@@ -63,7 +63,7 @@ type setup struct {
 	Listen   string        // receiver.listen; default 127.0.0.1:0
 	MaxConns int           // database.max_conns; default 10 (the worker needs one per slot)
 	Flushers int           // receiver.batch_flushers; default 2
-	Job      time.Duration // worker.job_timeout (rescue_after is a second more); default 5 min
+	Job      time.Duration // worker.job_timeout (rescue_after is a second more); default 5 min; negative: the product's defaults for both
 	Extra    string        // appended YAML (more top-level keys)
 	Sources  string        // more entries of sources:
 	Routes   string        // more entries of worker.routes:
@@ -89,6 +89,10 @@ func (s setup) write(t *testing.T) string {
 	if job == 0 {
 		job = 5 * time.Minute
 	}
+	timeouts := fmt.Sprintf("job_timeout: %s\n  rescue_after: %s", job, job+time.Second)
+	if job < 0 {
+		timeouts = ""
+	}
 	if s.Receiver == "" {
 		s.Receiver = "ack_timeout: 4s"
 	}
@@ -108,14 +112,13 @@ worker:
   listen: "127.0.0.1:0"
   concurrency: 8
   max_attempts: 25
-  job_timeout: %s
-  rescue_after: %s
+  %s
   soft_stop_timeout: 5s
   %s
   routes:
     - {source: bank, types: [%q], handlers: [ledger]}
 %s
-%s`, s.DB, maxConns, listen, flushers, s.Receiver, secret, source, s.Sources, job, job+time.Second, workerKeys,
+%s`, s.DB, maxConns, listen, flushers, s.Receiver, secret, source, s.Sources, timeouts, workerKeys,
 		faults.DepositType, s.Routes, s.Extra), 0o600))
 	return path
 }

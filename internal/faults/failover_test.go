@@ -1,0 +1,269 @@
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/faults"
+	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
+)
+
+// failover is one row of scenario 13: how the standby replicates, and how
+// the primary fails.
+type failover struct {
+	name string
+	// async makes the standby asynchronous; otherwise it is synchronous
+	// (synchronous_standby_names = '*').
+	async bool
+	// local sets the database to synchronous_commit = local, which does not
+	// wait for a synchronous standby.
+	local bool
+	// behind, when set, hangs the replication link that many
+	// acknowledgements before the fault, or as soon as every claim waits for
+	// the standby (a synchronous commit does).
+	behind int
+	// hang makes the primary hang behind a proxy (packets dropped, nothing
+	// refused) instead of dying; it is then killed unseen, as fencing would.
+	hang bool
+}
+
+// TestFailover is scenario 13 (issue 39): a primary and a streaming standby,
+// two clusters of the scenario's own, and the real receiver and worker on a
+// multi-host DSN (target_session_attrs=read-write, connect_timeout=2). Under
+// load the primary's postmaster is SIGKILLed (or the primary hangs), and
+// once the providers have seen the outage (a failed attempt after the
+// fault) the standby is promoted with pg_ctl promote. Both daemons must
+// heal without a restart; every event stored must end done, applied once.
+// With a synchronous standby no acknowledged event may be lost; with an
+// asynchronous one the loss is measured, and must be there (the row shows
+// what the setting costs). The row's stall is the 503 window (from the fault
+// to the first 2xx of an attempt sent after it), its recover the time from
+// the promotion to that 2xx; the note says when the last event was done,
+// counted from the promotion.
+func TestFailover(t *testing.T) {
+	t.Parallel()
+	rows := []failover{
+		{name: "synchronous standby, primary killed"},
+		{name: "synchronous standby, database at synchronous_commit = local, link stalled", local: true, behind: size(100, 500)},
+		{name: "asynchronous standby, link stalled", async: true, behind: size(100, 500)},
+		{name: "synchronous standby, primary hangs", hang: true},
+	}
+	if !full {
+		rows = rows[:1]
+	}
+	for _, f := range rows {
+		t.Run(strings.ReplaceAll(f.name, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			runFailover(t, &f)
+		})
+	}
+}
+
+func runFailover(t *testing.T, f *failover) {
+	row := record(t, "13 failover: "+f.name)
+	ctx := context.Background()
+	began := time.Now()
+	primary := newCluster(t, "")
+	t.Logf("%s: primary up", time.Since(began))
+	dbURL := primary.createDB(t, "faults")
+	migrate(t, dbURL)
+	t.Logf("%s: migrated", time.Since(began))
+	if f.local {
+		runSQL(t, dbURL, `ALTER DATABASE faults SET synchronous_commit = local`)
+	}
+	// The replication link goes through a proxy, to hang it.
+	link := newHangProxy(t, "127.0.0.1:"+primary.port)
+	standby := newStandby(t, link.addr(), "synchronous_standby_names = ''") // promoted, it waits for no one
+	t.Logf("%s: standby up", time.Since(began))
+	state := "async"
+	if !f.async {
+		runSQL(t, primary.URL, `ALTER SYSTEM SET synchronous_standby_names = '*'`, `SELECT pg_reload_conf()`)
+		state = "sync"
+	}
+	waitReplication(t, primary.URL, state)
+	t.Logf("%s: replicating", time.Since(began))
+	front := primary.port
+	var door *hangProxy
+	if f.hang {
+		door = newHangProxy(t, "127.0.0.1:"+primary.port)
+		front = strings.TrimPrefix(door.addr(), "127.0.0.1:")
+	}
+	dsn := fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%s,%s user=postgres dbname=faults sslmode=disable "+
+		"target_session_attrs=read-write connect_timeout=2", front, standby.port)
+	config := setup{DB: dsn, Job: -1}.write(t)
+	receiver, target := startReceiver(t, config)
+	worker, _ := startWorker(t, config)
+	t.Logf("%s: clusters and daemons up", time.Since(began))
+
+	n := size(1500, 12000)
+	ds := faults.Deposits("fo", n, 7)
+	sender := &faults.Sender{Targets: []string{target}, Secret: secret, Workers: 16}
+	sctx, cancel := context.WithTimeout(ctx, size(3*time.Minute, 6*time.Minute))
+	defer cancel()
+	reports := make(chan *faults.Report, 1)
+	go func() { reports <- sender.Run(sctx, ds) }()
+	receiver.WaitUntil(t, 2*time.Minute, func() bool { return sender.Acked() >= int64(n/3) })
+
+	if f.behind > 0 {
+		link.hang()
+		at := sender.Acked()
+		waiting := primaryWaits(t, primary.URL)
+		receiver.WaitUntil(t, time.Minute, func() bool { return sender.Acked() >= at+int64(f.behind) || waiting() })
+		t.Logf("%s: %d acknowledged while the link hung", time.Since(began), sender.Acked()-at)
+	}
+	fault := time.Now()
+	if f.hang {
+		door.hang()
+	}
+	primary.kill(t)
+	link.cut()
+	failed := sender.Failed()
+	receiver.WaitUntil(t, time.Minute, func() bool { return sender.Failed() > failed })
+	standby.promote(t)
+	promoted := time.Now()
+	t.Logf("%s: killed, promoted %s later", time.Since(began), promoted.Sub(fault))
+
+	rep := <-reports
+	require.Len(t, rep.Acks, n, "deliveries acknowledged before the deadline (failed attempts: %v)", rep.Answers)
+	first := time.Time{}
+	for _, a := range rep.Acks {
+		if a.Sent.After(fault) && (first.IsZero() || a.Answered.Before(first)) {
+			first = a.Answered
+		}
+	}
+	pool, err := pgxpool.New(ctx, standby.dbURL(t, "faults"))
+	require.NoError(t, err)
+	defer pool.Close()
+	lost := lostAcks(t, pool, rep.Acks)
+	row.Offered, row.Acked, row.Lost = n, len(rep.Acks), len(lost)
+	row.Stall, row.Recover = first.Sub(fault), first.Sub(promoted)
+	if f.async {
+		require.NotZero(t, len(lost), "an asynchronous standby behind the primary lost nothing acknowledged: the row measures nothing")
+	} else {
+		require.Zero(t, len(lost), "acknowledged events lost in the failover")
+	}
+	done := waitAllDone(t, worker, pool, n-len(lost), size(8*time.Minute, 10*time.Minute))
+	t.Logf("%s: all done", time.Since(began))
+	o := checkEffects(t, pool, without(ds, lost), withoutAcks(rep.Acks, lost))
+	receiver.RequireRunning(t)
+	worker.RequireRunning(t)
+	row.Twice = o.twice()
+	row.Note = fmt.Sprintf("promoted %.1fs after the fault; last event done %.1fs after the promotion; same daemons throughout; failed attempts retried: %v",
+		promoted.Sub(fault).Seconds(), done.Sub(promoted).Seconds(), rep.Answers)
+}
+
+// runSQL runs statements on the database at url, each on its own.
+func runSQL(t *testing.T, url string, statements ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	for _, s := range statements {
+		_, err := conn.Exec(ctx, s)
+		require.NoError(t, err, s)
+	}
+}
+
+// waitReplication waits until the primary at url streams to a standby whose
+// sync_state is state (sync or async).
+func waitReplication(t *testing.T, url, state string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = $1`, state).Scan(&n))
+		if n > 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no %s standby streaming after a minute", state)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// primaryWaits returns a check, on the primary at url, that every claim the
+// receiver's two flushers run waits for the synchronous standby.
+func primaryWaits(t *testing.T, url string) func() bool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return func() bool {
+		var n int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n)
+		return err == nil && n >= 2
+	}
+}
+
+// lostAcks returns the acknowledged event ids the database does not hold.
+func lostAcks(t *testing.T, pool *pgxpool.Pool, acks []faults.Ack) map[string]bool {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT event_id FROM webhook_inbox WHERE source = 'bank'`)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	stored := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		stored[id] = true
+	}
+	lost := map[string]bool{}
+	for _, a := range acks {
+		if !stored[a.ID] {
+			lost[a.ID] = true
+		}
+	}
+	return lost
+}
+
+// without returns ds less the deposits whose ids are in ids.
+func without(ds []faults.Deposit, ids map[string]bool) []faults.Deposit {
+	var out []faults.Deposit
+	for _, d := range ds {
+		if !ids[d.ID] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// withoutAcks returns acks less those whose ids are in ids.
+func withoutAcks(acks []faults.Ack, ids map[string]bool) []faults.Ack {
+	var out []faults.Ack
+	for _, a := range acks {
+		if !ids[a.ID] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// waitAllDone waits until want events are done, reading every 100 ms,
+// failing when p exits or after timeout; it returns when it saw them done.
+func waitAllDone(t *testing.T, p *proctest.Process, pool *pgxpool.Pool, want int, timeout time.Duration) time.Time {
+	t.Helper()
+	var at, read time.Time
+	p.WaitUntil(t, timeout, func() bool {
+		if time.Since(read) < 100*time.Millisecond {
+			return false
+		}
+		read = time.Now()
+		if countDone(t, pool) < want {
+			return false
+		}
+		at = read
+		return true
+	})
+	return at
+}
