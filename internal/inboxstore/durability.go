@@ -70,6 +70,8 @@ func (c *DurabilityConfig) Validate() error {
 // Durability is what a commit the receiver answers 2xx after (the claim)
 // survives on the server a pool reaches, as ReadDurability reads it.
 type Durability struct {
+	// Version is the server's version (server_version).
+	Version string
 	// Fsync and FullPageWrites are the server's settings (on or off).
 	Fsync, FullPageWrites string
 	// Session is the synchronous_commit a new session gets (from the
@@ -92,11 +94,11 @@ func ReadDurability(ctx context.Context, db DBTX, keepRemoteWrite bool) (*Durabi
 	// pg_stat_replication shows a role without the privilege its rows, but
 	// not their state: the count is then unknown.
 	err := db.QueryRow(ctx, `
-SELECT current_setting('fsync'), current_setting('full_page_writes'), current_setting('synchronous_commit'),
+SELECT current_setting('server_version'), current_setting('fsync'), current_setting('full_page_writes'), current_setting('synchronous_commit'),
        current_setting('synchronous_standby_names'),
        CASE WHEN bool_or(state IS NULL) THEN -1
             ELSE count(*) FILTER (WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum')) END
-FROM pg_stat_replication`).Scan(&d.Fsync, &d.FullPageWrites, &d.Session, &d.Standbys, &d.Streaming)
+FROM pg_stat_replication`).Scan(&d.Version, &d.Fsync, &d.FullPageWrites, &d.Session, &d.Standbys, &d.Streaming)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: read the server's durability settings: %w", err)
 	}
@@ -108,6 +110,9 @@ FROM pg_stat_replication`).Scan(&d.Fsync, &d.FullPageWrites, &d.Session, &d.Stan
 type Verdict struct {
 	// Failure is the failure: process_crash, server_crash or server_loss.
 	Failure string
+	// What says it in words: "a process crash", "a server crash", "the
+	// loss of this server".
+	What string
 	// Survives is whether a 2xx survives it.
 	Survives bool
 	// Why qualifies the answer ("no synchronous standby"); may be empty.
@@ -130,15 +135,15 @@ func (v Verdict) String() string {
 // PostgreSQL's), a crash of the server's machine, and the loss of the
 // server (its disk, or a failover to its standby).
 func (d *Durability) Verdicts() []Verdict {
-	process := Verdict{Failure: "process_crash", Survives: true}
-	crash := Verdict{Failure: "server_crash", Survives: d.Fsync == "on" && d.FullPageWrites == "on"}
+	process := Verdict{Failure: "process_crash", What: "a process crash", Survives: true}
+	crash := Verdict{Failure: "server_crash", What: "a server crash", Survives: d.Fsync == "on" && d.FullPageWrites == "on"}
 	switch {
 	case d.Fsync != "on":
 		crash.Why = "fsync is off"
 	case d.FullPageWrites != "on":
 		crash.Why = "full_page_writes is off"
 	}
-	loss := Verdict{Failure: "server_loss", Survives: d.Standbys != ""}
+	loss := Verdict{Failure: "server_loss", What: "the loss of this server", Survives: d.Standbys != ""}
 	switch {
 	case d.Standbys == "":
 		loss.Why = "no synchronous standby"
@@ -152,8 +157,15 @@ func (d *Durability) Verdicts() []Verdict {
 // survives a process crash: yes, a server crash: yes, the loss of this
 // server: no (no synchronous standby)".
 func (d *Durability) String() string {
-	v := d.Verdicts()
-	return fmt.Sprintf("a 2xx survives a process crash: %s, a server crash: %s, the loss of this server: %s", v[0], v[1], v[2])
+	var b strings.Builder
+	b.WriteString("a 2xx survives ")
+	for i, v := range d.Verdicts() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s: %s", v.What, v)
+	}
+	return b.String()
 }
 
 // StandbyState says whether a synchronous standby is configured and how
@@ -165,7 +177,7 @@ func (d *Durability) StandbyState() string {
 	case d.Standbys == "":
 		return "none"
 	case d.Streaming < 0:
-		return fmt.Sprintf("%q, streaming unknown (pg_stat_replication needs pg_monitor)", d.Standbys)
+		return fmt.Sprintf("%q, streaming unknown (reading pg_stat_replication needs pg_monitor)", d.Standbys)
 	case d.Streaming == 0:
 		return fmt.Sprintf("%q, none streaming (commits wait for one)", d.Standbys)
 	default:
@@ -184,7 +196,7 @@ func (d *Durability) Meets(require string) error {
 	need := slices.Index(requirements, require)
 	for i, v := range d.Verdicts()[1:] {
 		if i+1 <= need && !v.Survives {
-			return fmt.Errorf("%w (%s): a 2xx would not survive a %s: %s", ErrDurability, require, strings.ReplaceAll(v.Failure, "_", " "), v.Why)
+			return fmt.Errorf("%w (%s): a 2xx would not survive %s: %s", ErrDurability, require, v.What, v.Why)
 		}
 	}
 	return nil
