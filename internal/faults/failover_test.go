@@ -49,14 +49,14 @@ type failover struct {
 // counted from the promotion.
 func TestFailover(t *testing.T) {
 	t.Parallel()
+	if !full {
+		t.Skip("make faults only: a row takes 1 to 2 minutes, most of it waiting for River's rescuer (issue 43); TestDoctor runs a promotion in make test")
+	}
 	rows := []failover{
 		{name: "synchronous standby, primary killed"},
-		{name: "synchronous standby, database at synchronous_commit = local, link stalled", local: true, behind: size(100, 500)},
-		{name: "asynchronous standby, link stalled", async: true, behind: size(100, 500)},
+		{name: "synchronous standby, database at synchronous_commit = local, link stalled", local: true, behind: 500},
+		{name: "asynchronous standby, link stalled", async: true, behind: 500},
 		{name: "synchronous standby, primary hangs", hang: true},
-	}
-	if !full {
-		rows = rows[:1]
 	}
 	for _, f := range rows {
 		t.Run(strings.ReplaceAll(f.name, " ", "_"), func(t *testing.T) {
@@ -70,24 +70,12 @@ func runFailover(t *testing.T, f *failover) {
 	row := record(t, "13 failover: "+f.name)
 	ctx := context.Background()
 	began := time.Now()
-	primary := newCluster(t, "")
-	t.Logf("%s: primary up", time.Since(began))
-	dbURL := primary.createDB(t, "faults")
-	migrate(t, dbURL)
-	t.Logf("%s: migrated", time.Since(began))
-	if f.local {
-		runSQL(t, dbURL, `ALTER DATABASE faults SET synchronous_commit = local`)
-	}
-	// The replication link goes through a proxy, to hang it.
-	link := newHangProxy(t, "127.0.0.1:"+primary.port)
-	standby := newStandby(t, link.addr(), "synchronous_standby_names = ''") // promoted, it waits for no one
-	t.Logf("%s: standby up", time.Since(began))
-	state := "async"
-	if !f.async {
-		runSQL(t, primary.URL, `ALTER SYSTEM SET synchronous_standby_names = '*'`, `SELECT pg_reload_conf()`)
-		state = "sync"
-	}
-	waitReplication(t, primary.URL, state)
+	primary, standby, link := newReplicated(t, !f.async, func(dbURL string) {
+		migrate(t, dbURL)
+		if f.local {
+			runSQL(t, dbURL, `ALTER DATABASE faults SET synchronous_commit = local`)
+		}
+	})
 	t.Logf("%s: replicating", time.Since(began))
 	front := primary.port
 	var door *hangProxy
@@ -102,10 +90,10 @@ func runFailover(t *testing.T, f *failover) {
 	worker, _ := startWorker(t, config)
 	t.Logf("%s: clusters and daemons up", time.Since(began))
 
-	n := size(1500, 12000)
+	n := 12000
 	ds := faults.Deposits("fo", n, 7)
 	sender := &faults.Sender{Targets: []string{target}, Secret: secret, Workers: 16}
-	sctx, cancel := context.WithTimeout(ctx, size(3*time.Minute, 6*time.Minute))
+	sctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
 	defer cancel()
 	reports := make(chan *faults.Report, 1)
 	go func() { reports <- sender.Run(sctx, ds) }()
@@ -149,7 +137,7 @@ func runFailover(t *testing.T, f *failover) {
 	} else {
 		require.Zero(t, len(lost), "acknowledged events lost in the failover")
 	}
-	done := waitAllDone(t, worker, pool, n-len(lost), size(8*time.Minute, 10*time.Minute))
+	done := waitAllDone(t, worker, pool, n-len(lost), 10*time.Minute)
 	t.Logf("%s: all done", time.Since(began))
 	o := checkEffects(t, pool, without(ds, lost), withoutAcks(rep.Acks, lost))
 	receiver.RequireRunning(t)
@@ -157,6 +145,25 @@ func runFailover(t *testing.T, f *failover) {
 	row.Twice = o.twice()
 	row.Note = fmt.Sprintf("promoted %.1fs after the fault; last event done %.1fs after the promotion; same daemons throughout; failed attempts retried: %v",
 		promoted.Sub(fault).Seconds(), done.Sub(promoted).Seconds(), rep.Answers)
+}
+
+// newReplicated starts a primary cluster with a database faults, prepared
+// by prepare (given its URL), and a streaming standby of it, synchronous or
+// not, whose replication link goes through a proxy of its own. Promoted,
+// the standby waits for no standby of its own.
+func newReplicated(t *testing.T, synchronous bool, prepare func(dbURL string)) (primary, standby *cluster, link *hangProxy) {
+	t.Helper()
+	primary = newCluster(t, "")
+	prepare(primary.createDB(t, "faults"))
+	link = newHangProxy(t, "127.0.0.1:"+primary.port)
+	standby = newStandby(t, link.addr(), "synchronous_standby_names = ''")
+	state := "async"
+	if synchronous {
+		runSQL(t, primary.URL, `ALTER SYSTEM SET synchronous_standby_names = '*'`, `SELECT pg_reload_conf()`)
+		state = "sync"
+	}
+	waitReplication(t, primary.URL, state)
+	return primary, standby, link
 }
 
 // runSQL runs statements on the database at url, each on its own.
@@ -193,8 +200,8 @@ func waitReplication(t *testing.T, url, state string) {
 	}
 }
 
-// primaryWaits returns a check, on the primary at url, that every claim the
-// receiver's two flushers run waits for the synchronous standby.
+// primaryWaits returns a check, on the primary at url, that a commit waits
+// for the synchronous standby: with the link hung, it waits for good.
 func primaryWaits(t *testing.T, url string) func() bool {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), url)
@@ -203,7 +210,7 @@ func primaryWaits(t *testing.T, url string) func() bool {
 	return func() bool {
 		var n int
 		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n)
-		return err == nil && n >= 2
+		return err == nil && n > 0
 	}
 }
 

@@ -37,16 +37,25 @@ func size[T any](fast, slow T) T {
 // secret is the bank source's Standard Webhooks signing secret.
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
-// receiverBin and ledgerBin build cmd/receiver and examples/ledger (the
-// ledger worker) once per test process.
+// binaries are the commands the scenarios run, built together once per
+// test process.
+var binaries = []string{"../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl"}
+
+// receiverBin, ledgerBin and inboxctlBin are cmd/receiver, examples/ledger
+// (the ledger worker) and cmd/inboxctl.
 func receiverBin(t *testing.T) string {
 	t.Helper()
-	return proctest.Build(t, "../../cmd/receiver", "../../examples/ledger")[0]
+	return proctest.Build(t, binaries...)[0]
 }
 
 func ledgerBin(t *testing.T) string {
 	t.Helper()
-	return proctest.Build(t, "../../cmd/receiver", "../../examples/ledger")[1]
+	return proctest.Build(t, binaries...)[1]
+}
+
+func inboxctlBin(t *testing.T) string {
+	t.Helper()
+	return proctest.Build(t, binaries...)[2]
 }
 
 // command runs bin with an environment that names no config and no
@@ -70,6 +79,7 @@ type setup struct {
 	Receiver string        // more receiver keys, in flow style ("ack_timeout: 60s")
 	Queue    string        // the bank source's queue, the one queue the worker works; default River's default
 	Worker   string        // one more worker key ("reaper_interval: 2s")
+	Database string        // more database keys, in flow style ("durability: {require: server_loss}")
 }
 
 // write writes the config and returns its path.
@@ -96,13 +106,16 @@ func (s setup) write(t *testing.T) string {
 	if s.Receiver == "" {
 		s.Receiver = "ack_timeout: 4s"
 	}
+	if s.Database != "" {
+		s.Database = ", " + s.Database
+	}
 	source, workerKeys := "", s.Worker
 	if s.Queue != "" {
 		source, workerKeys = fmt.Sprintf(", queue: %q", s.Queue), fmt.Sprintf("queues: [%q]\n  %s", s.Queue, s.Worker)
 	}
 	path := filepath.Join(t.TempDir(), "faults.yaml")
 	require.NoError(t, os.WriteFile(path, fmt.Appendf(nil, `
-database: {url: %q, max_conns: %d}
+database: {url: %q, max_conns: %d%s}
 log: {level: info}
 receiver: {listen: %q, batch_flushers: %d, %s}
 sources:
@@ -118,7 +131,7 @@ worker:
   routes:
     - {source: bank, types: [%q], handlers: [ledger]}
 %s
-%s`, s.DB, maxConns, listen, flushers, s.Receiver, secret, source, s.Sources, timeouts, workerKeys,
+%s`, s.DB, maxConns, s.Database, listen, flushers, s.Receiver, secret, source, s.Sources, timeouts, workerKeys,
 		faults.DepositType, s.Routes, s.Extra), 0o600))
 	return path
 }
