@@ -32,6 +32,9 @@ type failover struct {
 	// hang makes the primary hang behind a proxy (packets dropped, nothing
 	// refused) instead of dying; it is then killed unseen, as fencing would.
 	hang bool
+	// noTimeout leaves connect_timeout out of the DSN: each attempt at a
+	// host then has the daemons' default, 10 s.
+	noTimeout bool
 }
 
 // TestFailover is scenario 13 (issue 39): a primary and a streaming standby,
@@ -57,7 +60,9 @@ type failover struct {
 //     local lost it too before the claim raised local to on (511 lost);
 //   - a primary that hangs rather than dies: the daemons reach it through a
 //     proxy that hangs (nothing forwarded, no connection refused or
-//     closed), and it is killed unseen behind it, as fencing would.
+//     closed), and it is killed unseen behind it, as fencing would; once
+//     with connect_timeout=2 in the DSN, once without (the daemons' 10 s
+//     default per host).
 //
 // The row's stall is the 503 window (from the fault to the first 2xx of an
 // attempt sent after it), its recover the time from the promotion to that
@@ -73,6 +78,7 @@ func TestFailover(t *testing.T) {
 		{name: "synchronous standby, database at synchronous_commit = local, link stalled", local: true, behind: 500},
 		{name: "asynchronous standby, link stalled", async: true, behind: 500},
 		{name: "synchronous standby, primary hangs", hang: true},
+		{name: "synchronous standby, primary hangs, no connect_timeout in the DSN", hang: true, noTimeout: true},
 	}
 	for _, f := range rows {
 		t.Run(strings.ReplaceAll(f.name, " ", "_"), func(t *testing.T) {
@@ -99,8 +105,11 @@ func runFailover(t *testing.T, f *failover) {
 		door = newHangProxy(t, "127.0.0.1:"+primary.port)
 		front = strings.TrimPrefix(door.addr(), "127.0.0.1:")
 	}
-	dsn := fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%s,%s user=postgres dbname=faults sslmode=disable "+
-		"target_session_attrs=read-write connect_timeout=2", front, standby.port)
+	dsn := fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%s,%s user=postgres dbname=faults sslmode=disable target_session_attrs=read-write",
+		front, standby.port)
+	if !f.noTimeout {
+		dsn += " connect_timeout=2"
+	}
 	config := setup{DB: dsn, Job: -1}.write(t)
 	receiver, target := startReceiver(t, config)
 	worker, _ := startWorker(t, config)
