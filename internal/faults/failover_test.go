@@ -71,7 +71,7 @@ type failover struct {
 func TestFailover(t *testing.T) {
 	t.Parallel()
 	if !full {
-		t.Skip("make faults only: a row takes 1 to 2 minutes, most of it waiting for River's rescuer (issue 43); TestDoctor runs a promotion in make test")
+		t.Skip("make faults only: a row takes 2 to 3.5 minutes, most of it waiting for River's rescuer (issue 43); TestDoctor runs a promotion in make test")
 	}
 	rows := []failover{
 		{name: "synchronous standby, primary killed"},
