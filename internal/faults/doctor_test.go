@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -44,7 +43,9 @@ func TestDoctor(t *testing.T) {
 
 	receiver, target := startReceiver(t, setup{DB: withStandby}.write(t))
 	receiver.WaitLine(t, "a 2xx survives a process crash: yes, a server crash: yes, the loss of this server: yes")
-	require.Contains(t, get(t, strings.Replace(target, "/webhooks/bank", "/metrics", 1)), `hookinbox_ack_survives{failure="server_loss"} 1`)
+	code, page := getPage(t, strings.Replace(target, "/webhooks/bank", "/metrics", 1))
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, page, `hookinbox_ack_survives{failure="server_loss"} 1`)
 
 	standby.promote(t)
 	alone := standby.dbURL(t, "faults")
@@ -58,21 +59,7 @@ func TestDoctor(t *testing.T) {
 	refused := proctest.Start(t, command(receiverBin(t), "--config", setup{DB: alone, Database: requireLoss}.write(t)))
 	addr := listenAddr(t, refused, "receiver")
 	refused.WaitLine(t, "waiting for the durability database.durability.require asks for", "no synchronous standby")
-	resp, err := http.Get("http://" + addr + "/readyz")
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a receiver short of the durability it requires is not ready")
+	code, _ = getPage(t, "http://"+addr+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code, "a receiver short of the durability it requires is not ready")
 	require.NotContains(t, refused.Log(), "receiver accepting webhooks")
-}
-
-// get returns the body of a GET of url, which must answer 200.
-func get(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
-	return string(body)
 }

@@ -3,6 +3,7 @@ package faults_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,7 +167,8 @@ func runFailover(t *testing.T, f *failover) {
 	}
 	done := waitAllDone(t, worker, pool, n-len(lost), 10*time.Minute)
 	t.Logf("%s: all done", time.Since(began))
-	o := checkEffects(t, pool, without(ds, lost), withoutAcks(rep.Acks, lost))
+	o := checkEffects(t, pool, slices.DeleteFunc(ds, func(d faults.Deposit) bool { return lost[d.ID] }),
+		slices.DeleteFunc(rep.Acks, func(a faults.Ack) bool { return lost[a.ID] }))
 	receiver.RequireRunning(t)
 	worker.RequireRunning(t)
 	row.Twice = o.twice()
@@ -260,28 +262,6 @@ func lostAcks(t *testing.T, pool *pgxpool.Pool, acks []faults.Ack) map[string]bo
 		}
 	}
 	return lost
-}
-
-// without returns ds less the deposits whose ids are in ids.
-func without(ds []faults.Deposit, ids map[string]bool) []faults.Deposit {
-	var out []faults.Deposit
-	for _, d := range ds {
-		if !ids[d.ID] {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// withoutAcks returns acks less those whose ids are in ids.
-func withoutAcks(acks []faults.Ack, ids map[string]bool) []faults.Ack {
-	var out []faults.Ack
-	for _, a := range acks {
-		if !ids[a.ID] {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // waitAllDone waits until want events are done, reading every 100 ms,
