@@ -68,9 +68,9 @@ func (p *hangProxy) serve() {
 		if err != nil {
 			return
 		}
-		p.mu.Lock()
-		p.conns = append(p.conns, client)
-		p.mu.Unlock()
+		if !p.track(client) {
+			continue
+		}
 		p.wg.Go(func() {
 			if p.isHung() { // a connection made while hung gets nothing
 				<-p.cutCh
@@ -82,14 +82,30 @@ func (p *hangProxy) serve() {
 				client.Close()
 				return
 			}
-			p.mu.Lock()
-			p.conns = append(p.conns, server)
-			p.mu.Unlock()
+			if !p.track(server) {
+				client.Close()
+				return
+			}
 			var wg sync.WaitGroup
 			wg.Go(func() { p.pipe(server, client) })
 			wg.Go(func() { p.pipe(client, server) })
 			wg.Wait()
 		})
+	}
+}
+
+// track adds c to the connections cut closes, or closes it and returns
+// false when cut came first.
+func (p *hangProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.cutCh:
+		c.Close()
+		return false
+	default:
+		p.conns = append(p.conns, c)
+		return true
 	}
 }
 
