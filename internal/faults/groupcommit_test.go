@@ -126,7 +126,7 @@ func queued(t *testing.T, metricsURL string) int {
 	_, page := getPage(t, metricsURL)
 	m := regexp.MustCompile(`(?m)^hookinbox_receiver_batch_queue_deliveries (\d+)`).FindStringSubmatch(page)
 	require.NotNil(t, m, "no queue gauge in %s", metricsURL)
-	n, err := strconv.Atoi(string(m[1]))
+	n, err := strconv.Atoi(m[1])
 	require.NoError(t, err)
 	return n
 }
