@@ -145,7 +145,7 @@ func measureCapacity(ctx context.Context, o *capacityOptions, dbURL string) (*Ca
 		return nil, err
 	}
 	defer pool.Close()
-	if _, err := schema.Migrate(ctx, pool, schema.Core()); err != nil {
+	if _, err := schema.Migrate(ctx, pool, nil, schema.Core()); err != nil {
 		return nil, err
 	}
 	c := &Capacity{Options: o, Cores: runtime.NumCPU()}

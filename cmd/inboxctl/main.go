@@ -113,9 +113,15 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 }
 
 // verbs says what each command demands of the config: send signs for a
-// source, events verify verifies with the sources' secrets; the others need
-// only the database.
-var verbs = daemon.Verbs{"send": config.NeedReceiver, "verify": config.NeedSources}
+// source, events verify verifies with the sources' secrets; a command that
+// deletes or rewrites inbox rows (prune, events purge, replay, sources
+// pause and resume) checks the sources as the worker does, so that it
+// refuses what the daemons refuse (a retention inside the provider's
+// redelivery window); the others need only the database.
+var verbs = daemon.Verbs{
+	"send": config.NeedReceiver, "verify": config.NeedSources,
+	"prune": config.NeedInbox, "purge": config.NeedInbox, "replay": config.NeedInbox, "sources": config.NeedInbox,
+}
 
 // boot loads the config (from path, else $HOOKINBOX_CONFIG) as verb
 // demands, through daemon.Boot like every hookinbox binary.

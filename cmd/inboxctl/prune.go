@@ -96,7 +96,7 @@ It asks for confirmation unless --yes is given, and logs each erased row's ident
 			if len(a) == 0 && f.eventType == "" && f.since == "" && f.until == "" && f.errText == "" && len(f.statuses) == 0 {
 				return &usageError{errors.New("name EVENT_IDs or a filter (--type, --status, --since, --until, --error): purge never erases a whole source by default")}
 			}
-			env, err := boot(cmd.Context(), path, "events")
+			env, err := boot(cmd.Context(), path, "purge")
 			if err != nil {
 				return err
 			}

@@ -92,13 +92,10 @@ func runSend(t *testing.T, configPath string, args ...string) (stdout, stderr st
 	return out.String(), errOut.String(), err
 }
 
-// TestSendEveryProvider sends one delivery per configured source through the
-// inboxctl binary to a receiver configured from the same file, and requires
-// each to be accepted and stored under the event id its provider gives it.
-func TestSendEveryProvider(t *testing.T) {
-	t.Parallel()
-	db := dbtest.New(t)
-	configPath := writeSendConfig(t, db.URL)
+// serveReceiver serves a receiver configured from configPath, on db's pool,
+// over loopback HTTP until the test ends.
+func serveReceiver(t *testing.T, configPath string, db *dbtest.DB) *httptest.Server {
+	t.Helper()
 	cfg, err := config.Load(configPath, config.NeedReceiver)
 	require.NoError(t, err)
 	srv, stop, err := daemon.NewReceiver(&daemon.Env{Config: cfg, Logger: zaptest.NewLogger(t), Pool: db.Pool})
@@ -106,6 +103,17 @@ func TestSendEveryProvider(t *testing.T) {
 	t.Cleanup(stop)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
+	return ts
+}
+
+// TestSendEveryProvider sends one delivery per configured source through the
+// inboxctl binary to a receiver configured from the same file, and requires
+// each to be accepted and stored under the event id its provider gives it.
+func TestSendEveryProvider(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	configPath := writeSendConfig(t, db.URL)
+	ts := serveReceiver(t, configPath, db)
 
 	for _, tt := range []struct {
 		source string

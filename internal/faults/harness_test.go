@@ -160,7 +160,7 @@ func migrate(t *testing.T, dbURL string) {
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	defer pool.Close()
-	_, err = schema.Migrate(ctx, pool, ledgerSets()...)
+	_, err = schema.Migrate(ctx, pool, nil, ledgerSets()...)
 	require.NoError(t, err)
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,29 @@ func TestOperatorSteps(t *testing.T) {
 	require.Equal(t, 1, runs())
 	require.Equal(t, 1, scalar(`SELECT count(*) FROM ledger_entries WHERE event_id = 'op_blocked'`))
 
+	// Issue 38: inboxctl under a config whose bank retention (1h) is inside
+	// Standard Webhooks' redelivery window (96h), which the daemons refuse,
+	// pruned the done op_blocked received 2 h ago, and the provider's
+	// redelivery was then claimed as new, with a job that ran its handlers
+	// again (the ledger's own key on the event absorbed the second deposit,
+	// a handler without one would apply it twice). Every command that
+	// writes the inbox refuses that config now.
+	_, err := db.Pool.Exec(ctx, `UPDATE webhook_inbox SET received_at = received_at - interval '2 hours' WHERE source = 'bank' AND event_id = 'op_blocked'`)
+	require.NoError(t, err)
+	short := withBankKeys(t, config, "retention: 1h")
+	for _, verb := range [][]string{{"prune"}, {"replay", "bank", "op_blocked"}} {
+		code, out = proctest.Run(t, command(inboxctl, append(verb, "--config", short)...))
+		require.NotZero(t, code, out)
+		require.Contains(t, out, "sources[bank].retention: 1h0m0s is shorter than standardwebhooks's redelivery window (96h0m0s)")
+	}
+	send(faults.Deposit{ID: "op_blocked", Account: "acc_blocked", Cents: 250}) // the provider redelivers
+	redelivered := lookup("op_blocked")
+	if redelivered.ID != replayed.ID {
+		row.Twice++ // claimed anew: its handlers run again
+	}
+	require.Equal(t, replayed.ID, redelivered.ID, "the redelivery is a duplicate of the row kept")
+	require.Equal(t, replayed.JobID, redelivered.JobID, "no new job: the handlers do not run again")
+
 	// Point 5: retention with the worker's clock two days ahead keeps the
 	// rows inside retention by the database's clock.
 	young, old := loadAged(t, db.Pool, store, "archive", 29*24*time.Hour, 20), loadAged(t, db.Pool, store, "archive", 31*24*time.Hour, 10)
@@ -182,6 +206,7 @@ func TestOperatorSteps(t *testing.T) {
 
 	row.Note = fmt.Sprintf("purged+paused row: failed, %d event job, 0 re-enqueued over %d reaper passes; "+
 		"max_attempts 2 (receiver 25): job %d/%d %s; bare replay refused, empty match 0 runs; replay done, last_error cleared, %d attempts kept; "+
+		"prune and replay refused under retention 1h (window 96h), redelivery a duplicate (no new row, no new job); "+
 		"retention +48h worker clock: %d young kept, %d old pruned (real store)",
 		eventJobs(purged.ID), passes, attempt, maxAttempts, jobState, len(replayed.AttemptErrors), young, res[0].Deleted)
 }
@@ -195,6 +220,20 @@ func withWorkerKeys(t *testing.T, config string, keys ...string) string {
 	s := strings.Replace(string(b), "  max_attempts: 25\n", "  "+strings.Join(keys, "\n  ")+"\n", 1)
 	require.NotEqual(t, string(b), s)
 	path := filepath.Join(t.TempDir(), "worker.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(s), 0o600))
+	return path
+}
+
+// withBankKeys writes a copy of config with keys added to the bank
+// source, for an inboxctl configured apart from the daemons.
+func withBankKeys(t *testing.T, config string, keys ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(config)
+	require.NoError(t, err)
+	bank := regexp.MustCompile(`(?m)^(  - \{name: bank, .*)\}$`)
+	require.True(t, bank.Match(b))
+	s := bank.ReplaceAllString(string(b), "${1}, "+strings.Join(keys, ", ")+"}")
+	path := filepath.Join(t.TempDir(), "inboxctl.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(s), 0o600))
 	return path
 }

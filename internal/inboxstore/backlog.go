@@ -27,8 +27,9 @@ type Backlog struct {
 // oldest of each, through the partial indexes on those statuses: it reads
 // no done row, so it stays cheap on a large inbox. A pending row that is
 // held, or whose source is paused, counts as BacklogHeld, not pending:
-// pending is the claimable work, what the chart's KEDA trigger
-// (charts/hookinbox/files/keda-backlog.sql) counts too.
+// pending is the claimable work, which the chart's KEDA trigger
+// (charts/hookinbox/files/keda-backlog.sql) counts too, adding one for each
+// sequence key with parked events (see unclaimable).
 //
 // This is the one place that decides which pending rows are claimable, for
 // the backlog metrics and so for the primary alert, HookinboxBacklogOld
@@ -55,8 +56,12 @@ SELECT source, 'failed', count(*), min(received_at) FROM webhook_inbox WHERE sta
 // rows count as BacklogHeld and do not age the backlog, so that a
 // deliberate hold, or a key's orderly queue, never fires the head-of-line
 // alert; the key's head, which is claimable, does. The chart's KEDA
-// trigger (charts/hookinbox/files/keda-backlog.sql) counts with the same
-// condition, and internal/metrics's claimable test holds the two equal.
+// trigger (charts/hookinbox/files/keda-backlog.sql) counts the claimable
+// rows with the same condition (internal/metrics's claimable test holds the
+// two equal), and adds each sequence key of a source that is not paused
+// with a parked event still pending: when the event ahead of them stops
+// being pending without a run (purged, or discarded and failed by the
+// reaper), only the reaper's stalled pass, in a worker, wakes them.
 const unclaimable = `(i.held_at IS NOT NULL OR NOT ` + notPaused + `
     OR EXISTS (SELECT 1 FROM hookinbox_sequence_park AS k WHERE k.inbox_id = i.id))`
 

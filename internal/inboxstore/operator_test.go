@@ -31,7 +31,7 @@ func TestPurgedRowIsNeverRevived(t *testing.T) {
 		require.NoError(t, err)
 
 		// The purged row's job runs while its source is paused.
-		held, err := b.store.Hold(ctx, id, "bank")
+		held, err := b.store.Hold(ctx, b.db.Pool, id, "bank")
 		require.NoError(t, err)
 		require.False(t, held, "an erased row is not held")
 		got, err := b.store.Get(ctx, b.db.Pool, id)
@@ -58,7 +58,7 @@ func TestPurgedRowIsNeverRevived(t *testing.T) {
 		id := res.Claimed[0].ID
 		_, err = b.store.Pause(ctx, "bank", "test", "")
 		require.NoError(t, err)
-		held, err := b.store.Hold(ctx, id, "bank")
+		held, err := b.store.Hold(ctx, b.db.Pool, id, "bank")
 		require.NoError(t, err)
 		require.True(t, held)
 		_, err = b.store.Purge(ctx, &inboxstore.Selection{Source: "bank", EventIDs: []string{"evt_1"}})

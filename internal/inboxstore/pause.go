@@ -73,9 +73,11 @@ func (s *Store) PausedSources(ctx context.Context) ([]PausedSource, error) {
 }
 
 // Hold leaves the event of row id pending, marked held (held_at) and with
-// NoteHeld, when its source is paused, and reports whether it did. It is
-// a worker's first step for a source it believes paused: false (the source
-// was resumed meanwhile, or the row is done) means work the event as usual.
+// NoteHeld, when its source is paused, and reports whether it did, on db
+// (the pool, or the transaction the event was to be worked in). It is a
+// worker's step for a source it believes paused, before the event's
+// handlers begin: false (the source was resumed meanwhile, or the row is
+// done) means work the event as usual.
 //
 // The pause row is read FOR SHARE, so a concurrent Resume (which deletes it)
 // waits for this statement's transaction: either Hold sees the pause gone,
@@ -84,8 +86,8 @@ func (s *Store) PausedSources(ctx context.Context) ([]PausedSource, error) {
 // retried is held as pending, so that Resume enqueues it too. An erased row
 // (purged) is never touched: it stays failed, with nothing left to run, so
 // neither Resume nor the reaper can enqueue it again.
-func (s *Store) Hold(ctx context.Context, id int64, source string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `
+func (s *Store) Hold(ctx context.Context, db DBTX, id int64, source string) (bool, error) {
+	tag, err := db.Exec(ctx, `
 WITH paused AS (SELECT source FROM hookinbox_source_pause WHERE source = $2 FOR SHARE)
 UPDATE webhook_inbox SET status = 'pending', held_at = now(), note = $3, processed_at = NULL
 WHERE id = $1 AND source = $2 AND status <> 'done' AND erased_at IS NULL AND EXISTS (SELECT 1 FROM paused)`, planned, id, source, NoteHeld)

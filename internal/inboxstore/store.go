@@ -229,20 +229,15 @@ func WorkTxOptions(asyncCommit bool) pgx.TxOptions {
 // holding the row makes this wait; once that one commits, the row is done
 // and this returns ErrNotFound.
 func (s *Store) TakeForWork(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (*Event, error) {
-	return scanEvent(tx.QueryRow(ctx, `
-WITH taken AS (
-    SELECT id, status, attempts, last_error FROM webhook_inbox WHERE id = $1 AND status <> 'done' AND erased_at IS NULL FOR UPDATE
-), marked AS (
-    UPDATE webhook_inbox AS i
-    SET status = 'done', processed_at = coalesce($2::timestamptz, now()), attempts = taken.attempts + 1, note = NULL, last_error = NULL
-    FROM taken
-    WHERE i.id = taken.id
-    RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, `+legacyDelivery+`, taken.status AS was,
-              taken.attempts AS attempts_before, taken.last_error AS error_before, i.received_at, i.request_id
-)
-SELECT m.id, m.source, m.provider, m.event_id, m.event_type, `+deliveryColumns+`, m.was,
-       m.attempts_before, coalesce(m.error_before, ''), m.received_at, coalesce(m.request_id, '')
-FROM marked AS m LEFT JOIN webhook_inbox_delivery AS d ON d.inbox_id = m.id`, planned, id, nullTime(now)))
+	taken, err := s.TakeManyForWork(ctx, tx, []int64{id}, []int64{0}, now)
+	if err != nil {
+		return nil, err
+	}
+	t := taken[id]
+	if t == nil {
+		return nil, ErrNotFound
+	}
+	return t.Event, nil
 }
 
 // legacyDelivery returns, from webhook_inbox AS i, the bytes a row received
@@ -266,12 +261,13 @@ type Taken struct {
 	processedAt *time.Time
 }
 
-// TakeManyForWork is TakeForWork for a group of jobs in one statement: it
-// locks the rows of ids that are not done, in id order (so that concurrent
-// groups over overlapping rows cannot deadlock on them), marks them done,
-// and returns them by id, each with the job of jobIDs (parallel to ids) it
-// was taken for. A row that is done already or gone is absent from the
-// map; of several jobs for one row, the last one is the row's.
+// TakeManyForWork is the one take, for a group of jobs or one (TakeForWork),
+// in one statement: it locks the rows of ids that are not done, in id order
+// (so that concurrent groups over overlapping rows cannot deadlock on
+// them), marks them done, and returns them by id, each with the job of
+// jobIDs (parallel to ids) it was taken for. A row that is done already or
+// gone is absent from the map; of several jobs for one row, the last one is
+// the row's.
 func (s *Store) TakeManyForWork(ctx context.Context, tx pgx.Tx, ids, jobIDs []int64, now time.Time) (map[int64]*Taken, error) {
 	rows, err := tx.Query(ctx, `
 WITH wanted AS (
@@ -289,10 +285,10 @@ WITH wanted AS (
     WHERE i.id = taken.id
     RETURNING i.id, i.source, i.provider, i.event_id, i.event_type, `+legacyDelivery+`, taken.status AS was,
               taken.attempts AS attempts_before, taken.last_error AS error_before, i.received_at, taken.job_id,
-              taken.processed_at AS processed_before
+              taken.processed_at AS processed_before, i.request_id
 )
 SELECT m.id, m.source, m.provider, m.event_id, m.event_type, `+deliveryColumns+`, m.was,
-       m.attempts_before, coalesce(m.error_before, ''), m.received_at, m.job_id, m.processed_before
+       m.attempts_before, coalesce(m.error_before, ''), m.received_at, coalesce(m.request_id, ''), m.job_id, m.processed_before
 FROM marked AS m LEFT JOIN webhook_inbox_delivery AS d ON d.inbox_id = m.id`,
 		planned, ids, jobIDs, nullTime(now))
 	if err != nil {
@@ -308,7 +304,7 @@ FROM marked AS m LEFT JOIN webhook_inbox_delivery AS d ON d.inbox_id = m.id`,
 			t       = Taken{Event: &ev}
 		)
 		if err := rows.Scan(&ev.ID, &ev.Source, &ev.Provider, &ev.EventID, &ev.EventType, &payload, &ev.Body,
-			&ev.Headers, &status, &ev.Attempts, &ev.LastError, &ev.ReceivedAt, &t.JobID, &t.processedAt); err != nil {
+			&ev.Headers, &status, &ev.Attempts, &ev.LastError, &ev.ReceivedAt, &ev.RequestID, &t.JobID, &t.processedAt); err != nil {
 			return nil, fmt.Errorf("inbox: take events: %w", err)
 		}
 		ev.Status = Status(status)
@@ -444,7 +440,11 @@ type OrphanQuery struct {
 	// OrphanAfter is how long after it was received a row with no job, or
 	// a finished one, waits before it is an orphan.
 	OrphanAfter time.Duration
-	// LostCommitGrace is how long after its newest job completed a pending
+	// LostCommits looks for lost commits too (see ListOrphans): the
+	// reaper sets it within OrphanAfter of a restart or a promotion of the
+	// server (see NoteServer).
+	LostCommits bool
+	// LostCommitGrace is how long after its newest job finished a pending
 	// row that is not held is a lost commit (see ListOrphans).
 	LostCommitGrace time.Duration
 	// Queues maps each source to its current queue.
@@ -463,15 +463,22 @@ type OrphanQuery struct {
 //   - its job is missing or finished and it was received more than
 //     q.OrphanAfter ago (the job vanished, or its end was not recorded),
 //     and it is not parked behind its sequence key (see ParkSequenceTx);
-//   - it is a lost commit: it is neither held nor parked, and its newest job completed
-//     more than q.LostCommitGrace ago (River stamps finalized_at when Work
-//     returned). A worker returns nil without the row's done mark only for
-//     a held event or a row that is no longer pending, so the done mark was
-//     an asynchronous commit lost in a crash, and River's completer,
-//     retrying across the restart, completed the job afterwards. Looked for
-//     only within q.OrphanAfter of the server's start (only a restart loses
-//     a commit that returned): by then the first rule finds such a row,
-//     received before the crash;
+//   - it is a lost commit, looked for with q.LostCommits only: its newest
+//     job finished (completed, discarded, cancelled) more than
+//     q.LostCommitGrace ago (River stamps finalized_at when Work returned),
+//     and it is neither held nor parked. No job will settle such a row: a
+//     worker returns nil without the row's done mark only for a held or
+//     parked event or a row that is no longer pending, and records a final
+//     failure on the row before River discards or cancels the job. So a
+//     write on the row was lost (an asynchronous commit that a crash or a
+//     promotion lost, or a failure the worker could not record while the
+//     database was away) while River's completer, retrying across the
+//     outage, finished the job afterwards; or River's rescuer discarded the
+//     job of a worker that died. OrphanAfter after an outage the first rule
+//     finds such rows anyway (received before it), so the reaper asks for
+//     this rule only within OrphanAfter of a restart or a promotion (see
+//     NoteServer), which keeps the scan of every pending row, and its
+//     job's lookup, off its other passes;
 //   - it is a stray: its job waits (available, retryable, scheduled) on a
 //     queue that is no longer its source's and that no live worker works,
 //     while a live worker works the source's queue (see MoveJobs).
@@ -509,14 +516,13 @@ WHERE i.status = 'pending' AND i.received_at < now() - $2 * interval '1 millisec
 ORDER BY i.received_at`, q.OrphanAfter.Milliseconds()); err != nil {
 		return nil, err
 	}
-	// The first condition has no column: PostgreSQL evaluates it once and
-	// scans nothing when the server started longer ago than OrphanAfter.
-	if err := add(`
-WHERE now() < pg_postmaster_start_time() + $2 * interval '1 millisecond'
-  AND i.status = 'pending' AND i.held_at IS NULL AND `+notPaused+` AND `+notParked+`
-  AND j.state = 'completed' AND j.finalized_at < now() - $3 * interval '1 millisecond'
-ORDER BY i.received_at`, q.OrphanAfter.Milliseconds(), q.LostCommitGrace.Milliseconds()); err != nil {
-		return nil, err
+	if q.LostCommits {
+		if err := add(`
+WHERE i.status = 'pending' AND i.held_at IS NULL AND `+notPaused+` AND `+notParked+`
+  AND j.state IN ('completed', 'discarded', 'cancelled') AND j.finalized_at < now() - $2 * interval '1 millisecond'
+ORDER BY i.received_at`, q.LostCommitGrace.Milliseconds()); err != nil {
+			return nil, err
+		}
 	}
 	dead, err := s.deadQueues(ctx, db, q.LiveQueues)
 	if err != nil || len(dead) == 0 {

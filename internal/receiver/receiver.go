@@ -134,8 +134,6 @@ type Config struct {
 	// source or with another method than POST at debug. The zero value is
 	// info.
 	DeliveryLogLevel zapcore.Level `mapstructure:"-"`
-	// Ready backs GET /readyz; nil means always ready.
-	Ready func(ctx context.Context) error `mapstructure:"-"`
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger `mapstructure:"-"`
 	// Metrics counts every delivery where it is logged. nil counts nothing.
@@ -279,7 +277,13 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 	e.Use(requestID)
 	e.Any("/webhooks/:source", s.handleWebhook)
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
-	e.GET("/readyz", s.handleReady)
+	// Ready: a receiver that serves should get traffic, whether the
+	// database answers or not. Without it, a delivery gets 503 with
+	// Retry-After from the receiver (the provider retries), where a
+	// receiver taken out of its Service leaves the sender the proxy's own
+	// answer, without Retry-After. pkg/daemon's front door answers /readyz
+	// 503 before the database was first reached and once stopping.
+	e.GET("/readyz", func(c echo.Context) error { return c.String(http.StatusOK, "ready\n") })
 	s.echo = e
 	return s, nil
 }
@@ -540,19 +544,6 @@ func inboxDelivery(src *Source, body []byte, d *provider.Delivery, requestID str
 		events[i] = inboxstore.IncomingEvent{ID: ev.ID, Type: ev.Type, Payload: ev.Payload, TwinKey: ev.TwinKey, ParseError: ev.ParseError}
 	}
 	return &inboxstore.Delivery{Source: src.Name, Provider: src.Provider, Body: body, Headers: d.Headers, Events: events, RequestID: requestID}
-}
-
-func (s *Server) handleReady(c echo.Context) error {
-	if s.config.Ready == nil {
-		return c.String(http.StatusOK, "ready\n")
-	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
-	defer cancel()
-	if err := s.config.Ready(ctx); err != nil {
-		s.logger.Warn("not ready", zap.Error(err))
-		return c.JSON(http.StatusServiceUnavailable, errorBody{"not ready"})
-	}
-	return c.String(http.StatusOK, "ready\n")
 }
 
 // errorHandler keeps Echo's own errors (unknown route, …) in our JSON shape.

@@ -12,11 +12,14 @@ package retention
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 // RetentionDefault is a source's retention when its config sets none (see
@@ -30,23 +33,55 @@ const RetentionDefault = 30 * 24 * time.Hour
 // milliseconds.
 const BatchDefault = 1000
 
+// ErrInsideRedeliveryWindow is wrapped by Policy.Check, and so by every
+// pass of a Pruner given such a policy, when a retention is shorter than
+// the provider's redelivery window.
+var ErrInsideRedeliveryWindow = errors.New("retention is shorter than the provider's redelivery window")
+
 // Policy is one source's retention.
 type Policy struct {
 	// Source is the source's name.
 	Source string
+	// Provider is the source's provider, whose redelivery window
+	// (provider.RedeliveryWindow) Retention must outlive. Empty, or a
+	// provider whose window is unknown (hmac), enforces none.
+	Provider string
 	// Retention is how long a done row is kept, from its receipt. It must
 	// outlive the provider's redelivery window, or a redelivery after the
-	// prune would be processed twice. 0 keeps rows for ever.
+	// prune would be processed twice (see Check). 0 keeps rows for ever.
 	Retention time.Duration
 	// PayloadRetention, when set, is how long a done row keeps its body,
 	// headers and payload; the row and its keys stay until Retention.
 	PayloadRetention time.Duration
 }
 
+// Check returns an error wrapping ErrInsideRedeliveryWindow when p would
+// delete done rows that the provider may still deliver again: a redelivery
+// after the prune would be claimed as a new event and processed twice. It is
+// the one place that decides: config.Load refuses such a source's retention
+// with its message, for the daemons and for every inboxctl command that
+// writes the inbox, and a Pruner refuses to run such a policy.
+func (p *Policy) Check() error {
+	window := provider.RedeliveryWindow(p.Provider)
+	if p.Retention > 0 && p.Retention < window {
+		return &windowError{msg: fmt.Sprintf("%s is shorter than %s's redelivery window (%s): an event redelivered after its row "+
+			"is pruned would be processed twice; use at least %s", p.Retention, p.Provider, window, window)}
+	}
+	return nil
+}
+
+// windowError is Check's error: its own message, matching
+// ErrInsideRedeliveryWindow.
+type windowError struct{ msg string }
+
+func (e *windowError) Error() string { return e.msg }
+func (e *windowError) Unwrap() error { return ErrInsideRedeliveryWindow }
+
 // Config configures a Pruner.
 type Config struct {
 	// Policies are the sources' retentions. A source without one is left
-	// alone.
+	// alone. A pass refuses to run, deleting nothing, while one of them
+	// fails Policy.Check.
 	Policies []Policy
 	// Batch is the rows one statement deletes or erases. Defaults to 1000.
 	Batch int
@@ -95,17 +130,24 @@ type SourceResult struct {
 
 // Run applies every policy once, until nothing is left to do or ctx ends,
 // and logs its progress. A failed statement stops the pass; the rows done
-// so far stay done, and the next pass continues.
+// so far stay done, and the next pass continues. A policy that fails
+// Policy.Check stops it before it changes anything, with that error.
 func (p *Pruner) Run(ctx context.Context) ([]SourceResult, error) {
 	return p.pass(ctx, false)
 }
 
-// DryRun counts what Run would do, changing nothing.
+// DryRun counts what Run would do, changing nothing; it refuses the
+// policies Run refuses.
 func (p *Pruner) DryRun(ctx context.Context) ([]SourceResult, error) {
 	return p.pass(ctx, true)
 }
 
 func (p *Pruner) pass(ctx context.Context, dry bool) ([]SourceResult, error) {
+	for _, pol := range p.config.Policies {
+		if err := pol.Check(); err != nil {
+			return nil, fmt.Errorf("retention: source %s: %w", pol.Source, err)
+		}
+	}
 	results := make([]SourceResult, 0, len(p.config.Policies))
 	for _, pol := range p.config.Policies {
 		res := SourceResult{Source: pol.Source, Retention: max(pol.Retention, 0), PayloadRetention: max(pol.PayloadRetention, 0)}

@@ -254,3 +254,41 @@ func TestPurge(t *testing.T) {
 		require.Empty(t, again, "erased rows are not erased twice")
 	})
 }
+
+// TestPruneRefusesToUndoTheDedupWindow checks that a Pruner, however its
+// policies were built, deletes nothing while one of them is shorter than
+// its provider's redelivery window (issue 38).
+func TestPruneRefusesToUndoTheDedupWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	b.load(t, "bank", "old_", 10, inbox.StatusDone, 2*time.Hour)
+	for _, tt := range []struct {
+		name   string
+		policy retention.Policy
+		refuse bool
+	}{
+		{"InsideStripesWindow", retention.Policy{Source: "bank", Provider: "stripe", Retention: time.Hour}, true},
+		{"InsideTwiliosWindow", retention.Policy{Source: "bank", Provider: "twilio", Retention: 23 * time.Hour}, true},
+		{"AtTheWindow", retention.Policy{Source: "bank", Provider: "twilio", Retention: day}, false},
+		{"UnknownWindow", retention.Policy{Source: "bank", Provider: "hmac", Retention: time.Hour}, false},
+	} {
+		err := tt.policy.Check()
+		if !tt.refuse {
+			require.NoError(t, err, tt.name)
+			continue
+		}
+		require.ErrorIs(t, err, retention.ErrInsideRedeliveryWindow, tt.name)
+		// One safe policy before it: the pass changes nothing at all.
+		pruner := retention.NewPruner(b.store, &retention.Config{Policies: []retention.Policy{
+			{Source: "shop", Provider: "stripe", Retention: 30 * day}, tt.policy,
+		}})
+		for _, run := range []func(context.Context) ([]retention.SourceResult, error){pruner.DryRun, pruner.Run} {
+			res, err := run(ctx)
+			require.ErrorIs(t, err, retention.ErrInsideRedeliveryWindow, tt.name)
+			require.Contains(t, err.Error(), "source bank: ", tt.name)
+			require.Empty(t, res, tt.name)
+		}
+		require.EqualValues(t, 10, b.count(t, `true`), "%s: nothing deleted", tt.name)
+	}
+}

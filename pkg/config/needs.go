@@ -17,6 +17,8 @@ import "strings"
 //	receiver                           NeedDatabase | NeedReceiver
 //	worker (and worker binaries)       NeedDatabase | NeedWorker
 //	inboxctl send                      NeedReceiver
+//	inboxctl prune, events purge,      NeedInbox
+//	replay, sources
 type Needs uint8
 
 const (
@@ -38,6 +40,14 @@ const (
 	// need not hold the signing secrets. NeedReceiver and NeedWorker both
 	// need the tracing section.
 	NeedWorker
+	// NeedInbox needs what decides what becomes of the inbox's rows, for a
+	// command that deletes or rewrites them: the sources, checked as the
+	// worker checks them (a retention inside the provider's redelivery
+	// window is refused: retention.Policy.Check), but not their verifier
+	// credentials nor their reconcile keys; and worker.max_attempts, which
+	// the jobs it enqueues carry. NeedReceiver and NeedWorker need all
+	// that too.
+	NeedInbox
 )
 
 // verifies reports whether n needs the sources' verifier credentials.
@@ -58,9 +68,9 @@ func (n Needs) covers(key string) bool {
 		case within(rest, "reconcile"):
 			return n&(NeedSources|NeedWorker) != 0
 		}
-		return n&(NeedSources|NeedReceiver|NeedWorker) != 0
+		return n&(NeedSources|NeedReceiver|NeedWorker|NeedInbox) != 0
 	case key == "worker.max_attempts":
-		return n&(NeedReceiver|NeedWorker) != 0
+		return n&(NeedReceiver|NeedWorker|NeedInbox) != 0
 	case within(key, "worker"):
 		return n&NeedWorker != 0
 	case within(key, "tracing"):

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 )
@@ -60,3 +61,10 @@ func (s *SourceConfig) AllowIPPrefixes() ([]netip.Prefix, error) {
 
 // isZero reports whether no hmac key is set.
 func (h *HMACConfig) isZero() bool { return reflect.ValueOf(*h).IsZero() }
+
+// RetentionPolicy returns the source's retention policy: what the worker's
+// retention job and `inboxctl prune` apply, and what Load checks
+// (retention.Policy.Check) for every command that writes the inbox.
+func (s *SourceConfig) RetentionPolicy() *retention.Policy {
+	return &retention.Policy{Source: s.Name, Provider: s.Provider, Retention: s.Retention, PayloadRetention: s.PayloadRetention}
+}

@@ -205,16 +205,14 @@ func prefixes(p *problems, key string, entries []string) {
 }
 
 // validateRetention refuses a retention shorter than the provider's
-// redelivery window (a redelivery after the prune would be claimed as new
-// and processed twice), and a payload retention that would never apply.
+// redelivery window (retention.Policy.Check decides: a redelivery after the
+// prune would be claimed as new and processed twice), and a payload
+// retention that would never apply.
 func validateRetention(p *problems, key string, s *SourceConfig) {
-	window := provider.RedeliveryWindow(s.Provider)
-	switch {
-	case s.Retention <= 0:
+	if s.Retention <= 0 {
 		p.addf(key+".retention", "must be positive")
-	case s.Retention < window:
-		p.addf(key+".retention", "%s is shorter than %s's redelivery window (%s): an event redelivered after its row is pruned "+
-			"would be processed twice; use at least %s", s.Retention, s.Provider, window, window)
+	} else if err := s.RetentionPolicy().Check(); err != nil {
+		p.addf(key+".retention", "%s", err)
 	}
 	switch {
 	case s.PayloadRetention < 0:

@@ -1,16 +1,11 @@
 package daemon_test
 
 import (
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -66,63 +61,4 @@ func get(t *testing.T, url string) int {
 	require.NoError(t, err)
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// dbDoor is a TCP proxy in front of the test's PostgreSQL that turns every
-// connection away until open is called: the test decides when the database
-// "arrives".
-type dbDoor struct {
-	ln     net.Listener
-	target string
-	opened atomic.Bool
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-// newDBDoor starts a closed door in front of dbURL's server and returns it
-// with the URL that reaches the database through it.
-func newDBDoor(t *testing.T, dbURL string) (*dbDoor, string) {
-	t.Helper()
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	d := &dbDoor{ln: ln, target: u.Host}
-	go d.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		for _, c := range d.conns {
-			c.Close()
-		}
-	})
-	u.Host = ln.Addr().String()
-	return d, u.String()
-}
-
-// open forwards every later connection to the database server.
-func (d *dbDoor) open() { d.opened.Store(true) }
-
-func (d *dbDoor) serve() {
-	for {
-		c, err := d.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !d.opened.Load() {
-			c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", d.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		d.mu.Lock()
-		d.conns = append(d.conns, c, up)
-		d.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); up.Close() }()
-		go func() { _, _ = io.Copy(c, up); c.Close() }()
-	}
 }

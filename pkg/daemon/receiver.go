@@ -17,7 +17,6 @@ import (
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
 // NewReceiver builds the receiver's server from env: a verifier per source,
@@ -78,7 +77,6 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	// receiver: section; the rest is set here.
 	sc := cfg.Receiver.Config
 	sc.Sources = sources
-	sc.Ready = readyCheck(env, schema.Core())
 	sc.Logger = env.Logger
 	sc.Metrics = m
 	sc.Rejections = rejections
@@ -98,7 +96,9 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 // RunReceiver serves the receiver until ctx is done. It listens at once,
 // then waits for the database (AwaitSchema): meanwhile /healthz answers 200,
 // and /readyz and webhooks 503 with Retry-After. Once the schema checks out
-// it accepts webhooks. When ctx ends during the wait, it returns nil.
+// it accepts webhooks, and /readyz answers 200 until ctx is done, whether
+// the database answers or not (webhooks get 503 with Retry-After while it
+// does not). When ctx ends during the wait, it returns nil.
 func RunReceiver(ctx context.Context, env *Env) error {
 	cfg := env.Config
 	env.Logger.Info("starting", zap.String("version", buildinfo.Version()), zap.Any("config", cfg.Redacted()), zap.Int32("pool_max_conns", env.Pool.Config().MaxConns))
@@ -217,15 +217,5 @@ func queueFor(cfg *config.Config) func(string) string {
 			return q
 		}
 		return river.QueueDefault
-	}
-}
-
-// readyCheck reports whether the database is reachable and its schema new enough.
-func readyCheck(env *Env, sets ...*schema.Set) func(context.Context) error {
-	return func(ctx context.Context) error {
-		if err := env.Pool.Ping(ctx); err != nil {
-			return err
-		}
-		return schema.Check(ctx, env.Pool, sets...)
 	}
 }

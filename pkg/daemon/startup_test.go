@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/pgproxy"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
 	"github.com/hookinbox/hookinbox/internal/webhook"
 )
@@ -34,6 +35,14 @@ sources:
 // the status code.
 func postWebhook(t *testing.T, addr, eventID string) int {
 	t.Helper()
+	code, _ := postWebhookRetryAfter(t, addr, eventID)
+	return code
+}
+
+// postWebhookRetryAfter posts one signed delivery to the receiver at addr
+// and returns the status code and the Retry-After header.
+func postWebhookRetryAfter(t *testing.T, addr, eventID string) (int, string) {
+	t.Helper()
 	body := `{"type":"account.deposit","data":{"account_id":"acc_1","amount":"1.00"}}`
 	header, err := webhook.Headers(&webhook.Params{
 		Provider: "standardwebhooks", Secret: secretValue, EventID: eventID, Time: time.Now(), Body: []byte(body),
@@ -45,7 +54,7 @@ func postWebhook(t *testing.T, addr, eventID string) int {
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
-	return resp.StatusCode
+	return resp.StatusCode, resp.Header.Get("Retry-After")
 }
 
 func TestDaemonsRefuseToStart(t *testing.T) {
@@ -150,7 +159,7 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 	t.Run("ReceiverAcceptsWebhooksOnceTheDatabaseArrives", func(t *testing.T) {
 		t.Parallel()
 		db := dbtest.New(t)
-		door, doorURL := newDBDoor(t, db.URL)
+		door, doorURL := pgproxy.New(t, db.URL)
 		p := start(t, "receiver", "--config", writeConfig(t, daemonConfig(doorURL)))
 		addr := listenAddr(t, p, "receiver")
 		p.WaitLine(t, "waiting for the database", `"attempt":1,`, `"retry_in":0.25`)
@@ -160,7 +169,7 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, get(t, "http://"+addr+"/readyz"))
 		require.Equal(t, http.StatusServiceUnavailable, postWebhook(t, addr, "msg_early"))
 
-		door.open()
+		door.Open()
 		p.WaitLine(t, "receiver accepting webhooks")
 		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/readyz"))
 		require.Equal(t, http.StatusOK, postWebhook(t, addr, "msg_1"))
@@ -176,7 +185,7 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 	t.Run("WorkerWorksEventsOnceTheDatabaseArrives", func(t *testing.T) {
 		t.Parallel()
 		db := dbtest.New(t)
-		door, doorURL := newDBDoor(t, db.URL)
+		door, doorURL := pgproxy.New(t, db.URL)
 		config := daemonConfig(doorURL)
 
 		// A receiver straight on the database enqueues one event.
@@ -194,7 +203,7 @@ func TestDaemonsWaitForTheDatabase(t *testing.T) {
 		require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT state FROM river_job`).Scan(&state))
 		require.Equal(t, "available", state)
 
-		door.open()
+		door.Open()
 		p.WaitLine(t, "worker started")
 		require.Equal(t, http.StatusOK, get(t, "http://"+addr+"/readyz"))
 		require.Eventually(t, func() bool {

@@ -23,6 +23,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/config"
+	"github.com/hookinbox/hookinbox/pkg/schema"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
@@ -227,8 +228,8 @@ func stateReason(state worker.State) string {
 // RetentionPolicies returns every source's retention policy.
 func RetentionPolicies(c *config.Config) []retention.Policy {
 	policies := make([]retention.Policy, len(c.Sources))
-	for i, s := range c.Sources {
-		policies[i] = retention.Policy{Source: s.Name, Retention: s.Retention, PayloadRetention: s.PayloadRetention}
+	for i := range c.Sources {
+		policies[i] = *c.Sources[i].RetentionPolicy()
 	}
 	return policies
 }
@@ -254,4 +255,14 @@ func NewReplayManager(env *Env) (*replay.Manager, error) {
 	return replay.NewManager(env.Pool, client, &replay.Config{
 		Pace: cfg.Worker.Pace, Queue: queue, QueueFor: queueFor(cfg),
 	})
+}
+
+// readyCheck reports whether the database is reachable and its schema new enough.
+func readyCheck(env *Env, sets ...*schema.Set) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := env.Pool.Ping(ctx); err != nil {
+			return err
+		}
+		return schema.Check(ctx, env.Pool, sets...)
+	}
 }

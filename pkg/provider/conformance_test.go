@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -241,6 +242,36 @@ func testConformance(t *testing.T, s signer) {
 	testConformanceBatches(t, s)
 	testConformanceParseErrors(t, s)
 	testConformanceReverify(t, s)
+	testConformanceInvalidSecret(t, s)
+}
+
+// testConformanceInvalidSecret configures the provider with its secret
+// spoiled by every byte value in turn, at its first, middle and last
+// position (issue 38: encoding/hex's error names the offending byte,
+// encoding/base64's its offset). The secrets it refuses must all get one
+// message, which then carries nothing of the secret but its index.
+func testConformanceInvalidSecret(t *testing.T, s signer) {
+	t.Run("InvalidSecretErrorCarriesNothingOfIt", func(t *testing.T) {
+		t.Parallel()
+		valid := s.secrets[0]
+		messages := map[string]string{} // message → one secret that got it
+		for _, at := range []int{0, len(valid) / 2, len(valid) - 1} {
+			for b := range 256 {
+				spoiled := valid[:at] + string([]byte{byte(b)}) + valid[at+1:]
+				verifier, err := New(s.provider, s.newConfig(valid, spoiled))
+				if err == nil {
+					continue // the provider takes any bytes as its key
+				}
+				require.Nil(t, verifier)
+				require.NotContains(t, err.Error(), spoiled)
+				messages[err.Error()] = fmt.Sprintf("%q", spoiled)
+			}
+		}
+		require.LessOrEqual(t, len(messages), 1, "the message depends on the secret: %v", messages)
+		for message := range messages {
+			require.Contains(t, message, "secrets[1]", "the message names the secret by its index")
+		}
+	})
 }
 
 // testConformanceReverify re-verifies a delivery from what the inbox stores

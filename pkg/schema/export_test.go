@@ -1,5 +1,7 @@
 package schema
 
+import "time"
+
 // Migration is migration, for this package's external tests.
 type Migration = migration
 
@@ -8,3 +10,10 @@ func (s *Set) Migrations() ([]Migration, error) { return s.migrations() }
 
 // Latest is latest, for this package's external tests.
 func (s *Set) Latest() (int, error) { return s.latest() }
+
+// WithLockRetries returns a copy of c that tries a migration attempts times,
+// the first retry after initial.
+func (c MigrateConfig) WithLockRetries(attempts int, initial time.Duration) *MigrateConfig {
+	c.lockAttempts, c.lockRetryInitial = attempts, initial
+	return &c
+}

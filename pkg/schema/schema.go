@@ -6,22 +6,29 @@
 // applied versions are recorded in hookinbox_migration. Applying is
 // idempotent and serialised by a transaction-scoped advisory lock, so several
 // pods may run `inboxctl migrate` at once, directly or through a transaction
-// pooler.
+// pooler. A migration never waits long for a table lock that live traffic
+// holds: it gives up after LockTimeout, so that the queries queued behind it
+// go on, and tries again later (see Migrate).
 package schema
 
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
 	"slices"
 	"strconv"
+	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/migrations"
 )
@@ -93,10 +100,57 @@ type Applied struct {
 	Name    string
 }
 
+// LockTimeout bounds each wait of a migration for a lock (its transaction's
+// lock_timeout). A migration that alters a table needs its ACCESS EXCLUSIVE
+// lock, and while it waits for a transaction that holds the table (a
+// worker's, for as long as its handlers run), every query on the table
+// queues behind it, the receivers' claims included. One second keeps that
+// queue shorter than the tightest acknowledgement deadline a provider gives
+// (Slack's 2.5 s).
+const LockTimeout = time.Second
+
+// The retries of a migration that gave up waiting for a lock: after
+// lockRetryInitialDefault, then doubling up to lockRetryMaxDefault, at most
+// lockAttemptsDefault attempts in all (about 3 minutes with the lock waits,
+// inside the chart's migration Job deadline of 10), after which Migrate
+// fails.
+const (
+	lockAttemptsDefault     = 10
+	lockRetryInitialDefault = time.Second
+	lockRetryMaxDefault     = 30 * time.Second
+)
+
+// MigrateConfig configures Migrate. A nil one is its zero value.
+type MigrateConfig struct {
+	// Logger logs each migration that gave up waiting for a lock and will
+	// try again. Defaults to a no-op logger.
+	Logger *zap.Logger
+
+	// The lock retries' schedule; zero fields take their defaults (tests
+	// shorten them).
+	lockAttempts     int
+	lockRetryInitial time.Duration
+}
+
+// migrator applies migrations on a pool.
+type migrator struct {
+	pool   *pgxpool.Pool
+	config MigrateConfig
+}
+
 // Migrate applies River's migrations and then every pending migration of the
 // given sets (Core first, if the caller lists it first), each in its own
 // transaction. It returns what it applied; nothing when the database is
-// current.
+// current. A nil config is the zero MigrateConfig.
+//
+// The transaction of each migration of the sets waits at most LockTimeout
+// for a lock. When the wait ends (another transaction held the table all
+// along), it rolls back, releasing the queries queued behind it, and the
+// migration is tried again after a backoff, logged at warn; after 10
+// attempts in about 3 minutes Migrate fails, the migrations before it
+// applied. A migration is thus applied once no transaction holds its table
+// for longer than LockTimeout, never by holding up the receivers until
+// none does. River's migrations run as River runs them, without the bound.
 //
 // Concurrent migrators are serialised by a transaction-scoped advisory lock,
 // taken in a transaction of its own that stays open, on a connection of its
@@ -107,10 +161,20 @@ type Applied struct {
 // connection that the pooler keeps open, and the next migrator waiting on
 // it for ever. A transaction keeps its server connection until it ends, and
 // its locks end with it, even when the process dies.
-func Migrate(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) ([]Applied, error) {
+func Migrate(ctx context.Context, pool *pgxpool.Pool, config *MigrateConfig, sets ...*Set) ([]Applied, error) {
 	if size := pool.Config().MaxConns; size < 2 {
 		return nil, fmt.Errorf("schema: migrating needs a pool of at least 2 connections (one holds the lock), not %d", size)
 	}
+	m := &migrator{pool: pool}
+	if config != nil {
+		m.config = *config
+	}
+	if m.config.Logger == nil {
+		m.config.Logger = zap.NewNop()
+	}
+	m.config.lockAttempts = cmp.Or(m.config.lockAttempts, lockAttemptsDefault)
+	m.config.lockRetryInitial = cmp.Or(m.config.lockRetryInitial, lockRetryInitialDefault)
+
 	lock, err := pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("schema: begin the migration lock's transaction: %w", err)
@@ -123,11 +187,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) ([]Applied, 
 	}
 
 	var applied []Applied
-	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	riverMigrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 	if err != nil {
 		return nil, fmt.Errorf("schema: river migrator: %w", err)
 	}
-	res, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	// River's migrations run as River runs them: its variant that runs them
+	// in a transaction of the caller's, where the lock timeout could be set,
+	// is deprecated (some of them cannot share a transaction).
+	res, err := riverMigrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	if err != nil {
 		return nil, fmt.Errorf("schema: river migrations: %w", err)
 	}
@@ -147,17 +214,53 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, sets ...*Set) ([]Applied, 
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range ms {
-			if done[m.Version] {
+		for _, mig := range ms {
+			if done[mig.Version] {
 				continue
 			}
-			if err := apply(ctx, pool, set.Name, m); err != nil {
+			if err := m.apply(ctx, set.Name, mig); err != nil {
 				return nil, err
 			}
-			applied = append(applied, Applied{Set: set.Name, Version: m.Version, Name: m.Name})
+			applied = append(applied, Applied{Set: set.Name, Version: mig.Version, Name: mig.Name})
 		}
 	}
 	return applied, nil
+}
+
+// lockTimeoutSQL sets a migration transaction's lock_timeout.
+var lockTimeoutSQL = fmt.Sprintf("SET LOCAL lock_timeout = %d", LockTimeout.Milliseconds())
+
+// inTx runs fn in a transaction whose lock waits end after LockTimeout.
+// When one does, it rolls back and runs it again, in a new transaction,
+// after a backoff, logging the retry, up to the configured attempts.
+// migration names what fn applies, for the log and the error.
+func (m *migrator) inTx(ctx context.Context, migration string, fn func(pgx.Tx) error) error {
+	delay := m.config.lockRetryInitial
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, lockTimeoutSQL); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.LockNotAvailable {
+			return err
+		}
+		if attempt >= m.config.lockAttempts {
+			return fmt.Errorf("gave up after %d attempts, each waiting %s for a lock other transactions held throughout: %w",
+				attempt, LockTimeout, err)
+		}
+		m.config.Logger.Warn("migration gave up waiting for a lock, releasing the queries queued behind it; retrying",
+			zap.String("migration", migration), zap.Int("attempt", attempt), zap.Duration("lock_timeout", LockTimeout),
+			zap.Duration("retry_in", delay), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, lockRetryMaxDefault)
+	}
 }
 
 const createVersionTable = `
@@ -169,16 +272,22 @@ CREATE TABLE IF NOT EXISTS hookinbox_migration (
     PRIMARY KEY (set_name, version)
 )`
 
-func apply(ctx context.Context, pool *pgxpool.Pool, setName string, m migration) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, m.SQL); err != nil {
-			return fmt.Errorf("schema: apply %s %04d_%s: %w", setName, m.Version, m.Name, err)
+// apply applies mig and records it, in one transaction (see inTx).
+func (m *migrator) apply(ctx context.Context, setName string, mig migration) error {
+	name := fmt.Sprintf("%s %04d_%s", setName, mig.Version, mig.Name)
+	err := m.inTx(ctx, name, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, mig.SQL); err != nil {
+			return err
 		}
 		_, err := tx.Exec(ctx,
 			"INSERT INTO hookinbox_migration (set_name, version, name) VALUES ($1, $2, $3)",
-			setName, m.Version, m.Name)
+			setName, mig.Version, mig.Name)
 		return err
 	})
+	if err != nil {
+		return fmt.Errorf("schema: apply %s: %w", name, err)
+	}
+	return nil
 }
 
 func appliedVersions(ctx context.Context, pool *pgxpool.Pool, setName string) (map[int]bool, error) {

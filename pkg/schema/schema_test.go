@@ -24,7 +24,7 @@ func TestMigrate(t *testing.T) {
 		require.ErrorIs(t, err, schema.ErrTooOld)
 		require.EqualError(t, err, "the database has no hookinbox schema")
 
-		applied, err := schema.Migrate(ctx, db.Pool, schema.Core())
+		applied, err := schema.Migrate(ctx, db.Pool, nil, schema.Core())
 		require.NoError(t, err)
 		var sets []string
 		for _, a := range applied {
@@ -38,7 +38,7 @@ func TestMigrate(t *testing.T) {
 	t.Run("MigrateIsIdempotent", func(t *testing.T) {
 		t.Parallel()
 		db := dbtest.New(t)
-		applied, err := schema.Migrate(ctx, db.Pool, schema.Core())
+		applied, err := schema.Migrate(ctx, db.Pool, nil, schema.Core())
 		require.NoError(t, err)
 		require.Empty(t, applied)
 	})
@@ -49,7 +49,7 @@ func TestMigrate(t *testing.T) {
 		errs := make(chan error, 3)
 		for range 3 {
 			go func() {
-				_, err := schema.Migrate(ctx, db.Pool, schema.Core())
+				_, err := schema.Migrate(ctx, db.Pool, nil, schema.Core())
 				errs <- err
 			}()
 		}
@@ -74,7 +74,7 @@ func TestMigrate(t *testing.T) {
 		err := schema.Check(ctx, db.Pool, schema.Core(), extra)
 		require.ErrorIs(t, err, schema.ErrTooOld)
 		require.EqualError(t, err, "database schema is older than this build needs (extra is at version 0, this build needs 1)")
-		_, err = schema.Migrate(ctx, db.Pool, schema.Core(), extra)
+		_, err = schema.Migrate(ctx, db.Pool, nil, schema.Core(), extra)
 		require.NoError(t, err)
 		require.NoError(t, schema.Check(ctx, db.Pool, schema.Core(), extra))
 	})
@@ -94,7 +94,7 @@ func TestMigrate(t *testing.T) {
 		broken := &schema.Set{Name: "broken", FS: fstest.MapFS{
 			"0001_half.up.sql": {Data: []byte(`CREATE TABLE half (id int); SELECT no_such_function();`)},
 		}}
-		_, err := schema.Migrate(ctx, db.Pool, broken)
+		_, err := schema.Migrate(ctx, db.Pool, nil, broken)
 		require.ErrorContains(t, err, "0001_half")
 		var exists bool
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT to_regclass('half') IS NOT NULL`).Scan(&exists))
@@ -142,7 +142,7 @@ func TestMigrateThroughPgBouncer(t *testing.T) {
 	errs := make(chan error, 3)
 	for range 3 {
 		go func() {
-			_, err := schema.Migrate(ctx, pool, schema.Core())
+			_, err := schema.Migrate(ctx, pool, nil, schema.Core())
 			errs <- err
 		}()
 	}
@@ -161,7 +161,7 @@ func TestMigrateThroughPgBouncer(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks
 WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&held))
 	require.Zero(t, held)
-	applied, err := schema.Migrate(ctx, pool, schema.Core())
+	applied, err := schema.Migrate(ctx, pool, nil, schema.Core())
 	require.NoError(t, err)
 	require.Empty(t, applied)
 	require.NoError(t, schema.Check(ctx, pool, schema.Core()))
@@ -176,6 +176,6 @@ func TestMigrateNeedsTwoConnections(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	_, err = schema.Migrate(context.Background(), pool, schema.Core())
+	_, err = schema.Migrate(context.Background(), pool, nil, schema.Core())
 	require.EqualError(t, err, "schema: migrating needs a pool of at least 2 connections (one holds the lock), not 1")
 }

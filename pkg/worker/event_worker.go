@@ -68,22 +68,43 @@ type eventWorker struct {
 	// maxAttempts is Config.MaxAttempts, which every job of an event is
 	// aligned to before it runs (see alignAttempts).
 	maxAttempts int
+	// jobTimeout is Config.JobTimeout, which a group shares out among its
+	// events (see workGroup).
+	jobTimeout time.Duration
+	// groupSettings are a group transaction's SET LOCAL statements.
+	groupSettings []string
+	// registration is the worker's routes record, which fences the worker
+	// when it cannot be renewed (see registration.fenced).
+	registration *registration
+	// slots bound the event transactions open at once, a group's or an
+	// event's own, to the connections the pool has for them (see inTx).
+	slots chan struct{}
 }
+
+// errFenced is the outcome of an event that was not begun because the
+// worker fenced itself: its job is snoozed, and a worker whose record is
+// live works it.
+var errFenced = errors.New("worker: fenced: its routes record could not be renewed; the event is left for a live worker")
+
+// fencedSnooze is how long a job a fenced worker put back waits.
+const fencedSnooze = time.Second
 
 // Work processes one event. A crash anywhere before the commit leaves no
 // effect: the row stays as it was and River runs the job again.
 func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArgs]) error {
 	start := time.Now()
+	if w.registration.fenced() {
+		return river.JobSnooze(fencedSnooze)
+	}
 	if w.pauses != nil && w.pauses.isPaused(job.Args.Source) {
 		// The row is left pending with no job; Resume enqueues it again.
 		// The job completes: no attempt of the event is spent.
-		held, err := w.store.Hold(ctx, job.Args.InboxID, job.Args.Source)
+		held, err := w.store.Hold(ctx, w.pool, job.Args.InboxID, job.Args.Source)
 		if err != nil {
 			return err
 		}
 		if held {
-			w.logger.Debug("event held: its source is paused", zap.Int64("inbox_id", job.Args.InboxID),
-				zap.String("source", job.Args.Source), zap.Int64("job_id", job.ID))
+			w.logHeld(job)
 			return nil
 		}
 	}
@@ -100,26 +121,29 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 	if w.group != nil && !w.ownTransaction(job.Args.Source, job.Args.EventType) {
 		out = w.inGroup(ctx, job)
 		if out.alone {
-			_, err := w.process(ctx, job)
-			out = jobOutcome{err: err}
+			_, out = w.process(ctx, job)
 		}
 	} else {
-		woken, out.err = w.process(ctx, job)
+		woken, out = w.process(ctx, job)
 	}
 	err := out.err
-	if errors.Is(err, errParked) {
+	switch {
+	case out.held:
+		w.logHeld(job)
+		return nil
+	case errors.Is(err, errFenced):
+		return river.JobSnooze(fencedSnooze)
+	case errors.Is(err, errParked):
 		// Nothing ran and no attempt is spent: the job ends, and the run of
 		// the event's key before it enqueues it again.
 		w.logger.Debug("event parked: an event of its sequence key comes first", zap.Int64("inbox_id", job.Args.InboxID),
 			zap.Int64("job_id", job.ID))
 		return nil
-	}
-	if isSnooze(err) {
+	case isSnooze(err):
 		// A gate (a lock, a sequence) deferred the event: nothing ran, and
 		// River counts no attempt.
 		return err
-	}
-	if err == nil {
+	case err == nil:
 		w.metrics.Event(job.Args.Source, metrics.OutcomeDone, time.Since(start), time.Since(job.CreatedAt))
 		w.runInline(ctx, job, woken, start)
 		return nil
@@ -131,6 +155,13 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 		// without counting the attempt, so neither do we.
 		log.Info("event interrupted by shutdown", zap.Error(err))
 		return err
+	}
+	if !out.began && !out.recorded && ctx.Err() != nil {
+		// The job's time ran out while it waited for a transaction (behind
+		// a slow group, or for a connection): its handlers never began, so
+		// the event is not charged an attempt. River runs it again at once.
+		log.Info("event's time ran out before its handlers began; running it again, no attempt counted", zap.Error(err))
+		return river.JobSnooze(0)
 	}
 
 	permanent := inbox.IsPermanent(err)
@@ -176,11 +207,13 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 // before its row is taken: parked, the transaction commits the park alone
 // and process returns errParked. Outside a group it takes no permit of
 // w.limit: an event worked alone may wait on a lock for as long as it
-// must, and must not hold back the others meanwhile.
+// must, and must not hold back the others meanwhile. An event of a paused
+// source is held instead, and a fenced worker begins nothing (errFenced).
 //
 // It returns the event that the run woke, if any (see runInline).
-func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.JobArgs]) (woken *inboxstore.ClaimedRow, err error) {
+func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.JobArgs]) (woken *inboxstore.ClaimedRow, out jobOutcome) {
 	skipped, parked := false, false
+	var err error
 	if w.tracer != nil {
 		var span trace.Span
 		ctx, span = w.startHandle(ctx, ctx, job)
@@ -189,7 +222,17 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 	seq := w.sequenceFor(job.Args.Source, job.Args.EventType)
 	var gate *sequenceGate
 	err = w.inOwnTransaction(ctx, job, func(tx pgx.Tx) error {
-		skipped, parked, gate = false, false, nil
+		skipped, parked, gate, out = false, false, nil, jobOutcome{}
+		if w.registration.fenced() {
+			return errFenced
+		}
+		if w.pauses != nil && w.pauses.isPaused(job.Args.Source) {
+			held, err := w.store.Hold(ctx, tx, job.Args.InboxID, job.Args.Source)
+			out.held = held
+			if err != nil || held {
+				return err
+			}
+		}
 		if seq != nil {
 			pos, err := w.enterSequence(ctx, tx, job.Args.InboxID, seq)
 			gate = &sequenceGate{pos: pos}
@@ -217,22 +260,29 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 		if err != nil {
 			return err
 		}
+		out.began = true
 		return w.runGated(ctx, handlerTx{tx}, ev, gate)
 	})
+	// A hold counts only once committed.
+	out.held = out.held && err == nil
 	switch {
 	case err == nil && parked:
-		return nil, errParked
+		out.err = errParked
 	case err != nil && gate != nil && gate.pos != nil && !isSnooze(err):
-		return nil, &sequenceError{pos: gate.pos, err: err}
+		out.err = &sequenceError{pos: gate.pos, err: err}
 	case err != nil || gate == nil:
-		return nil, err
+		out.err = err
+	default:
+		woken = gate.woken
 	}
-	return gate.woken, nil
+	return woken, out
 }
 
-// processErr drops process's woken event, for a caller that does not run
-// it inline.
-func processErr(_ *inboxstore.ClaimedRow, err error) error { return err }
+// logHeld logs an event held because its source is paused.
+func (w *eventWorker) logHeld(job *river.Job[inboxstore.JobArgs]) {
+	w.logger.Debug("event held: its source is paused", zap.Int64("inbox_id", job.Args.InboxID),
+		zap.String("source", job.Args.Source), zap.Int64("job_id", job.ID))
+}
 
 // runHandlers runs the handlers of the first route matching ev in tx, or
 // settles an unrouted event.

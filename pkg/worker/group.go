@@ -51,17 +51,25 @@ type jobOutcome struct {
 	err      error
 	recorded bool
 	alone    bool
+	// began: the event's handlers began in this run. A run that ends in an
+	// error before they began (its job's time ran out while it waited for
+	// a transaction) charges the event no attempt.
+	began bool
+	// held: the event's source was paused before its handlers began, and
+	// its row is held for Resume.
+	held bool
 }
 
 // newGroupCommitter returns w's group committer, not started. Its queue
 // holds as many jobs as queues' River workers run at once: it never fills.
-func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Duration, queues map[string]int) *groupCommitter {
+// sources are the sources whose queue is one of queues.
+func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Duration, queues map[string]int, sources int) *groupCommitter {
 	w.limit = limiter.New(flushers)
 	inFlight := 0
 	for _, n := range queues {
 		inFlight += n
 	}
-	return groupcommit.New(w.flushGroup, &groupcommit.Config[*river.Job[inboxstore.JobArgs]]{
+	config := &groupcommit.Config[*river.Job[inboxstore.JobArgs]]{
 		MaxSize: maxEvents, Linger: linger, Flushers: flushers, QueueSize: max(1, inFlight),
 		// A group is cancelled when any of its jobs' contexts is, so each
 		// Work is answered soon after its context ends, and learns what
@@ -78,7 +86,13 @@ func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Dura
 		// the queue, so no share limit.
 		Key:   func(job *river.Job[inboxstore.JobArgs]) string { return job.Args.Source },
 		Share: 1,
-	})
+	}
+	if sources < 2 {
+		// No other source's event can come: the last flusher kept for
+		// one would stay idle for ever.
+		config.Key, config.Share = nil, 0
+	}
+	return groupcommit.New(w.flushGroup, config)
 }
 
 // inGroup queues job for a group transaction and waits for its outcome.
@@ -102,13 +116,19 @@ func (w *eventWorker) inGroup(ctx context.Context, job *river.Job[inboxstore.Job
 func (w *eventWorker) flushGroup(ctx context.Context, group []groupRequest) ([]groupcommit.Result[jobOutcome], error) {
 	var outcomes []jobOutcome
 	if len(group) == 1 {
-		outcomes = []jobOutcome{{err: processErr(w.process(group[0].Ctx, group[0].Item))}}
+		_, out := w.process(group[0].Ctx, group[0].Item)
+		outcomes = []jobOutcome{out}
 	} else {
 		var err error
 		if outcomes, err = w.workGroup(ctx, group); err != nil {
-			w.logger.Info("group transaction failed; working its events one by one",
-				zap.Int("events", len(group)), zap.Error(err))
-			outcomes = slices.Repeat([]jobOutcome{{alone: true}}, len(group))
+			out := jobOutcome{alone: true}
+			if errors.Is(err, errFenced) {
+				out = jobOutcome{err: err}
+			} else {
+				w.logger.Info("group transaction failed; working its events one by one",
+					zap.Int("events", len(group)), zap.Error(err))
+			}
+			outcomes = slices.Repeat([]jobOutcome{out}, len(group))
 		}
 	}
 	results := make([]groupcommit.Result[jobOutcome], len(group))
@@ -131,7 +151,23 @@ func (w *eventWorker) flushGroup(ctx context.Context, group []groupRequest) ([]g
 // back to its savepoint, the group ends there, and that event and the ones
 // after it are worked alone once the group has committed and released its
 // locks. A transaction of one event waits for locks as long as it must,
-// as it would without groups. On error nothing committed.
+// as it would without groups.
+//
+// A slow event is treated the same way, so that it never spends its
+// neighbours' time (the jobs of a group were fetched together, and share
+// one deadline): an event's handlers get a slice of the job timeout
+// (groupSliceDivisor), enforced by their context and by the group's
+// statement_timeout, and the group takes no further event once less than
+// half the job timeout is left. An event over its slice is rolled back to
+// its savepoint, the group ends there and commits the events before it, and
+// it and the rest are worked alone, each with the half of its job's time
+// that is left: the slow event meets its own timeout there, and the others
+// commit at their first attempt.
+//
+// An event of a source paused since its job was fetched is held, and one
+// fetched by a worker that has fenced itself (see registration.fenced) is
+// put back untouched: neither begins its handlers. On error nothing
+// committed.
 func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outcomes []jobOutcome, err error) {
 	// Work the events in row order, the order the take locks them in.
 	order := make([]int, len(group))
@@ -152,14 +188,18 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 		spans = make(groupSpans, len(group))
 		defer func() { spans.end(err) }()
 	}
+	deadline, _ := ctx.Deadline()
 	err = w.inTx(ctx, inboxstore.WorkTxOptions(w.asyncCommit), func(tx pgx.Tx) error {
 		taken, err := w.store.TakeManyForWork(ctx, tx, ids, jobIDs, time.Time{})
 		if err != nil {
 			return err
 		}
-		savepoints := &groupSavepoints{tx: tx}
-		var undo []*inboxstore.Taken
-		ended := false // at a lock conflict: the rest is worked alone
+		savepoints := &groupSavepoints{tx: tx, settings: w.groupSettings}
+		var (
+			undo []*inboxstore.Taken
+			held []int // indexes of group whose source is paused
+		)
+		ended := false // at a lock conflict or a slow event: the rest is worked alone
 		for _, i := range order {
 			job := group[i].Item
 			t := taken[job.Args.InboxID]
@@ -171,9 +211,19 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 			// Used once: a second copy of the same job in this group (one
 			// River rescued while the first still waited) finds nothing.
 			delete(taken, job.Args.InboxID)
-			if ended {
+			ended = ended || (!deadline.IsZero() && time.Until(deadline) < w.jobTimeout/2)
+			switch {
+			case ended:
 				undo = append(undo, t)
 				outcomes[i].alone = true
+				continue
+			case w.registration.fenced():
+				undo = append(undo, t)
+				outcomes[i].err = errFenced
+				continue
+			case w.pauses.isPaused(job.Args.Source):
+				undo = append(undo, t)
+				held = append(held, i)
 				continue
 			}
 			// The event's savepoint is made with its handlers' first
@@ -185,7 +235,11 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 				// transaction.
 				hctx, spans[i].span = w.startHandle(ctx, group[i].Ctx, job)
 			}
+			hctx, cancel := w.eventSlice(hctx, deadline)
 			herr := w.runHandlers(hctx, etx, t.Event)
+			slow := hctx.Err() != nil || isQueryCanceled(herr)
+			cancel()
+			outcomes[i].began = true
 			spans.record(i, herr)
 			if savepoints.err != nil {
 				return savepoints.err
@@ -199,10 +253,14 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 			if err := etx.rollback(ctx); err != nil {
 				return err
 			}
-			if isLockConflict(herr) {
+			if slow || isLockConflict(herr) {
 				// The row's done mark is rolled back below with those of
 				// the events after it; all are worked alone once this
 				// group has committed and released its locks.
+				if slow {
+					w.logger.Info("event ran past its slice of the group's time; it and the rest of its group are worked alone",
+						zap.Int64("inbox_id", job.Args.InboxID), zap.Duration("slice", w.jobTimeout/groupSliceDivisor))
+				}
 				undo = append(undo, t)
 				outcomes[i].alone = true
 				ended = true
@@ -212,9 +270,21 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 			if err := w.store.UndoTake(ctx, tx, t, &inboxstore.TakeFailure{Reason: herr.Error(), Final: final}, time.Time{}); err != nil {
 				return err
 			}
-			outcomes[i] = jobOutcome{err: herr, recorded: true}
+			outcomes[i] = jobOutcome{err: herr, recorded: true, began: true}
 		}
-		return w.store.UndoTakes(ctx, tx, undo)
+		if err := w.store.UndoTakes(ctx, tx, undo); err != nil {
+			return err
+		}
+		for _, i := range held {
+			args := group[i].Item.Args
+			ok, err := w.store.Hold(ctx, tx, args.InboxID, args.Source)
+			if err != nil {
+				return err
+			}
+			// Not held: the source was resumed meanwhile.
+			outcomes[i] = jobOutcome{held: ok, alone: !ok}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -222,8 +292,38 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 	return outcomes, nil
 }
 
-// lockTimeoutSQL sets a group transaction's lock_timeout (see flushGroup).
-var lockTimeoutSQL = fmt.Sprintf("SET LOCAL lock_timeout = %d", groupLockTimeoutDefault.Milliseconds())
+// eventSlice bounds a grouped event's handlers: a slice of the job timeout
+// (groupSliceDivisor), and half again for the group's statement_timeout
+// (the same slice) to cancel a statement first, which keeps the
+// connection; and at most until half the job timeout is left of the
+// group's deadline.
+func (w *eventWorker) eventSlice(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	slice := w.jobTimeout / groupSliceDivisor
+	until := time.Now().Add(slice + slice/2)
+	if !deadline.IsZero() {
+		if last := deadline.Add(-w.jobTimeout / 2); last.Before(until) {
+			until = last
+		}
+	}
+	return context.WithDeadline(ctx, until)
+}
+
+// groupSettings are the SET LOCAL statements of a group transaction, run
+// with its first savepoint: its lock_timeout (see workGroup) and its
+// statement_timeout, an event's slice of the job timeout.
+func groupSettings(jobTimeout time.Duration) []string {
+	return []string{
+		fmt.Sprintf("SET LOCAL lock_timeout = %d", groupLockTimeoutDefault.Milliseconds()),
+		fmt.Sprintf("SET LOCAL statement_timeout = %d", max(1, (jobTimeout/groupSliceDivisor).Milliseconds())),
+	}
+}
+
+// isQueryCanceled reports a statement cancelled by statement_timeout (in a
+// group: an event over its slice).
+func isQueryCanceled(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.QueryCanceled
+}
 
 // isLockConflict reports an error another transaction's locks caused: a
 // deadlock, a serialization failure, or a lock timeout.
@@ -246,7 +346,20 @@ func isLockConflict(err error) bool {
 // how big the group was (with synchronous_commit it also waits for the WAL
 // flush, which the receivers' commits wait for too). A sample says whether
 // jobs wait for a flusher, the demand that lets the limit grow.
+//
+// Every event transaction, a group's or an event's own, takes one of
+// w.slots first, without a connection: they bound the event transactions
+// open at once to the connections the pool has for them, so that no number
+// of jobs in flight can take the connections River and the rollout need. A
+// worker that fenced itself meanwhile (see registration.fenced) rolls back
+// instead of committing, with errFenced.
 func (w *eventWorker) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	select {
+	case w.slots <- struct{}{}:
+		defer func() { <-w.slots }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	tx, err := w.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return err
@@ -255,6 +368,9 @@ func (w *eventWorker) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.
 	defer func() { _ = tx.Rollback(ctx) }()
 	if err := fn(tx); err != nil {
 		return err
+	}
+	if w.registration.fenced() {
+		return errFenced
 	}
 	start := time.Now()
 	if err := tx.Commit(ctx); err != nil {

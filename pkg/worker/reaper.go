@@ -27,10 +27,10 @@ const reaperBatch = 1000
 // each holds an advisory lock until the run commits.
 const reaperSequenceBatch = 100
 
-// LostCommitGraceDefault is how long after its newest job completed a
-// pending row must wait before the reaper enqueues it again as a lost
-// commit. The rule needs no wait (see inboxstore.Store.ListOrphans); the grace
-// is a margin for a completion written by a host whose clock runs ahead.
+// LostCommitGraceDefault is how long after its newest job finished a
+// pending row must wait before the reaper heals it as a lost commit. The
+// rule needs no wait (see inboxstore.Store.ListOrphans); the grace is a
+// margin for a completion written by a host whose clock runs ahead.
 const LostCommitGraceDefault = 5 * time.Second
 
 // reaperLock is the transaction-scoped advisory lock that serialises
@@ -46,9 +46,14 @@ const reaperLock int64 = 0x686b726561706572 // "hkreaper"
 //   - a row whose job was discarded or cancelled without the failure being
 //     recorded (its worker died at the last attempt, say) is marked failed
 //     with the job's last error, so the reaper never loops on it;
-//   - a row whose done mark was lost with an asynchronous commit while
-//     River's completer, retrying, completed its job after the crash gets
-//     a new job within LostCommitGraceDefault of the completion;
+//   - within OrphanAfter of a restart of the database server or a
+//     promotion of a standby (a server it has not seen before: see
+//     inboxstore.Store.NoteServer), at every pass, a row whose write an
+//     outage lost while River's completer, retrying across it, finished
+//     the job afterwards: a done mark lost with an asynchronous commit
+//     (its job completed) gets a new job, a failure that was not recorded
+//     (its job discarded or cancelled) is recorded as above, once the job
+//     finished LostCommitGraceDefault ago;
 //   - a row whose job waits on a queue that no live worker works, and is
 //     no longer its source's queue (the source moved), has that job moved
 //     to its source's queue, provided a live worker works that one;
@@ -57,7 +62,10 @@ const reaperLock int64 = 0x686b726561706572 // "hkreaper"
 //     not wake it (failed for good, purged): woken too early, it parks
 //     again.
 //
-// Stuck running jobs are River's rescuer's to heal.
+// A row whose job is available, scheduled, retryable or running is alive
+// and left alone (but for a stray's move). Running jobs whose worker died,
+// or whose completion an outage lost, are River's rescuer's to heal, after
+// RescueAfter.
 type reaper struct {
 	river.WorkerDefaults[reaperArgs]
 
@@ -94,12 +102,21 @@ func (r *reaper) reapOnce(ctx context.Context, client *river.Client[pgx.Tx]) (*r
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, reaperLock); err != nil {
 			return err
 		}
+		server, err := r.store.NoteServer(ctx, tx, r.orphanAfter)
+		if err != nil {
+			return err
+		}
+		if server.Changed {
+			r.logger.Info("a database server the reaper has not seen before (restarted, or a promoted standby): looking for commits an outage lost at every pass",
+				zap.Time("until", server.Since.Add(r.orphanAfter)))
+		}
 		live, err := liveQueues(ctx, tx)
 		if err != nil {
 			return err
 		}
 		orphans, err := r.store.ListOrphans(ctx, tx, &inboxstore.OrphanQuery{
-			OrphanAfter: r.orphanAfter, LostCommitGrace: LostCommitGraceDefault, Queues: r.queues, LiveQueues: live, Limit: reaperBatch,
+			OrphanAfter: r.orphanAfter, LostCommits: server.Recent, LostCommitGrace: LostCommitGraceDefault,
+			Queues: r.queues, LiveQueues: live, Limit: reaperBatch,
 		})
 		if err != nil {
 			return err

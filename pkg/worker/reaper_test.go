@@ -34,14 +34,46 @@ func (b *testBundle) jobs(t *testing.T, id int64) int {
 	return n
 }
 
-// completeJob puts row id's job in the state River's completer leaves it
-// in once Work returned nil, as long ago as age.
-func (b *testBundle) completeJob(t *testing.T, id int64, age time.Duration) {
+// healWindow is the tests' OrphanAfter, and so the reaper's window for
+// lost commits after it sees a server change: far longer than a test runs,
+// so that no row of theirs is an orphan by age.
+const healWindow = 10 * time.Minute
+
+// serverChange is how the database server differs from the one the reaper
+// noted last.
+type serverChange int
+
+const (
+	sameServer serverChange = iota
+	// restarted: its postmaster started after the one noted.
+	restarted
+	// promoted: a standby promoted since, on another timeline, its
+	// postmaster started before the outage.
+	promoted
+)
+
+// serverSeen stores the server as the reaper noted it seenAgo ago, before
+// change: after a promotion, the row the old primary replicated.
+func (b *testBundle) serverSeen(t *testing.T, seenAgo time.Duration, change serverChange) {
 	t.Helper()
 	_, err := b.db.Pool.Exec(context.Background(), `
-UPDATE river_job SET state = 'completed', attempt = 1, attempted_at = now() - $2 * interval '1 millisecond',
-       finalized_at = now() - $2 * interval '1 millisecond'
-WHERE id = $1`, b.row(t, id).JobID, age.Milliseconds())
+INSERT INTO hookinbox_server_seen (postmaster_start, timeline, seen_at)
+VALUES (pg_postmaster_start_time() - CASE WHEN $1 THEN interval '1 day' ELSE interval '0' END,
+        CASE WHEN $2 THEN '00000000' ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END,
+        now() - $3 * interval '1 millisecond')`, change == restarted, change == promoted, seenAgo.Milliseconds())
+	require.NoError(t, err)
+}
+
+// finishJob puts row id's job in state, as River's completer leaves it
+// once Work returned, as long ago as age; a discarded or cancelled job
+// with the error Work returned.
+func (b *testBundle) finishJob(t *testing.T, id int64, state string, age time.Duration) {
+	t.Helper()
+	_, err := b.db.Pool.Exec(context.Background(), `
+UPDATE river_job SET state = $2::river_job_state, attempt = 1, attempted_at = now() - $3 * interval '1 millisecond',
+       finalized_at = now() - $3 * interval '1 millisecond',
+       errors = CASE WHEN $2::text = 'completed' THEN NULL ELSE ARRAY[jsonb_build_object('error', 'cannot ever work', 'attempt', 1, 'at', now())] END
+WHERE id = $1`, b.row(t, id).JobID, state, age.Milliseconds())
 	require.NoError(t, err)
 }
 
@@ -49,36 +81,119 @@ func TestReaperLostCommits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	t.Run("LostDoneMarkIsRequeuedWithoutWaitingOrphanAfter", func(t *testing.T) {
+	// The state an outage leaves: the row's write lost (a done mark
+	// committed asynchronously, or a failure the worker could not record),
+	// while River's completer, retrying across the outage, finished the job
+	// after it. The reaper heals the row at its first pass on a server it
+	// has not noted before, and at every pass within orphan_after of that;
+	// on the server it noted long ago, the row waits for the orphan rule.
+	for _, tc := range []struct {
+		name     string
+		jobState string // the state the completer left the job in
+		seenAgo  time.Duration
+		change   serverChange
+		want     inbox.Status
+		jobs     int    // the row's jobs at the end
+		lastErr  string // the row's last_error at the end
+	}{
+		{"LostDoneMarkIsRequeuedAtTheFirstPassAfterAPromotion", "completed", 2 * healWindow, promoted, inbox.StatusDone, 2, ""},
+		{"LostDoneMarkIsRequeuedAtTheFirstPassAfterARestart", "completed", 2 * healWindow, restarted, inbox.StatusDone, 2, ""},
+		{"LostFailureIsRecordedAtTheFirstPassAfterAPromotion", "cancelled", 2 * healWindow, promoted, inbox.StatusFailed, 1, "job cancelled: cannot ever work"},
+		{"LostFailureIsRecordedAtTheFirstPassAfterARestart", "discarded", 2 * healWindow, restarted, inbox.StatusFailed, 1, "job discarded: cannot ever work"},
+		// The completion landed after the first pass on the new server.
+		{"LostDoneMarkIsRequeuedWithinTheWindow", "completed", healWindow / 2, sameServer, inbox.StatusDone, 2, ""},
+		// No outage since: no scan of every pending row.
+		{"SameServerSeenLongAgoLeavesTheRowToTheOrphanRule", "completed", 2 * healWindow, sameServer, inbox.StatusPending, 1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			id := b.ingest(t, "evt_lost", "account.deposit")
+			b.finishJob(t, id, tc.jobState, 2*worker.LostCommitGraceDefault)
+			b.serverSeen(t, tc.seenAgo, tc.change)
+			b.start(t, func(c *worker.Config) { c.OrphanAfter = healWindow })
+			b.waitReaperRun(t)
+			ev := b.waitStatus(t, id, tc.want)
+			require.Equal(t, tc.lastErr, ev.LastError)
+			require.Equal(t, tc.jobs, b.jobs(t, id))
+			effects := 0
+			if tc.want == inbox.StatusDone {
+				effects = 1
+			}
+			require.Equal(t, effects, b.effects(t, "evt_lost"), "the effect applied once, by the reaper's job")
+		})
+	}
+
+	t.Run("LiveWorkIsLeftAloneAfterAPromotion", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		// A young row whose done mark was lost in a crash with the effect,
-		// while River's completer committed the job's completion after it.
-		id := b.ingest(t, "evt_lost_mark", "account.deposit")
-		b.completeJob(t, id, 2*worker.LostCommitGraceDefault)
-		// Lost commits are looked for within OrphanAfter of the server's
-		// start: far longer than the shared server has been up.
-		b.start(t, func(c *worker.Config) { c.OrphanAfter = 100_000 * time.Hour })
+		// Rows whose jobs will settle them: one running (its Work goes on,
+		// or River's rescuer takes it back), one scheduled, one waiting to
+		// be retried, one pending with no job yet.
+		live := map[string]string{"evt_running": "running", "evt_scheduled": "scheduled", "evt_retryable": "retryable"}
+		ids := map[string]int64{}
+		for eventID, state := range live {
+			ids[eventID] = b.ingest(t, eventID, "account.deposit")
+			_, err := b.db.Pool.Exec(ctx, `
+UPDATE river_job SET state = $2::river_job_state, attempt = 1, attempted_at = now(),
+       scheduled_at = CASE WHEN $2::text = 'running' THEN scheduled_at ELSE now() + interval '1 hour' END
+WHERE id = $1`, b.row(t, ids[eventID]).JobID, state)
+			require.NoError(t, err)
+		}
+		claimed, err := b.store.Claim(ctx, b.db.Pool, []*inboxstore.Delivery{delivery("evt_no_job", "account.deposit")}, time.Now())
+		require.NoError(t, err)
+		b.serverSeen(t, 2*healWindow, promoted)
+		b.start(t, func(c *worker.Config) { c.OrphanAfter = healWindow })
+		b.waitReaperRun(t)
+		for eventID, state := range live {
+			require.Equal(t, inbox.StatusPending, b.row(t, ids[eventID]).Status, eventID)
+			require.Equal(t, 1, b.jobs(t, ids[eventID]), eventID)
+			var now string
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT state::text FROM river_job WHERE id = $1`, b.row(t, ids[eventID]).JobID).Scan(&now))
+			require.Equal(t, state, now, eventID)
+		}
+		require.Equal(t, 0, b.jobs(t, claimed[0].ID))
+	})
+
+	t.Run("JobLeftRunningByALostCompletionIsRescued", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// The worker's done mark was lost with its job's completion: the
+		// job stays running until River's rescuer takes it back,
+		// rescue_after after it started; the reaper leaves it alone.
+		id := b.ingest(t, "evt_stuck", "account.deposit")
+		_, err := b.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() - interval '1 minute' WHERE id = $1`,
+			b.row(t, id).JobID)
+		require.NoError(t, err)
+		b.serverSeen(t, 2*healWindow, promoted)
+		start := time.Now()
+		b.start(t, func(c *worker.Config) {
+			c.OrphanAfter = healWindow
+			c.JobTimeout, c.RescueAfter = time.Second, 2*time.Second
+		})
 		b.waitStatus(t, id, inbox.StatusDone)
-		require.Equal(t, 1, b.effects(t, "evt_lost_mark"))
-		require.Equal(t, 2, b.jobs(t, id), "the completed job and the reaper's")
+		t.Logf("rescued and done %s after the worker started", time.Since(start).Round(time.Millisecond))
+		require.Equal(t, 1, b.effects(t, "evt_stuck"))
+		require.Equal(t, 1, b.jobs(t, id), "rescued, not enqueued again")
 	})
 
 	t.Run("HeldRowBesideCompletedJobIsLeftAlone", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		// A held event whose source's Resume stopped half-way: pending,
-		// held, its job completed, no pause. It waits OrphanAfter.
+		// held, its job completed, no pause. It waits OrphanAfter, even
+		// after an outage.
 		id := b.ingest(t, "evt_held", "account.deposit")
 		_, err := b.store.Pause(ctx, "bank", "test", "")
 		require.NoError(t, err)
-		held, err := b.store.Hold(ctx, id, "bank")
+		held, err := b.store.Hold(ctx, b.db.Pool, id, "bank")
 		require.NoError(t, err)
 		require.True(t, held)
-		b.completeJob(t, id, 2*worker.LostCommitGraceDefault)
+		b.finishJob(t, id, "completed", 2*worker.LostCommitGraceDefault)
 		_, err = b.db.Pool.Exec(ctx, `DELETE FROM hookinbox_source_pause WHERE source = 'bank'`)
 		require.NoError(t, err)
-		b.start(t, func(c *worker.Config) { c.OrphanAfter = 100_000 * time.Hour })
+		b.serverSeen(t, 2*healWindow, promoted)
+		b.start(t, func(c *worker.Config) { c.OrphanAfter = healWindow })
 		b.waitReaperRun(t)
 		require.Equal(t, inbox.StatusPending, b.row(t, id).Status)
 		require.Equal(t, 1, b.jobs(t, id))
@@ -88,8 +203,9 @@ func TestReaperLostCommits(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		id := b.ingest(t, "evt_just_completed", "account.deposit")
-		b.completeJob(t, id, -time.Minute) // completed "in the future": within the grace for a minute
-		b.start(t, func(c *worker.Config) { c.OrphanAfter = 100_000 * time.Hour })
+		b.finishJob(t, id, "completed", -time.Minute) // completed "in the future": within the grace for a minute
+		b.serverSeen(t, 2*healWindow, promoted)
+		b.start(t, func(c *worker.Config) { c.OrphanAfter = healWindow })
 		b.waitReaperRun(t)
 		require.Equal(t, inbox.StatusPending, b.row(t, id).Status)
 		require.Equal(t, 1, b.jobs(t, id))

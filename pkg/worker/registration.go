@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,8 +34,9 @@ const (
 // registration records, in hookinbox_worker_routes, the routes this worker
 // runs on each queue it works, whether it works them or waits, and renews
 // the record while the worker runs. It is the only code that touches that
-// table. Its methods run on one goroutine at a time (Start's, then the
-// Worker's rollout loop, then Stop's).
+// table. Its methods but fenced (which any goroutine calls) run on one
+// goroutine at a time (Start's, then the Worker's rollout loop, then
+// Stop's).
 type registration struct {
 	pool     *pgxpool.Pool
 	id       string
@@ -46,7 +48,34 @@ type registration struct {
 	// startedAt is the database's clock at the first claim: a route set
 	// that started later is newer.
 	startedAt time.Time
+	// base and extended fence the worker (see fenced): extended is when,
+	// counted from base on the monotonic clock, the last claim or renewal
+	// that extended the records was sent; 0 before the first.
+	base     time.Time
+	extended atomic.Int64
 }
+
+// fenced reports whether the worker's records may have expired by now: no
+// claim or renewal extended them for fenceAfter (a third of an interval
+// short of their ttl). A fenced worker begins no event: a worker with other
+// routes may take its queues over once they expire, and an event worked by
+// both route sets is the one thing the records exist to prevent. It
+// unfences itself as soon as a renewal lands. The records expire by the
+// database's clock, from a statement sent after the time kept here, so the
+// worker fences itself first whatever the clocks say.
+func (r *registration) fenced() bool {
+	sent := r.extended.Load()
+	return sent != 0 && time.Since(r.base)-time.Duration(sent) > r.fenceAfter()
+}
+
+// fenceAfter is how long after its last extension the worker fences
+// itself: a third of an interval before its records expire, time for the
+// transactions it has under way to commit or roll back.
+func (r *registration) fenceAfter() time.Duration { return r.ttl() - r.interval/3 }
+
+// sending returns the time to keep in extended once a claim or renewal
+// sent now has extended the records.
+func (r *registration) sending() int64 { return int64(max(1, time.Since(r.base))) }
 
 func newRegistration(pool *pgxpool.Pool, c *Config) *registration {
 	queues := make([]string, 0, len(c.Queues))
@@ -56,14 +85,14 @@ func newRegistration(pool *pgxpool.Pool, c *Config) *registration {
 	slices.Sort(queues)
 	routes := make([]string, len(queues))
 	for i, q := range queues {
-		routes[i] = queueRoutes(c.Routes, c.Sources, q, !c.UnroutedDone)
+		routes[i] = queueRoutes(c.Routes, c.Sources, q, c.Isolation, !c.UnroutedDone)
 	}
 	host, _ := os.Hostname()
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	return &registration{
 		pool: pool, id: hex.EncodeToString(id[:]), host: host, pid: os.Getpid(),
-		queues: queues, routes: routes, interval: c.HeartbeatInterval,
+		queues: queues, routes: routes, interval: c.HeartbeatInterval, base: time.Now(),
 	}
 }
 
@@ -102,6 +131,7 @@ func (o *otherWorker) fields() []zap.Field {
 // are one transaction under registrationLock, so of two route sets only one
 // is ever working on a queue.
 func (r *registration) claim(ctx context.Context) (*otherWorker, error) {
+	sent := r.sending()
 	var blocker *otherWorker
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, registrationLock); err != nil {
@@ -139,6 +169,7 @@ ON CONFLICT (queue, worker_id) DO UPDATE SET state = excluded.state, expires_at 
 	if err != nil {
 		return nil, fmt.Errorf("worker: register routes: %w", err)
 	}
+	r.extended.Store(sent)
 	return blocker, nil
 }
 
@@ -196,13 +227,18 @@ ORDER BY state = 'working' DESC, queue, started_at`, r.queues, r.id, arg)
 // gone (they expired while the database was out of reach, and a claim
 // deleted them).
 func (r *registration) renew(ctx context.Context) (bool, error) {
+	sent := r.sending()
 	tag, err := r.pool.Exec(ctx, `
 UPDATE hookinbox_worker_routes SET expires_at = now() + $2 * interval '1 millisecond' WHERE worker_id = $1`,
 		r.id, r.ttl().Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("worker: renew routes record: %w", err)
 	}
-	return tag.RowsAffected() == int64(len(r.queues)), nil
+	ok := tag.RowsAffected() == int64(len(r.queues))
+	if ok {
+		r.extended.Store(sent)
+	}
+	return ok, nil
 }
 
 // liveQueues returns the queues some live worker works or waits to work:

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -173,10 +175,14 @@ func checkRoutes(routes []Route, sources map[string]string, queues []string) (wa
 }
 
 // queueRoutes describes, in one canonical line, what a worker does with the
-// events on queue: the routes that can match a source on it, in order, and
-// what becomes of an event none matches. Two workers sharing a queue must
-// describe it alike, or each settles events the other has routes for.
-func queueRoutes(routes []Route, sources map[string]string, queue string, failUnrouted bool) string {
+// events on queue: the routes that can match a source on it, in order, each
+// with every option that changes how its events are handled (its
+// transaction's isolation, isolation being the worker's default, a lock, a
+// sequence, a mirror spec, with their defaults filled in), and what becomes
+// of an event none matches. Two workers sharing a queue must describe it
+// alike, or each settles events the other has routes for, or handles them
+// otherwise (one sequenced, the other not).
+func queueRoutes(routes []Route, sources map[string]string, queue string, isolation Isolation, failUnrouted bool) string {
 	var b strings.Builder
 	for _, route := range routes {
 		if route.Source != "*" && sources[route.Source] != queue {
@@ -194,6 +200,7 @@ func queueRoutes(routes []Route, sources map[string]string, queue string, failUn
 		if len(route.Destinations) > 0 {
 			fmt.Fprintf(&b, " to %s", strings.Join(route.Destinations, ","))
 		}
+		b.WriteString(routeOptions(route, isolation))
 		b.WriteString("; ")
 	}
 	unrouted := "done"
@@ -202,4 +209,31 @@ func queueRoutes(routes []Route, sources map[string]string, queue string, failUn
 	}
 	fmt.Fprintf(&b, "unrouted -> %s", unrouted)
 	return b.String()
+}
+
+// routeOptions describes the options of route that change how its events
+// are handled, as queueRoutes writes them: " with " and their JSON, with
+// the defaults filled in (so that a default written out describes the same
+// route as one left out); "" for a route with none (read_committed, the
+// product's default isolation, is none).
+func routeOptions(route Route, isolation Isolation) string {
+	checked, err := checkRouteOptions(route)
+	if err != nil {
+		// New refused such a route before its routes were described.
+		checked = &route
+	}
+	iso := cmp.Or(checked.Isolation, isolation)
+	if iso == isolationDefault {
+		iso = ""
+	}
+	if iso == "" && checked.Lock == nil && checked.Sequence == nil && checked.Mirror == nil {
+		return ""
+	}
+	b, _ := json.Marshal(struct {
+		Isolation Isolation       `json:",omitempty"`
+		Lock      *LockOption     `json:",omitempty"`
+		Sequence  *SequenceOption `json:",omitempty"`
+		Mirror    *effect.Spec    `json:",omitempty"`
+	}{iso, checked.Lock, checked.Sequence, checked.Mirror})
+	return " with " + string(b)
 }

@@ -24,9 +24,12 @@ type groupSavepoints struct {
 	// open: an earlier event's savepoint is still open; the next one
 	// releases it first, so that savepoints never nest deeper than one.
 	open bool
-	// lockTimeout: the group's lock_timeout is set (with the first
-	// savepoint; a group whose handlers run no statement needs none).
-	lockTimeout bool
+	// settings are the group's SET LOCAL statements (groupSettings), run
+	// with the first savepoint: a group whose handlers run no statement
+	// needs none.
+	settings []string
+	// settled: settings ran.
+	settled bool
 	// err is a savepoint that could not be made: the group must not
 	// commit, since an event's writes might not be undoable alone.
 	err error
@@ -55,8 +58,8 @@ func (g *groupSavepoints) newEventTx() *eventTx {
 // prelude is what must run before the event's first statement.
 func (e *eventTx) prelude() []string {
 	var q []string
-	if !e.group.lockTimeout {
-		q = append(q, lockTimeoutSQL)
+	if !e.group.settled {
+		q = append(q, e.group.settings...)
 	}
 	if e.group.open {
 		q = append(q, "RELEASE SAVEPOINT "+savepointName)
@@ -66,7 +69,7 @@ func (e *eventTx) prelude() []string {
 
 // made records that the prelude ran.
 func (e *eventTx) made() {
-	e.set, e.group.open, e.group.lockTimeout = true, true, true
+	e.set, e.group.open, e.group.settled = true, true, true
 }
 
 // ensure makes the event's savepoint, in a round trip of its own, unless

@@ -168,10 +168,10 @@ func (w *eventWorker) runInline(ctx context.Context, job *river.Job[inboxstore.J
 		}
 		inline := *job
 		inline.Args = inboxstore.JobArgs{InboxID: next.ID, Source: next.Source, EventID: next.EventID, EventType: next.EventType, RequestID: next.RequestID}
-		var err error
+		var out jobOutcome
 		// The metrics count the event when its own job finds it done.
-		if next, err = w.process(ctx, &inline); err != nil {
-			w.logger.Debug("inline run of a woken event stopped; its own job works it", zap.Int64("inbox_id", inline.Args.InboxID), zap.Error(err))
+		if next, out = w.process(ctx, &inline); out.err != nil || out.held {
+			w.logger.Debug("inline run of a woken event stopped; its own job works it", zap.Int64("inbox_id", inline.Args.InboxID), zap.Error(out.err))
 			return
 		}
 	}

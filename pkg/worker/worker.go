@@ -82,12 +82,16 @@ const (
 	// below PostgreSQL's deadlock_timeout (1 s), so that groups never wait
 	// for the deadlock detector.
 	groupLockTimeoutDefault = 20 * time.Millisecond
+	// groupSliceDivisor shares a group's time out: an event's handlers in a
+	// group get Config.JobTimeout divided by it before the event leaves
+	// the group to be worked alone (see workGroup): 6s of the default 1m.
+	groupSliceDivisor = 10
 	// pruneIntervalDefault is Config.PruneInterval's default.
 	pruneIntervalDefault = time.Hour
 	// riverConnsDefault is how many of the pool's connections are left to
 	// River (its fetches, its completer, its LISTEN connection, its leader's
-	// maintenance) and the worker's own bookkeeping when
-	// Config.GroupFlushers is derived from the pool size.
+	// maintenance) and the worker's own bookkeeping (the routes record, the
+	// pause watch): event transactions never take them (see inTx).
 	riverConnsDefault = 4
 )
 
@@ -104,7 +108,10 @@ type Config struct {
 	// receiver and inboxctl stamp theirs on the jobs they enqueue, and the
 	// worker aligns each job with its own before running it.
 	MaxAttempts int `mapstructure:"max_attempts"`
-	// JobTimeout bounds one run of an event's handlers. Defaults to 1m.
+	// JobTimeout bounds one run of an event's handlers. In a group, an
+	// event's handlers get a tenth of it, and one that needs longer leaves
+	// the group to run alone with the half of it that is left, so that a
+	// slow event never spends its neighbours' time. Defaults to 1m.
 	JobTimeout time.Duration `mapstructure:"job_timeout"`
 	// RescueAfter is how long a job may stay running before River rescues
 	// it (its worker died). Must exceed JobTimeout. Defaults to JobTimeout+30s.
@@ -134,17 +141,21 @@ type Config struct {
 	// run at once adapts to the database's latency (see
 	// internal/limiter), so that a storm's drain leaves the receiver room;
 	// groups grow while they wait. 1 gives each event a transaction of its
-	// own, with no such limit. Defaults to 50 (GroupMaxEventsAdvised).
+	// own, with no such limit; either way the event transactions open at
+	// once are bounded by the pool's size. Defaults to 50
+	// (GroupMaxEventsAdvised).
 	GroupMaxEvents int `mapstructure:"group_max_events"`
 	// SoftStopTimeout is how long a stopping worker lets running jobs
 	// finish before cancelling them. Defaults to 20s.
 	SoftStopTimeout time.Duration `mapstructure:"soft_stop_timeout"`
 	// SynchronousCommit makes each event's COMMIT wait for the WAL flush.
 	// Defaults to false, on purpose: a worker's commit lost in a crash of
-	// PostgreSQL loses the effect and the done mark together, so the event
-	// runs again (within a reaper interval of the restart) and nothing is
-	// applied twice. The receiver's claim is always durable, because its
-	// 2xx promises it.
+	// PostgreSQL or a failover loses the effect and the done mark together,
+	// so the event runs again (at the reaper's next pass once its job ended
+	// after the outage, or once River's rescuer takes the job back when the
+	// outage lost its end: see docs/operations.md) and nothing is applied
+	// twice. The receiver's claim is always durable, because its 2xx
+	// promises it.
 	SynchronousCommit bool `mapstructure:"synchronous_commit"`
 	// Isolation is the isolation level of the handler transactions of a
 	// route that chooses none: read_committed, repeatable_read or
@@ -153,7 +164,8 @@ type Config struct {
 	// commit); serialization failures and deadlocks are run again at once.
 	Isolation Isolation `mapstructure:"isolation"`
 	// PauseRefresh is how often the worker reads the paused sources; a
-	// pause takes effect within it. Defaults to 1s.
+	// pause takes effect within it, for every event whose handlers have not
+	// begun, fetched or not. Defaults to 1s.
 	PauseRefresh time.Duration `mapstructure:"pause_refresh"`
 	// UnroutedDone marks an event no route matches done with a note. By
 	// default such an event is failed with the reason, loudly: a failed row
@@ -184,7 +196,9 @@ type Config struct {
 	// GroupFlushers is how many group transactions run at once, each on a
 	// connection of its own; River's worker count (Queues) is how many
 	// events are in flight, which may be far more. Defaults to the pool's
-	// size less riverConnsDefault, and at least 1.
+	// size less riverConnsDefault, and at least 1. The event transactions
+	// open at once, a group's or an event's own, are bounded by the same
+	// number (at least 2) whatever this is.
 	GroupFlushers int `mapstructure:"-"`
 	// Retention are the sources' retention policies, applied by a periodic
 	// job every PruneInterval (see internal/retention). Empty runs no such job.
@@ -337,6 +351,7 @@ type Worker struct {
 	working     bool  // the work started
 	workStopped bool  // the work was stopped (a worker never works again)
 	stopErr     error // the stop's error: jobs may still run
+	stopped     bool  // Stop was called: later calls return stopErr
 	// The rollout loop (see rollout.go): stopRollout stops it, rolloutDone
 	// is closed when it returned. nil before the first claim.
 	stopRollout, rolloutDone chan struct{}
@@ -366,16 +381,30 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	workers := river.NewWorkers()
 	store := inboxstore.New(pool)
 	pauses := newPauseWatch(store, c.PauseRefresh, c.Logger.Named("pause"))
+	registration := newRegistration(pool, c)
+	// The connections the pool has for event transactions, each a group's
+	// (a flusher's) or an event's own: the rest is River's and the
+	// worker's own bookkeeping's (the routes record, the pause watch). At
+	// least two, so that an event waiting alone for a lock leaves one.
+	conns := max(2, int(pool.Config().MaxConns)-riverConnsDefault)
+	flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-riverConnsDefault))
 	ew := &eventWorker{
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, isolation: c.Isolation, logger: c.Logger,
 		metrics: c.Metrics, pauses: pauses, sources: c.Sources, maxAttempts: c.MaxAttempts, queueFor: c.QueueFor,
+		jobTimeout: c.JobTimeout, groupSettings: groupSettings(c.JobTimeout), registration: registration,
+		slots: make(chan struct{}, conns),
 	}
 	if c.TracerProvider != nil {
 		ew.tracer = c.TracerProvider.Tracer(tracerName)
 	}
 	if c.GroupMaxEvents > 1 {
-		flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-riverConnsDefault))
-		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, groupLingerDefault, c.Queues)
+		worked := 0
+		for source := range c.Sources {
+			if _, ok := c.Queues[c.QueueFor(source)]; ok {
+				worked++
+			}
+		}
+		ew.group = newGroupCommitter(ew, flushers, c.GroupMaxEvents, groupLingerDefault, c.Queues, worked)
 	}
 	river.AddWorker(workers, ew)
 	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, queueFor: c.QueueFor,
@@ -430,7 +459,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: river client: %w", err)
 	}
-	w := &Worker{client: client, config: c, registration: newRegistration(pool, c), group: ew.group, limit: ew.limit, pauses: pauses}
+	w := &Worker{client: client, config: c, registration: registration, group: ew.group, limit: ew.limit, pauses: pauses}
 	if c.Outbox != nil {
 		rc := *c.Outbox
 		rc.PollOnly = rc.PollOnly || c.PollOnly
@@ -495,6 +524,14 @@ func firstQueue(queues map[string]int) string {
 // When River's client fails to start (the database refused a connection:
 // every one may be taken), Start returns its error and leaves the rest
 // running, so that Start may be called again; Stop ends it all.
+//
+// Event transactions, a group's or an event's own, take at most the pool's
+// size less riverConnsDefault connections at once, so that the records'
+// claims and renewals and the pause watch always find one, however many
+// events are in flight. A worker whose records could not be renewed for
+// nearly their ttl fences itself: it begins and commits no event until a
+// renewal lands, so that it never works once its records may have expired
+// (see registration.fenced).
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -506,7 +543,8 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.stopRollout == nil {
 		blocker, err := w.registration.claim(ctx)
 		if err != nil {
-			w.pauses.shutdown()
+			// The pause watch goes on: Start may be called again, and it
+			// starts the watch only once; Stop ends it.
 			return err
 		}
 		w.stopRollout, w.rolloutDone = make(chan struct{}), make(chan struct{})
@@ -554,23 +592,30 @@ func (w *Worker) Client() *river.Client[pgx.Tx] { return w.client }
 // Then it deletes the worker's routes record.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return w.stopErr
+	}
+	w.stopped = true
 	w.setState(StateStopped)
 	err := w.stopWork(ctx)
 	w.mu.Unlock()
+	if w.stopRollout != nil {
+		select {
+		case <-w.stopRollout:
+		default:
+			close(w.stopRollout)
+		}
+		<-w.rolloutDone
+	}
+	w.pauses.shutdown()
 	if err != nil {
 		// Jobs may still run: the record is left to expire.
 		return err
 	}
-	w.pauses.shutdown()
 	if w.stopRollout == nil {
 		return nil
 	}
-	select {
-	case <-w.stopRollout:
-	default:
-		close(w.stopRollout)
-	}
-	<-w.rolloutDone
 	return w.registration.delete(ctx)
 }
 

@@ -172,6 +172,7 @@ func TestEveryValueSet(t *testing.T) {
 			t.Run("ProbesOnHealthzAndReadyz", func(t *testing.T) { checkProbes(t, r) })
 			t.Run("MigrationIsAPreInstallPreUpgradeHook", func(t *testing.T) { checkMigration(t, r, file) })
 			t.Run("GracePeriodsExceedTheStopTimeouts", func(t *testing.T) { checkGrace(t, r) })
+			t.Run("ReceiverLeavesTheServiceOnlyWhenItStops", func(t *testing.T) { checkReceiverReadiness(t, r) })
 			t.Run("NoSecretInAnyConfigMap", func(t *testing.T) { checkNoSecret(t, r) })
 			t.Run("AtMostOneWorkerAutoscaler", func(t *testing.T) { checkAutoscaling(t, r) })
 			t.Run("ConfigChecksumOnThePods", func(t *testing.T) { checkChecksum(t, r) })
@@ -365,6 +366,25 @@ func checkGrace(t *testing.T, r *rendered) {
 	}
 	if soft := seconds(t, r, "worker", "soft_stop_timeout"); *r.deployments["worker"].Spec.Template.Spec.TerminationGracePeriodSeconds <= soft {
 		t.Errorf("worker: grace period within the soft-stop timeout (%ds)", soft)
+	}
+}
+
+// checkReceiverReadiness checks the receiver's readiness probe against
+// what its /readyz means (503 before the database was first reached and
+// once stopping, never for a database that went away): one slow answer
+// does not take a serving receiver out of its Service, and a stopping one
+// is out within receiver.shutdown_delay, while it still listens.
+func checkReceiverReadiness(t *testing.T, r *rendered) {
+	p := r.deployments["receiver"].Spec.Template.Spec.Containers[0].ReadinessProbe
+	if p == nil {
+		t.Fatal("receiver: no readiness probe")
+	}
+	if p.FailureThreshold < 2 {
+		t.Errorf("receiver: readinessProbe.failureThreshold %d: one slow answer would take a serving receiver out of its Service", p.FailureThreshold)
+	}
+	delay := seconds(t, r, "receiver", "shutdown_delay")
+	if out := int64(p.PeriodSeconds * p.FailureThreshold); delay > 0 && out > delay {
+		t.Errorf("receiver: readinessProbe takes %ds (periodSeconds x failureThreshold) to see a stopping receiver, more than receiver.shutdown_delay (%ds)", out, delay)
 	}
 }
 

@@ -181,7 +181,7 @@ func buildTemplate(ctx context.Context, serverURL, tmpl string, sets []*schema.S
 	if err != nil {
 		return err
 	}
-	_, err = schema.Migrate(ctx, pool, sets...)
+	_, err = schema.Migrate(ctx, pool, nil, sets...)
 	pool.Close()
 	if err != nil {
 		_, _ = admin.Exec(context.WithoutCancel(ctx), fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", building))

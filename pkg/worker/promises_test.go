@@ -1,0 +1,606 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/pkg/inbox"
+	"github.com/hookinbox/hookinbox/pkg/worker"
+)
+
+// The worker's promises under the product's defaults (a thousand jobs in
+// flight, groups of fifty, a pool of sixteen) and under load: each test
+// here failed on the code before issue 38.
+
+// defaultsPool is a pool on the bundle's database the size of the
+// product's default (database.max_conns: 16).
+func (b *testBundle) defaultsPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(b.db.URL)
+	require.NoError(t, err)
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// startDefaults starts a worker on pool with the product's defaults but for
+// the test's routes and registry, and mutate last.
+func (b *testBundle) startDefaults(t *testing.T, pool *pgxpool.Pool, mutate func(*worker.Config)) *worker.Worker {
+	t.Helper()
+	cfg := &worker.Config{
+		Sources:  sources,
+		Registry: b.registry(t),
+		Logger:   zaptest.NewLogger(t),
+	}
+	if mutate != nil {
+		mutate(cfg)
+	}
+	w, err := worker.New(pool, cfg)
+	require.NoError(t, err)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, w.Stop(ctx))
+	})
+	return w
+}
+
+// charged reads, per event id of the bundle's rows, the attempts charged
+// to it: the row's count, and the errors its jobs recorded.
+func (b *testBundle) charged(t *testing.T, eventID string) (attempts, jobErrors int) {
+	t.Helper()
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `
+SELECT i.attempts, coalesce((SELECT sum(coalesce(array_length(j.errors, 1), 0)) FROM river_job AS j
+                             WHERE j.kind = 'hookinbox.event' AND (j.args->>'inbox_id')::bigint = i.id), 0)
+FROM webhook_inbox AS i WHERE i.event_id = $1`, eventID).Scan(&attempts, &jobErrors))
+	return attempts, jobErrors
+}
+
+func TestSlowEventCostsItsGroupNothing(t *testing.T) {
+	t.Parallel()
+
+	// 40 events in one delivery share a group; event 20's handlers hang
+	// until their context ends. The 39 others commit at their first
+	// attempt and are charged nothing; the slow one meets its own
+	// job_timeout, and is charged for it.
+	for name, slow := range map[string]worker.Handler{
+		"HandlerWaitingOnItsContext": func(ctx context.Context, _ pgx.Tx, _ inbox.Event) error {
+			<-ctx.Done()
+			return ctx.Err()
+		},
+		"StatementThatHangs": func(ctx context.Context, tx pgx.Tx, _ inbox.Event) error {
+			_, err := tx.Exec(ctx, `SELECT pg_sleep(60)`)
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			const n, slowAt = 40, 20
+			b.startDefaults(t, b.defaultsPool(t), func(c *worker.Config) {
+				c.JobTimeout = 2 * time.Second
+				c.MaxAttempts = 3
+				c.Registry.Register("slow", slow)
+				c.Routes = []worker.Route{
+					{Source: "bank", Types: []string{"slow"}, Handlers: []string{"effect", "slow"}},
+					{Source: "bank", Handlers: []string{"effect"}},
+				}
+			})
+			d := &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`)}
+			for i := range n {
+				typ := "account.deposit"
+				if i == slowAt {
+					typ = "slow"
+				}
+				d.Events = append(d.Events, inboxstore.IncomingEvent{ID: fmt.Sprintf("evt_%02d", i), Type: typ, Payload: []byte(`{}`)})
+			}
+			res, err := b.ingester.Ingest(context.Background(), d)
+			require.NoError(t, err)
+			require.Equal(t, n, res.New)
+
+			for i, row := range res.Claimed {
+				if i == slowAt {
+					continue
+				}
+				b.waitStatus(t, row.ID, inbox.StatusDone)
+				attempts, jobErrors := b.charged(t, row.EventID)
+				require.Equal(t, 1, attempts, "%s: done at its first attempt", row.EventID)
+				require.Zero(t, jobErrors, "%s: no failed attempt charged", row.EventID)
+				require.Equal(t, 1, b.effects(t, row.EventID))
+			}
+			// The slow event alone meets its timeout: charged for it.
+			poll(t, 60*time.Second, "the slow event to be charged its timeout", func() (bool, error) {
+				r := b.row(t, res.Claimed[slowAt].ID)
+				return r.Attempts >= 1 && r.LastError != "", nil
+			})
+			require.Zero(t, b.effects(t, res.Claimed[slowAt].EventID))
+		})
+	}
+}
+
+// gate is a handler that blocks each run until release is closed, after
+// reporting it on entered.
+type gate struct {
+	entered chan string
+	release chan struct{}
+}
+
+func newGate(capacity int) *gate {
+	return &gate{entered: make(chan string, capacity), release: make(chan struct{})}
+}
+
+func (g *gate) handler(ctx context.Context, _ pgx.Tx, ev inbox.Event) error {
+	g.entered <- ev.EventID
+	select {
+	case <-g.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func TestPauseHoldsWhatHasNotBegun(t *testing.T) {
+	t.Parallel()
+
+	// The jobs of a backlog River fetched before the pause wait for a
+	// transaction (in a group's queue, or for a connection); once the
+	// worker sees the pause, none of them begins its handlers: each is
+	// held, and Resume runs each once.
+	for name, groups := range map[string]bool{"Grouped": true, "Alone": false} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := context.Background()
+			g := newGate(16)
+			pool := b.defaultsPool(t)
+			gates := 1 // the only group transaction the limit allows at first
+			if !groups {
+				gates = int(pool.Config().MaxConns) - 4 // every connection an event transaction may have
+			}
+			w := b.startDefaults(t, pool, func(c *worker.Config) {
+				if !groups {
+					c.GroupMaxEvents = 1
+				}
+				c.Registry.Register("gate", g.handler)
+				c.Routes = []worker.Route{
+					{Source: "bank", Types: []string{"gate"}, Handlers: []string{"gate"}},
+					{Source: "bank", Handlers: []string{"effect"}},
+				}
+			})
+			for i := range gates {
+				b.ingest(t, fmt.Sprintf("gate_%02d", i), "gate")
+				<-g.entered
+			}
+			const n = 200
+			ids := make([]int64, n)
+			for i := range n {
+				ids[i] = b.ingest(t, fmt.Sprintf("evt_%03d", i), "account.deposit")
+			}
+			// Every job is fetched and in Work, waiting behind the gates.
+			poll(t, 60*time.Second, "the backlog to be fetched", func() (bool, error) {
+				if groups {
+					return w.QueuedForGroup() == n, nil
+				}
+				var running int
+				err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'hookinbox.event' AND state = 'running'`).Scan(&running)
+				return running == n+gates, err
+			})
+			_, err := b.store.Pause(ctx, "bank", "test", "")
+			require.NoError(t, err)
+			poll(t, 30*time.Second, "the worker to see the pause", func() (bool, error) { return w.SeesPaused("bank"), nil })
+			close(g.release)
+
+			poll(t, 60*time.Second, "the backlog's jobs to end", func() (bool, error) {
+				var open int
+				err := b.db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM river_job WHERE kind = 'hookinbox.event' AND state NOT IN ('completed', 'discarded', 'cancelled')`).Scan(&open)
+				return open == 0, err
+			})
+			var ran, held int
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM effects`).Scan(&ran))
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM webhook_inbox WHERE status = 'pending' AND held_at IS NOT NULL AND event_id LIKE 'evt%'`).Scan(&held))
+			require.Zero(t, ran, "no event begun after the worker saw the pause")
+			require.Equal(t, n, held)
+
+			_, err = b.store.Resume(ctx, &inboxstore.ResumeParams{Source: "bank", Client: b.client, QueueFor: func(string) string { return river.QueueDefault }})
+			require.NoError(t, err)
+			for _, id := range ids {
+				require.Equal(t, 1, b.waitStatus(t, id, inbox.StatusDone).Attempts)
+			}
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM effects`).Scan(&ran))
+			require.Equal(t, n, ran)
+		})
+	}
+}
+
+func TestControlPlaneUnderLoad(t *testing.T) {
+	t.Parallel()
+
+	// Events worked in transactions of their own (group_max_events: 1, as
+	// a lock, a sequence or an isolation level have them) are a thousand in
+	// flight, and their handlers hold their transactions: they take no
+	// more connections than the pool has for them, and the worker's record
+	// is renewed and a pause seen meanwhile, on connections of their own.
+	b := setup(t)
+	ctx := context.Background()
+	g := newGate(1000)
+	pool := b.defaultsPool(t)
+	var inFlight, most atomic.Int64
+	w := b.startDefaults(t, pool, func(c *worker.Config) {
+		c.GroupMaxEvents = 1
+		c.HeartbeatInterval = time.Second
+		c.Registry.Register("hold", func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+			now := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+			}
+			return g.handler(ctx, tx, ev)
+		})
+		c.Routes = []worker.Route{{Source: "bank", Handlers: []string{"hold", "effect"}}}
+	})
+	const n = 300
+	for i := range n {
+		b.ingest(t, fmt.Sprintf("evt_%03d", i), "account.deposit")
+	}
+	slots := int(pool.Config().MaxConns) - 4
+	for range slots {
+		<-g.entered
+	}
+	var first time.Time
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT max(expires_at) FROM hookinbox_worker_routes`).Scan(&first))
+	// Three heartbeats: the record would have expired without renewals.
+	poll(t, 60*time.Second, "the record to be renewed three times", func() (bool, error) {
+		var last time.Time
+		err := b.db.Pool.QueryRow(ctx, `SELECT max(expires_at) FROM hookinbox_worker_routes`).Scan(&last)
+		return last.Sub(first) >= 3*time.Second, err
+	})
+	require.False(t, w.Fenced())
+	_, err := b.store.Pause(ctx, "other", "test", "")
+	require.NoError(t, err)
+	poll(t, 30*time.Second, "the worker to see the pause", func() (bool, error) { return w.SeesPaused("other"), nil })
+	require.LessOrEqual(t, most.Load(), int64(slots), "no more event transactions than the pool has connections for")
+	close(g.release)
+	poll(t, 120*time.Second, "every event to be done", func() (bool, error) {
+		c, err := b.store.Count(ctx, nil)
+		return err == nil && c.Done == n, err
+	})
+	var total, distinct int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT event_id) FROM effects`).Scan(&total, &distinct))
+	require.Equal(t, n, total)
+	require.Equal(t, n, distinct)
+}
+
+func TestRouteOptionsRollOut(t *testing.T) {
+	t.Parallel()
+
+	// Adding a route option that changes how an event is handled is a route
+	// change: the new worker waits for the old one to hand over instead of
+	// working the queue beside it.
+	plain := worker.Route{Source: "bank", Handlers: []string{"effect"}}
+	defaultQueue := map[string]int{river.QueueDefault: 1}
+	changes := map[string]func(*worker.Route){
+		"Sequence":  func(r *worker.Route) { r.Sequence = &worker.SequenceOption{Key: "data.account", Order: "data.version"} },
+		"Lock":      func(r *worker.Route) { r.Lock = &worker.LockOption{Key: "data.account"} },
+		"Isolation": func(r *worker.Route) { r.Isolation = "serializable" },
+	}
+	for name, change := range changes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := context.Background()
+			old := b.newWorker(t, []worker.Route{plain}, defaultQueue, nil)
+			require.NoError(t, old.Start(ctx))
+			changed := plain
+			change(&changed)
+			next := b.newWorker(t, []worker.Route{changed}, defaultQueue, nil)
+			require.NoError(t, next.Start(ctx))
+			require.NotEqual(t, old.RoutesDescription(river.QueueDefault), next.RoutesDescription(river.QueueDefault))
+			require.Equal(t, worker.StateWaiting, next.State(), "the new route set waits for the old one")
+		})
+	}
+
+	// The same route written with an option's default and without it is
+	// the same route: no rollout.
+	t.Run("DefaultsWrittenOutAreNoChange", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		lock := plain
+		lock.Lock = &worker.LockOption{Key: "data.account"}
+		explicit := lock
+		explicit.Lock = &worker.LockOption{Key: "data.account", Snooze: worker.LockSnoozeDefault}
+		explicit.Isolation = "read_committed"
+		old := b.newWorker(t, []worker.Route{lock}, defaultQueue, nil)
+		require.NoError(t, old.Start(ctx))
+		next := b.newWorker(t, []worker.Route{explicit}, defaultQueue, nil)
+		require.NoError(t, next.Start(ctx))
+		require.Equal(t, worker.StateWorking, next.State())
+	})
+}
+
+func TestHandlersSeeTheSameEventOnEveryPath(t *testing.T) {
+	t.Parallel()
+
+	// The same delivery's event, worked alone (a route with an isolation
+	// level of its own) and in a group (behind a gate, with others), reaches
+	// its handler alike, field by field, request id included.
+	b := setup(t)
+	var (
+		mu   sync.Mutex
+		seen = map[string]inbox.Event{}
+	)
+	record := func(_ context.Context, _ pgx.Tx, ev inbox.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[ev.EventID] = ev
+		return nil
+	}
+	w, entered, release := startGatedWith(t, b, nil, map[string]worker.Handler{"record": record},
+		worker.Route{Source: "*", Types: []string{"alone.*"}, Handlers: []string{"record"}, Isolation: "repeatable_read"},
+		worker.Route{Source: "*", Types: []string{"grouped.*"}, Handlers: []string{"record"}})
+	b.ingest(t, "evt_gate", "gate")
+	<-entered
+	deliver := func(eventID, typ string) int64 {
+		res, err := b.ingester.Ingest(context.Background(), &inboxstore.Delivery{
+			Source: "bank", Provider: "standardwebhooks", Body: []byte(`{"a":1}`), RequestID: "req-" + eventID,
+			Headers: map[string]string{"Webhook-Id": "msg_1"},
+			Events:  []inboxstore.IncomingEvent{{ID: eventID, Type: typ, Payload: []byte(`{"a":1}`)}},
+		})
+		require.NoError(t, err)
+		return res.Claimed[0].ID
+	}
+	alone := deliver("evt_alone", "alone.x")
+	grouped := []int64{deliver("evt_grouped", "grouped.x"), b.ingest(t, "evt_filler_1", "grouped.y"), b.ingest(t, "evt_filler_2", "grouped.y")}
+	// The grouped ones wait behind the gate, to be one group.
+	require.Eventually(t, func() bool { return w.QueuedForGroup() == len(grouped) }, 30*time.Second, 5*time.Millisecond)
+	close(release)
+	b.waitStatus(t, alone, inbox.StatusDone)
+	for _, id := range grouped {
+		b.waitStatus(t, id, inbox.StatusDone)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	a, g := seen["evt_alone"], seen["evt_grouped"]
+	require.Equal(t, "req-evt_alone", a.RequestID)
+	require.Equal(t, "req-evt_grouped", g.RequestID)
+	// What differs by construction: the row, the event, its type, its
+	// request id and when it was received.
+	for _, ev := range []*inbox.Event{&a, &g} {
+		ev.ID, ev.EventID, ev.EventType, ev.RequestID, ev.ReceivedAt = 0, "", "", "", time.Time{}
+	}
+	aj, err := json.Marshal(a)
+	require.NoError(t, err)
+	gj, err := json.Marshal(g)
+	require.NoError(t, err)
+	require.JSONEq(t, string(aj), string(gj))
+	require.Equal(t, a, g)
+}
+
+func TestAWorkerThatCannotRenewFencesItself(t *testing.T) {
+	t.Parallel()
+
+	// Worker A's records cannot be renewed (its role lost its rights on
+	// hookinbox_worker_routes; its event work goes on), and worker B, with
+	// other routes, takes the queue over once A's records expire. A stops
+	// beginning events before they do: no handler of A runs while its
+	// records are dead, and every event is worked once, by A or by B.
+	ctx := context.Background()
+	b := setup(t)
+	_, err := b.db.Pool.Exec(ctx, `
+CREATE TABLE fence_log (event_id text NOT NULL, worker text NOT NULL, live bool NOT NULL);
+-- Whether the records of the worker whose routes name handler are live,
+-- whatever the caller may read.
+CREATE FUNCTION fence_live(handler text) RETURNS bool LANGUAGE sql SECURITY DEFINER AS $$
+    SELECT EXISTS (SELECT 1 FROM hookinbox_worker_routes
+                   WHERE routes LIKE '%-> ' || handler || '%' AND state = 'working' AND expires_at > now())
+$$;`)
+	require.NoError(t, err)
+	poolA, role := b.rolePool(t, 16)
+
+	start := func(pool *pgxpool.Pool, name string) *worker.Worker {
+		return b.startDefaults(t, pool, func(c *worker.Config) {
+			c.HeartbeatInterval = time.Second
+			c.Registry.Register(name, func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+				_, err := tx.Exec(ctx, `INSERT INTO fence_log VALUES ($1, $2, fence_live($2))`, ev.EventID, name)
+				return err
+			})
+			c.Routes = []worker.Route{{Source: "bank", Handlers: []string{name}}}
+		})
+	}
+	a := start(poolA, "rec_a")
+	_, err = b.db.Pool.Exec(ctx, `REVOKE ALL ON hookinbox_worker_routes FROM `+role)
+	require.NoError(t, err)
+	// Given back before A's Stop, which deletes its records.
+	t.Cleanup(func() {
+		_, err := b.db.Pool.Exec(context.Background(), `GRANT ALL ON hookinbox_worker_routes TO `+role)
+		require.NoError(t, err)
+	})
+	next := start(b.db.Pool, "rec_b")
+
+	// Traffic until B has worked twenty events.
+	n := 0
+	poll(t, 60*time.Second, "B to take the queue over and work twenty events", func() (bool, error) {
+		b.ingest(t, fmt.Sprintf("evt_%04d", n), "account.deposit")
+		n++
+		var byB int
+		err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM fence_log WHERE worker = 'rec_b'`).Scan(&byB)
+		return byB >= 20, err
+	})
+	require.Equal(t, worker.StateWorking, next.State())
+	poll(t, 60*time.Second, "every event to be done", func() (bool, error) {
+		c, err := b.store.Count(ctx, nil)
+		return err == nil && c.Done == int64(n), err
+	})
+	var total, distinct, dead, byA int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `
+SELECT count(*), count(DISTINCT event_id), count(*) FILTER (WHERE NOT live), count(*) FILTER (WHERE worker = 'rec_a')
+FROM fence_log`).Scan(&total, &distinct, &dead, &byA))
+	require.Zero(t, dead, "no event worked by a worker whose records were dead")
+	require.Equal(t, n, total, "each event worked once")
+	require.Equal(t, n, distinct)
+	require.True(t, a.Fenced())
+	t.Logf("%d events: %d by A before it fenced itself, %d by B", n, byA, n-byA)
+}
+
+func TestASingleSourceUsesEveryFlusher(t *testing.T) {
+	t.Parallel()
+
+	// The last idle flusher is kept for another source's events only where
+	// another source can come: with one source, while one group
+	// transaction waits (a handler holds it), the source's next events
+	// commit in the other one, as the limit allows.
+	b := setup(t)
+	entered, release := make(chan string, 1), make(chan struct{})
+	w := b.startDefaults(t, b.defaultsPool(t), func(c *worker.Config) {
+		c.GroupFlushers = 2
+		c.Registry.Register("gate", func(ctx context.Context, _ pgx.Tx, ev inbox.Event) error {
+			entered <- ev.EventID
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		c.Routes = []worker.Route{
+			{Source: "bank", Types: []string{"gate"}, Handlers: []string{"gate"}},
+			{Source: "bank", Handlers: []string{"effect"}},
+		}
+	})
+	// The limit allows two group transactions at once (it grows so with a
+	// busy worker's commits; here it is raised, with commits slower than
+	// any of the test's, so that none of these can cut it).
+	w.RaiseTransactionLimit(2)
+	limit, _ := w.TransactionLimit()
+	require.Equal(t, 2, limit)
+	// A gate holds one transaction; the source's next events commit in
+	// the other.
+	b.ingest(t, "gate", "gate")
+	<-entered
+	for i := range 10 {
+		b.waitStatus(t, b.ingest(t, fmt.Sprintf("evt_%d", i), "account.deposit"), inbox.StatusDone)
+	}
+	release <- struct{}{}
+}
+
+// rolePool returns a pool of maxConns connections on the bundle's
+// database as a role of its own (returned), with every right on its
+// tables, which the tests take back to fail the worker's statements on one
+// table alone.
+func (b *testBundle) rolePool(t *testing.T, maxConns int32) (*pgxpool.Pool, string) {
+	t.Helper()
+	ctx := context.Background()
+	server := newPool(t, dbtest.ServerURL(t))
+	role := fmt.Sprintf("hookinbox_budget_%d", time.Now().UnixNano())
+	_, err := server.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN`, role))
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = server.Exec(context.Background(), `DROP ROLE IF EXISTS `+role) })
+	_, err = b.db.Pool.Exec(ctx, `
+GRANT USAGE ON SCHEMA public TO `+role+`;
+GRANT ALL ON ALL TABLES IN SCHEMA public TO `+role+`;
+GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO `+role+`;`)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = b.db.Pool.Exec(context.Background(), `REASSIGN OWNED BY `+role+` TO postgres; DROP OWNED BY `+role)
+	})
+	cfg, err := pgxpool.ParseConfig(b.db.URL)
+	require.NoError(t, err)
+	cfg.ConnConfig.User = role
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool, role
+}
+
+func TestWorkerStaysWithinMaxConns(t *testing.T) {
+	t.Parallel()
+
+	// docs/deploying.md: "Each process opens up to database.max_conns", and
+	// the daemon's start-up check lets a worker start whose max_conns is
+	// all the server allows. A load that fills the worker's pool (16, the
+	// default) leaves it with max_conns connections open, and one more:
+	// the connection River's LISTEN takes out of the pool (hijacked: the
+	// pool opens another in its place; so it was before issue 38). No
+	// more: on a server that allows exactly that, a connection the worker
+	// cannot open fails an event whose handlers never ran.
+	b := setup(t)
+	ctx := context.Background()
+	const maxConns = 16
+	pool, role := b.rolePool(t, maxConns)
+	b.startDefaults(t, pool, func(c *worker.Config) { c.Routes = []worker.Route{{Source: "bank", Handlers: []string{"effect"}}} })
+	const n = 600
+	for i := range n {
+		b.ingest(t, fmt.Sprintf("evt_%04d", i), "account.deposit")
+	}
+	poll(t, 120*time.Second, "every event to be done", func() (bool, error) {
+		c, err := b.store.Count(ctx, nil)
+		return err == nil && c.Done == n, err
+	})
+	// Idle connections stay open (pgxpool's max_conn_idle_time is 30 min).
+	var open int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM pg_stat_activity WHERE usename = $1`, role).Scan(&open))
+	require.LessOrEqual(t, open, maxConns+1, "connections the worker opened, River's LISTEN included")
+}
+
+func TestPauseSeenAfterAStartThatFailed(t *testing.T) {
+	t.Parallel()
+
+	// Start's doc: when it fails, "Start may be called again". A first
+	// Start whose claim of the routes record fails (here the role may not
+	// write hookinbox_worker_routes; in production a connection refused)
+	// must leave a worker whose second Start works as a first one would:
+	// a pause takes effect within pause_refresh.
+	b := setup(t)
+	ctx := context.Background()
+	pool, role := b.rolePool(t, 16)
+	_, err := b.db.Pool.Exec(ctx, `REVOKE ALL ON hookinbox_worker_routes FROM `+role)
+	require.NoError(t, err)
+	cfg := &worker.Config{
+		Sources: sources, Registry: b.registry(t), Logger: zaptest.NewLogger(t), PauseRefresh: 100 * time.Millisecond,
+		Routes: []worker.Route{{Source: "bank", Handlers: []string{"effect"}}},
+	}
+	w, err := worker.New(pool, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, w.Stop(ctx))
+	})
+	require.Error(t, w.Start(ctx), "the claim fails")
+	_, err = b.db.Pool.Exec(ctx, `GRANT ALL ON hookinbox_worker_routes TO `+role)
+	require.NoError(t, err)
+	require.NoError(t, w.Start(ctx))
+	require.Equal(t, worker.StateWorking, w.State())
+
+	_, err = b.store.Pause(ctx, "bank", "test", "")
+	require.NoError(t, err)
+	poll(t, 30*time.Second, "the worker to see the pause", func() (bool, error) { return w.SeesPaused("bank"), nil })
+	id := b.ingest(t, "evt_after_pause", "account.deposit")
+	poll(t, 30*time.Second, "the event's job to end", func() (bool, error) {
+		var open int
+		err := b.db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM river_job WHERE kind = 'hookinbox.event' AND state NOT IN ('completed', 'discarded', 'cancelled')`).Scan(&open)
+		return open == 0, err
+	})
+	require.Zero(t, b.effects(t, "evt_after_pause"), "an event received after the worker saw the pause was handled")
+	require.Equal(t, inbox.StatusPending, b.row(t, id).Status)
+}
