@@ -29,6 +29,7 @@
 //	                                        failed outbox messages and disabled destinations
 //	inboxctl [--config F] send --source S [--id ID] [--type T] --data BODY [--url U]
 //	                                        sign a delivery as S's provider and POST it
+//	inboxctl [--config F] doctor            say what an acknowledged delivery survives on the database
 package main
 
 import (
@@ -149,8 +150,9 @@ and looks up inbox events (stats, events list, events show), processes events ag
 (replay), applies retention now (prune), erases chosen events' data (events purge),
 verifies stored deliveries again (events verify),
 pauses and resumes a source (sources), shows a source's refused deliveries
-(rejections), lists and replays failed outbox messages (outbox), and sends signed
-test deliveries (send).
+(rejections), lists and replays failed outbox messages (outbox), sends signed
+test deliveries (send), and says what an acknowledged delivery survives on the
+database (doctor).
 --config F may come before or after the command (default: $` + config.PathEnv + `).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -234,5 +236,6 @@ required where the provider sends them in headers (send names the missing ones).
 	root.AddCommand(newSourcesCommand(path))
 	root.AddCommand(newRejectionsCommand(path))
 	root.AddCommand(newOutboxCommand(path))
+	root.AddCommand(newDoctorCommand(path))
 	return root
 }

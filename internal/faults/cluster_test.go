@@ -3,6 +3,7 @@ package faults_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +37,33 @@ type cluster struct {
 // postgresql.conf; the test's cleanup stops and removes it.
 func newCluster(t *testing.T, conf string) *cluster {
 	t.Helper()
+	c := makeCluster(t)
+	c.run(t, "initdb", "-D", c.data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C")
+	c.configure(t, "postgresql.conf", conf)
+	c.start(t)
+	return c
+}
+
+// newStandby creates and starts a streaming standby of the cluster whose
+// server from listens at from (the primary's port, or a proxy's in front of
+// it): pg_basebackup -R, as an operator makes one, with conf appended to its
+// postgresql.auto.conf (which -R writes, and which the server reads last).
+func newStandby(t *testing.T, from, conf string) *cluster {
+	t.Helper()
+	c := makeCluster(t)
+	host, port, err := net.SplitHostPort(from)
+	require.NoError(t, err)
+	c.run(t, "pg_basebackup", "-D", c.data, "-h", host, "-p", port, "-U", "postgres", "-R", "-X", "stream", "-c", "fast", "--no-sync",
+		"-d", "application_name=standby")
+	c.configure(t, "postgresql.auto.conf", conf)
+	c.start(t)
+	return c
+}
+
+// makeCluster reserves a cluster's folder and port, and removes them when
+// the test ends, its server stopped (or, killed, its shared memory freed).
+func makeCluster(t *testing.T) *cluster {
+	t.Helper()
 	code, out := proctest.Run(t, exec.Command("../../scripts/with-postgres.sh", "--print-bindir"))
 	require.Equal(t, 0, code, out)
 	c := &cluster{bindir: strings.TrimSpace(out), asPostgres: os.Geteuid() == 0}
@@ -43,7 +72,9 @@ func newCluster(t *testing.T, conf string) *cluster {
 	c.dir, c.data = dir, filepath.Join(dir, "data")
 	t.Cleanup(func() {
 		if _, err := os.Stat(filepath.Join(c.data, "postmaster.pid")); err == nil {
-			_ = c.command("pg_ctl", "-D", c.data, "-m", "immediate", "-w", "stop").Run()
+			if c.command("pg_ctl", "-D", c.data, "-m", "immediate", "-w", "stop").Run() != nil {
+				c.freeShmem()
+			}
 		}
 		_ = os.RemoveAll(dir)
 	})
@@ -54,16 +85,20 @@ func newCluster(t *testing.T, conf string) *cluster {
 		gid, _ := strconv.Atoi(pg.Gid)
 		require.NoError(t, os.Chown(dir, uid, gid))
 	}
-	c.run(t, "initdb", "-D", c.data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C")
 	c.port = strings.TrimPrefix(freePort(t), "127.0.0.1:")
-	f, err := os.OpenFile(filepath.Join(c.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
-	require.NoError(t, err)
-	_, err = fmt.Fprintf(f, "\nlisten_addresses = '127.0.0.1'\nport = %s\nunix_socket_directories = '%s'\n%s\n", c.port, dir, conf)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-	c.start(t)
 	c.URL = "postgres://postgres@127.0.0.1:" + c.port + "/postgres?sslmode=disable"
 	return c
+}
+
+// configure appends the cluster's address and conf to the data folder's
+// file (postgresql.conf or postgresql.auto.conf).
+func (c *cluster) configure(t *testing.T, file, conf string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(c.data, file), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(f, "\nlisten_addresses = '127.0.0.1'\nport = %s\nunix_socket_directories = '%s'\n%s\n", c.port, c.dir, conf)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
 }
 
 // command returns the server binary name with args, run as postgres when
@@ -97,6 +132,45 @@ func (c *cluster) stop(t *testing.T, mode string) {
 	c.run(t, "pg_ctl", "-D", c.data, "-m", mode, "-w", "-t", "60", "stop")
 }
 
+// kill sends SIGKILL to the server's postmaster, as a crash of its machine
+// would end it, and returns at once. Its backends end on their own once they
+// see it gone.
+func (c *cluster) kill(t *testing.T) {
+	t.Helper()
+	pid, _, ok := c.pidFile()
+	require.True(t, ok, "the server's postmaster.pid")
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+}
+
+// promote promotes a standby and waits until it accepts writes.
+func (c *cluster) promote(t *testing.T) {
+	t.Helper()
+	c.run(t, "pg_ctl", "-D", c.data, "-w", "-t", "60", "promote")
+}
+
+// pidFile reads the postmaster's pid and its System V shared memory id from
+// postmaster.pid.
+func (c *cluster) pidFile() (pid int, shmid string, ok bool) {
+	b, err := os.ReadFile(filepath.Join(c.data, "postmaster.pid"))
+	lines := strings.Split(string(b), "\n")
+	if err != nil || len(lines) < 7 {
+		return 0, "", false
+	}
+	pid, err = strconv.Atoi(lines[0])
+	if f := strings.Fields(lines[6]); len(f) == 2 {
+		shmid = f[1]
+	}
+	return pid, shmid, err == nil
+}
+
+// freeShmem removes the System V shared memory segment of a killed server,
+// which nothing else would.
+func (c *cluster) freeShmem() {
+	if _, shmid, ok := c.pidFile(); ok && shmid != "" {
+		_ = exec.Command("ipcrm", "-m", shmid).Run()
+	}
+}
+
 // createDB creates a database on the cluster and returns its URL.
 func (c *cluster) createDB(t *testing.T, name string) string {
 	t.Helper()
@@ -107,6 +181,12 @@ func (c *cluster) createDB(t *testing.T, name string) string {
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+name)
 	require.NoError(t, err)
+	return c.dbURL(t, name)
+}
+
+// dbURL returns the URL of the cluster's database name.
+func (c *cluster) dbURL(t *testing.T, name string) string {
+	t.Helper()
 	u, err := url.Parse(c.URL)
 	require.NoError(t, err)
 	u.Path = "/" + name

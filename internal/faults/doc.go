@@ -1,6 +1,7 @@
 // Package faults is hookinbox's fault and hostile-input suite (issue 17):
 // it injects real faults (SIGKILL of a receiver or a worker, a PostgreSQL
-// restart, a commit cut off before its answer, hostile signatures) into
+// restart, a failover to a standby, a commit cut off before its answer,
+// hostile signatures) into
 // the real binaries and checks the guarantee that sums up hookinbox:
 // nothing acknowledged is lost, nothing is applied twice.
 //

@@ -3,7 +3,6 @@ package faults_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -124,14 +123,10 @@ FROM pg_stat_activity WHERE datname = current_database()`, pid).Scan(&waiters, &
 // queued returns the receiver's batch_queue_deliveries gauge.
 func queued(t *testing.T, metricsURL string) int {
 	t.Helper()
-	resp, err := http.Get(metricsURL) //nolint:noctx // a test's scrape
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	page, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	m := regexp.MustCompile(`(?m)^hookinbox_receiver_batch_queue_deliveries (\d+)`).FindSubmatch(page)
+	_, page := getPage(t, metricsURL)
+	m := regexp.MustCompile(`(?m)^hookinbox_receiver_batch_queue_deliveries (\d+)`).FindStringSubmatch(page)
 	require.NotNil(t, m, "no queue gauge in %s", metricsURL)
-	n, err := strconv.Atoi(string(m[1]))
+	n, err := strconv.Atoi(m[1])
 	require.NoError(t, err)
 	return n
 }

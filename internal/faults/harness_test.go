@@ -3,7 +3,9 @@ package faults_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,16 +39,25 @@ func size[T any](fast, slow T) T {
 // secret is the bank source's Standard Webhooks signing secret.
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
-// receiverBin and ledgerBin build cmd/receiver and examples/ledger (the
-// ledger worker) once per test process.
+// binaries are the commands the scenarios run, built together once per
+// test process.
+var binaries = []string{"../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl"}
+
+// receiverBin, ledgerBin and inboxctlBin are cmd/receiver, examples/ledger
+// (the ledger worker) and cmd/inboxctl.
 func receiverBin(t *testing.T) string {
 	t.Helper()
-	return proctest.Build(t, "../../cmd/receiver", "../../examples/ledger")[0]
+	return proctest.Build(t, binaries...)[0]
 }
 
 func ledgerBin(t *testing.T) string {
 	t.Helper()
-	return proctest.Build(t, "../../cmd/receiver", "../../examples/ledger")[1]
+	return proctest.Build(t, binaries...)[1]
+}
+
+func inboxctlBin(t *testing.T) string {
+	t.Helper()
+	return proctest.Build(t, binaries...)[2]
 }
 
 // command runs bin with an environment that names no config and no
@@ -63,13 +74,14 @@ type setup struct {
 	Listen   string        // receiver.listen; default 127.0.0.1:0
 	MaxConns int           // database.max_conns; default 10 (the worker needs one per slot)
 	Flushers int           // receiver.batch_flushers; default 2
-	Job      time.Duration // worker.job_timeout (rescue_after is a second more); default 5 min
+	Job      time.Duration // worker.job_timeout (rescue_after is a second more); default 5 min; negative: the product's defaults for both
 	Extra    string        // appended YAML (more top-level keys)
 	Sources  string        // more entries of sources:
 	Routes   string        // more entries of worker.routes:
 	Receiver string        // more receiver keys, in flow style ("ack_timeout: 60s")
 	Queue    string        // the bank source's queue, the one queue the worker works; default River's default
 	Worker   string        // one more worker key ("reaper_interval: 2s")
+	Database string        // more database keys, in flow style ("durability: {require: server_loss}")
 }
 
 // write writes the config and returns its path.
@@ -89,8 +101,15 @@ func (s setup) write(t *testing.T) string {
 	if job == 0 {
 		job = 5 * time.Minute
 	}
+	timeouts := fmt.Sprintf("job_timeout: %s\n  rescue_after: %s", job, job+time.Second)
+	if job < 0 {
+		timeouts = ""
+	}
 	if s.Receiver == "" {
 		s.Receiver = "ack_timeout: 4s"
+	}
+	if s.Database != "" {
+		s.Database = ", " + s.Database
 	}
 	source, workerKeys := "", s.Worker
 	if s.Queue != "" {
@@ -98,7 +117,7 @@ func (s setup) write(t *testing.T) string {
 	}
 	path := filepath.Join(t.TempDir(), "faults.yaml")
 	require.NoError(t, os.WriteFile(path, fmt.Appendf(nil, `
-database: {url: %q, max_conns: %d}
+database: {url: %q, max_conns: %d%s}
 log: {level: info}
 receiver: {listen: %q, batch_flushers: %d, %s}
 sources:
@@ -108,14 +127,13 @@ worker:
   listen: "127.0.0.1:0"
   concurrency: 8
   max_attempts: 25
-  job_timeout: %s
-  rescue_after: %s
+  %s
   soft_stop_timeout: 5s
   %s
   routes:
     - {source: bank, types: [%q], handlers: [ledger]}
 %s
-%s`, s.DB, maxConns, listen, flushers, s.Receiver, secret, source, s.Sources, job, job+time.Second, workerKeys,
+%s`, s.DB, maxConns, s.Database, listen, flushers, s.Receiver, secret, source, s.Sources, timeouts, workerKeys,
 		faults.DepositType, s.Routes, s.Extra), 0o600))
 	return path
 }
@@ -182,6 +200,18 @@ func freePort(t *testing.T) string {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	return addr
+}
+
+// getPage returns the status and body of a GET of url (a daemon's
+// /metrics or /readyz).
+func getPage(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url) //nolint:noctx // a test's scrape
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
 }
 
 // outcome is what the database holds at the end of a scenario.

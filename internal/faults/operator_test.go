@@ -66,8 +66,7 @@ func TestOperatorSteps(t *testing.T) {
 	unblock := blockAccount(t, db.Pool, "acc_blocked")
 	config := setup{DB: db.URL}.write(t)
 	workerConfig := withWorkerKeys(t, config, "max_attempts: 2", "reaper_interval: 100ms", "orphan_after: 500ms", "pause_refresh: 100ms")
-	// One build of the three binaries (receiverBin and ledgerBin find theirs).
-	inboxctl := proctest.Build(t, "../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl")[2]
+	inboxctl := inboxctlBin(t)
 	ctl := func(args ...string) (int, string) {
 		t.Helper()
 		return proctest.Run(t, command(inboxctl, append(args, "--config", config)...))

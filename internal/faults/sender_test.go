@@ -80,9 +80,10 @@ type Sender struct {
 	// Timeout bounds one attempt. Defaults to 10 s.
 	Timeout time.Duration
 
-	acked atomic.Int64
-	next  atomic.Uint64
-	hold  atomic.Pointer[hold]
+	acked  atomic.Int64
+	failed atomic.Int64
+	next   atomic.Uint64
+	hold   atomic.Pointer[hold]
 }
 
 // hold is an armed Hold: the attempt it catches, and the two channels.
@@ -120,6 +121,10 @@ type Report struct {
 
 // Acked returns the number of deliveries answered 2xx so far.
 func (s *Sender) Acked() int64 { return s.acked.Load() }
+
+// Failed returns the number of attempts that failed so far (no answer, or
+// not 2xx).
+func (s *Sender) Failed() int64 { return s.failed.Load() }
 
 // Hold arms the sender to catch its first attempt to target that starts once
 // Acked reaches acked: that attempt writes all of its request but the last
@@ -253,6 +258,7 @@ func (s *Sender) deliver(ctx context.Context, client *http.Client, d *Deposit, f
 		if err == nil && status/100 == 2 {
 			return Ack{ID: d.ID, Sent: sent, Answered: time.Now(), Attempts: attempt}, true
 		}
+		s.failed.Add(1)
 		if err != nil {
 			failed("no answer", "")
 		} else {

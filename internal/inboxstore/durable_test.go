@@ -18,15 +18,26 @@ import (
 
 // TestClaimCommitsDurably checks, in the real store, the setting under
 // which the receiver's claim commits, per delivery and as a group commit:
-// a trigger records synchronous_commit as the claim's writes see it. off,
-// whatever set it, is raised to on; every other value already waits for
-// the WAL flush and is kept, remote_apply included.
+// a trigger records synchronous_commit as the claim's writes see it. off
+// and local (which never wait for a synchronous standby), whatever set
+// them, are raised to on, and so is remote_write unless the claim keeps it
+// (DurabilityConfig.KeepRemoteWrite); on and remote_apply are kept.
 func TestClaimCommitsDurably(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ database, claim string }{
-		{"off", "on"}, {"local", "local"}, {"on", "on"}, {"remote_write", "remote_write"}, {"remote_apply", "remote_apply"},
+	for _, tc := range []struct {
+		database        string
+		keepRemoteWrite bool
+		claim           string
+	}{
+		{"off", false, "on"}, {"local", false, "on"}, {"on", false, "on"}, {"remote_write", false, "on"},
+		{"remote_apply", false, "remote_apply"},
+		{"local", true, "on"}, {"remote_write", true, "remote_write"},
 	} {
-		t.Run("DatabaseSetTo_"+tc.database, func(t *testing.T) {
+		name := "DatabaseSetTo_" + tc.database
+		if tc.keepRemoteWrite {
+			name += "_KeepingRemoteWrite"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			db := dbtest.New(t)
@@ -34,7 +45,8 @@ func TestClaimCommitsDurably(t *testing.T) {
 			pool := dbtest.SetSynchronousCommit(t, db, db.URL, tc.database)
 			client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
 			require.NoError(t, err)
-			ingester := inboxstore.NewIngester(pool, client, &inboxstore.IngesterConfig{})
+			ingester := inboxstore.NewIngester(pool, client, &inboxstore.IngesterConfig{KeepRemoteWrite: tc.keepRemoteWrite})
+			require.Equal(t, tc.claim, inboxstore.ClaimLevel(tc.database, tc.keepRemoteWrite))
 
 			_, err = ingester.Ingest(ctx, delivery(event("msg_one")))
 			require.NoError(t, err)
@@ -50,15 +62,15 @@ func TestClaimCommitsDurably(t *testing.T) {
 }
 
 // TestDurableTxOptions checks the durable BEGIN in each query mode, both
-// directly and through PgBouncer in transaction mode: off is on inside the
-// transaction, remote_apply stays remote_apply, and the setting does not
-// outlive the transaction on the (pooled) server connection.
+// directly and through PgBouncer in transaction mode: off and local are on
+// inside the transaction, remote_apply stays remote_apply, and the setting
+// does not outlive the transaction on the (pooled) server connection.
 func TestDurableTxOptions(t *testing.T) {
 	t.Parallel()
 	bouncer := dbtest.StartPgBouncer(t)
 	for _, via := range []string{"direct", "pgbouncer"} {
 		for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe} {
-			for _, tc := range []struct{ database, inside string }{{"off", "on"}, {"remote_apply", "remote_apply"}} {
+			for _, tc := range []struct{ database, inside string }{{"off", "on"}, {"local", "on"}, {"remote_apply", "remote_apply"}} {
 				t.Run(fmt.Sprintf("%s/%s/%s", via, mode, tc.database), func(t *testing.T) {
 					t.Parallel()
 					ctx := context.Background()

@@ -32,6 +32,11 @@ type IngesterConfig struct {
 	// Now returns the time stamped on claimed rows. Defaults to the
 	// database's clock.
 	Now func() time.Time
+	// KeepRemoteWrite lets the claim commit at synchronous_commit =
+	// remote_write when the session has it (see DurableTxOptions). Set in
+	// code from DurabilityConfig.KeepRemoteWrite. Defaults to false: the
+	// claim raises remote_write to on.
+	KeepRemoteWrite bool
 }
 
 // NewIngester returns an Ingester. riverClient may be insert-only (no
@@ -135,7 +140,7 @@ func (in *Ingester) ingestGroupOnce(ctx context.Context, group [][]newEvent) ([]
 	)
 	// The claim commits durably (DurableTxOptions): the caller answers 2xx
 	// once it returns.
-	err := BeginDurableFunc(ctx, in.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, in.pool, DurableTxOptions(in.config.KeepRemoteWrite), func(tx pgx.Tx) error {
 		rows, err := in.store.claim(ctx, tx, all, in.config.Now())
 		if err != nil {
 			return err

@@ -47,13 +47,15 @@ func scanRecord(row pgx.CollectableRow) (*outbox.Record, error) {
 // messages are not claimed.
 //
 // The claim commits durably (inboxstore.DurableTxOptions): synchronous_commit
-// off, whatever set it (the server, the database, the role), is raised to
-// on for the claim, and a stronger setting (remote_write, remote_apply) is
-// kept. Its COMMIT then waits for the WAL to be flushed up to its own commit
-// record, which lies after the commit record of every message it claimed. A
-// handler transaction committed with synchronous_commit off (the worker's
-// default) is therefore durable before its message leaves PostgreSQL; a
-// crash cannot lose an effect whose message was delivered.
+// off, local or remote_write, whatever set it (the server, the database,
+// the role), is raised to on for the claim, and a stronger setting
+// (remote_apply) is kept. Its COMMIT then waits for the WAL to be flushed,
+// on this server and on a synchronous standby, up to its own commit record,
+// which lies after the commit record of every message it claimed. A handler
+// transaction committed with synchronous_commit off (the worker's default)
+// is therefore durable before its message leaves PostgreSQL; neither a
+// crash nor a failover to the synchronous standby can lose an effect whose
+// message was delivered.
 func (s *Store) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]*outbox.Record, error) {
 	var recs []*outbox.Record
 	err := inboxstore.BeginDurableFunc(ctx, s.pool, func(tx pgx.Tx) error {

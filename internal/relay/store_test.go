@@ -19,7 +19,9 @@ import (
 // kept (the claim must never weaken a stronger setting).
 func TestClaimCommitsDurably(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ database, claim string }{{"off", "on"}, {"local", "local"}, {"remote_apply", "remote_apply"}} {
+	for _, tc := range []struct{ database, claim string }{
+		{"off", "on"}, {"local", "on"}, {"remote_write", "on"}, {"remote_apply", "remote_apply"},
+	} {
 		t.Run("DatabaseSetTo_"+tc.database, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()

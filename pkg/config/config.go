@@ -59,6 +59,9 @@ type DatabaseConfig struct {
 	// work. Defaults to cache_statement, or exec when Pooler is
 	// "transaction".
 	QueryMode string `mapstructure:"query_mode"`
+	// Durability holds what the commits a 2xx rests on wait for: its keys,
+	// defaults and validation are internal/inboxstore's.
+	Durability inboxstore.DurabilityConfig `mapstructure:"durability"`
 }
 
 // LogConfig configures the zap logger.

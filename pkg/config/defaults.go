@@ -60,6 +60,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 		c.Database.QueryMode = cmp.Or(c.Database.QueryMode, defaultDatabasePooledQueryMode)
 	}
 	c.Database.QueryMode = cmp.Or(c.Database.QueryMode, defaultDatabaseQueryMode)
+	c.Database.Durability = *c.Database.Durability.WithDefaults() // inboxstore's own defaults
 
 	c.Log.Level = cmp.Or(c.Log.Level, defaultLogLevel)
 	c.Log.Format = cmp.Or(c.Log.Format, defaultLogFormat)

@@ -90,10 +90,11 @@ worker:
 
 		require.Equal(t, &Config{
 			Database: DatabaseConfig{
-				URL:       "postgres://hookinbox:" + testDatabasePassword + "@localhost:5432/hookinbox",
-				Pooler:    PoolerNone,
-				QueryMode: "cache_statement",
-				MaxConns:  16,
+				URL:        "postgres://hookinbox:" + testDatabasePassword + "@localhost:5432/hookinbox",
+				Pooler:     PoolerNone,
+				QueryMode:  "cache_statement",
+				MaxConns:   16,
+				Durability: inboxstore.DurabilityConfig{Require: inboxstore.RequireNone},
 			},
 			Log: LogConfig{Level: "info", Format: "json"},
 			Receiver: ReceiverConfig{
@@ -648,6 +649,7 @@ func TestScalarKeys(t *testing.T) {
 	keys := scalarKeys(reflect.TypeFor[Config]())
 	require.Equal(t, []string{
 		"database.url", "database.max_conns", "database.pooler", "database.query_mode",
+		"database.durability.keep_remote_write", "database.durability.require",
 		"log.level", "log.format",
 		"receiver.listen", "receiver.ops_listen", "receiver.max_body_bytes", "receiver.ack_timeout", "receiver.shutdown_delay", "receiver.shutdown_timeout",
 		"receiver.batch_max_events", "receiver.batch_max_wait", "receiver.batch_flushers", "receiver.batch_queue", "receiver.retry_after", "receiver.max_in_flight",

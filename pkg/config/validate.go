@@ -64,6 +64,7 @@ func (c *Config) validateDatabase(p *problems) {
 	}
 	positive(p, "database.max_conns", c.Database.MaxConns)
 	c.Database.validatePooler(p)
+	ownerProblems(p, "database.durability.", c.Database.Durability.Validate()) // inboxstore's own checks
 }
 
 // logLevels are the levels a config may name.

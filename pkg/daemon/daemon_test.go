@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -125,4 +126,32 @@ func serveReceiver(t *testing.T, srv *receiver.Server) string {
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return ts.URL
+}
+
+// TestConnectTimeout checks the bound on each connection attempt when
+// database.url sets none: 10 s for one host, 2 s for each of several (a
+// failover's multi-host URL, where a host that hangs costs every new
+// connection that long before the next is tried), and the URL's own when it
+// sets one. Boot does not connect.
+func TestConnectTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		url  string
+		want time.Duration
+	}{
+		{"postgres://u@db:5432/x", 10 * time.Second},
+		{"postgres://u@db:5432/x?sslmode=prefer", 10 * time.Second},
+		{"postgres://u@db1:5432,db2:5432/x?target_session_attrs=read-write", 2 * time.Second},
+		{"host=db1,db2 port=5432,5433 user=u dbname=x", 2 * time.Second},
+		{"postgres://u@db1:5432,db2:5432/x?connect_timeout=5", 5 * time.Second},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			t.Parallel()
+			path := writeConfig(t, fmt.Sprintf("database: {url: %q}\n", tc.url))
+			env, _, err := daemon.Boot(context.Background(), &daemon.BootConfig{Args: []string{"--config", path}})
+			require.NoError(t, err)
+			defer env.Close()
+			require.Equal(t, tc.want, env.Pool.Config().ConnConfig.ConnectTimeout)
+		})
+	}
 }

@@ -25,8 +25,9 @@ import (
 const riverUIPrefix = "/riverui"
 
 // Metrics returns the registry that e's /metrics serves, made on first use
-// with the Go and process collectors and the backlog collector (the inbox's
-// pending and failed rows, River's queue depth). NewReceiver and newWorker
+// with the Go and process collectors, the backlog collector (the inbox's
+// pending and failed rows, River's queue depth) and the durability
+// collector (what a 2xx survives). NewReceiver and newWorker
 // register their metrics on it.
 func (e *Env) Metrics() *prometheus.Registry {
 	if e.metrics == nil {
@@ -37,6 +38,13 @@ func (e *Env) Metrics() *prometheus.Registry {
 		}
 		e.metrics.MustRegister(metrics.NewBacklog(inboxstore.New(e.Pool), &metrics.BacklogConfig{
 			Cache: e.MetricsCache, Sources: sources, Logger: e.Logger.Named("metrics"),
+		}))
+		keep := e.Config.Database.Durability.KeepRemoteWrite
+		e.metrics.MustRegister(metrics.NewDurability(&metrics.DurabilityConfig{
+			Read: func(ctx context.Context) (*inboxstore.Durability, error) {
+				return inboxstore.ReadDurability(ctx, e.Pool, keep)
+			},
+			Cache: e.MetricsCache, Logger: e.Logger.Named("metrics"),
 		}))
 	}
 	return e.metrics

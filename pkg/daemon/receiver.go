@@ -38,7 +38,9 @@ func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
-	ingester := inboxstore.NewIngester(env.Pool, riverClient, &inboxstore.IngesterConfig{QueueFor: queueFor(cfg)})
+	ingester := inboxstore.NewIngester(env.Pool, riverClient, &inboxstore.IngesterConfig{
+		QueueFor: queueFor(cfg), KeepRemoteWrite: cfg.Database.Durability.KeepRemoteWrite,
+	})
 
 	sources := make([]receiver.Source, 0, len(cfg.Sources))
 	for i := range cfg.Sources {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
@@ -94,16 +95,45 @@ SELECT current_setting('max_connections')::int, current_setting('superuser_reser
 	return nil
 }
 
+// ReadDurability reads what a 2xx survives on the server
+// (inboxstore.ReadDurability, with database.durability's settings) in one
+// attempt; when PostgreSQL cannot be reached, the error says so.
+func (e *Env) ReadDurability(ctx context.Context) (*inboxstore.Durability, error) {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	d, err := inboxstore.ReadDurability(ctx, e.Pool, e.Config.Database.Durability.KeepRemoteWrite)
+	return d, e.explain(err)
+}
+
+// CheckDurability reads what a 2xx survives on the server (ReadDurability)
+// and logs it, one line; it returns an error wrapping
+// inboxstore.ErrDurability when that is less than
+// database.durability.require.
+func (e *Env) CheckDurability(ctx context.Context) error {
+	dc := e.Config.Database.Durability
+	d, err := e.ReadDurability(ctx)
+	if err != nil {
+		return err
+	}
+	e.Logger.Info(d.String(), zap.String("fsync", d.Fsync), zap.String("full_page_writes", d.FullPageWrites),
+		zap.String("synchronous_commit", d.Session), zap.String("claim_commit", d.Claim),
+		zap.String("synchronous_standby", d.StandbyState()), zap.String("require", dc.Require))
+	return d.Meets(dc.Require)
+}
+
 // AwaitSchema retries CheckSchema until it passes, waiting e.Retry between
 // attempts and logging each failure with the attempt number, the delay
 // before the next one and the error. It returns nil once the schema is
 // there, and ctx's error when ctx ends first. Once the schema checks out it
 // checks the pool's size against the server (CheckPoolBudget) and returns
-// that error, which no retry mends.
+// that error, which no retry mends, then says what a 2xx survives
+// (CheckDurability).
 //
 // A schema that is reachable but older is retried too, logged at error level
 // with the migrate command: in Kubernetes the pod then waits, unready, for
-// the migration Job instead of crash-looping.
+// the migration Job instead of crash-looping. So is a server that gives
+// less durability than database.durability.require, logged at error level
+// with what is missing: a synchronous standby may be on its way.
 func (e *Env) AwaitSchema(ctx context.Context) error {
 	delay := cmp.Or(e.Retry.Initial, retryInitialDefault)
 	maxDelay := cmp.Or(e.Retry.Max, retryMaxDefault)
@@ -116,6 +146,9 @@ func (e *Env) AwaitSchema(ctx context.Context) error {
 			}
 		}
 		if err == nil {
+			err = e.CheckDurability(ctx)
+		}
+		if err == nil {
 			e.Logger.Info("database ready", zap.Int("attempt", attempt))
 			return nil
 		}
@@ -123,9 +156,12 @@ func (e *Env) AwaitSchema(ctx context.Context) error {
 			return ctx.Err()
 		}
 		fields := []zap.Field{zap.Int("attempt", attempt), zap.Duration("retry_in", delay), zap.Error(err)}
-		if errors.Is(err, schema.ErrTooOld) {
+		switch {
+		case errors.Is(err, schema.ErrTooOld):
 			e.Logger.Error("database schema is too old; waiting for `"+e.MigrateCommand()+"`", fields...)
-		} else {
+		case errors.Is(err, inboxstore.ErrDurability):
+			e.Logger.Error("waiting for the durability database.durability.require asks for", fields...)
+		default:
 			e.Logger.Warn("waiting for the database", fields...)
 		}
 		select {

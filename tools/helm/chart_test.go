@@ -1035,3 +1035,53 @@ func TestSecretPerComponent(t *testing.T) {
 		}
 	}
 }
+
+// TestHighAvailabilityValues renders every values block of
+// docs/deploying.md's "High availability" section, and checks that the
+// hookinbox.yaml it renders requires the durability the block asks for.
+func TestHighAvailabilityValues(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../docs/deploying.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	begin := strings.Index(doc, "\n## High availability\n")
+	if begin < 0 {
+		t.Fatal("docs/deploying.md has no High availability section")
+	}
+	section := doc[begin+1:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(section, -1)
+	if len(blocks) < 3 {
+		t.Fatalf("want a values block per kind of setup, found %d", len(blocks))
+	}
+	for i, block := range blocks {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			var values struct {
+				Config struct {
+					Database struct {
+						Durability map[string]any `json:"durability"`
+					} `json:"database"`
+				} `json:"config"`
+			}
+			if err := yaml.Unmarshal([]byte(block[1]), &values); err != nil {
+				t.Fatalf("block %d: %v\n%s", i, err, block[1])
+			}
+			file := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(file, []byte(block[1]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := mustRender(t, []string{file}, nil)
+			db, _ := r.config["database"].(map[string]any)
+			got, _ := db["durability"].(map[string]any)
+			want := values.Config.Database.Durability
+			if want["require"] == nil || fmt.Sprint(got["require"]) != fmt.Sprint(want["require"]) {
+				t.Errorf("block %d: hookinbox.yaml's database.durability is %v, want %v", i, got, want)
+			}
+		})
+	}
+}
