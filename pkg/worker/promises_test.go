@@ -41,23 +41,7 @@ func (b *testBundle) defaultsPool(t *testing.T) *pgxpool.Pool {
 // the test's routes and registry, and mutate last.
 func (b *testBundle) startDefaults(t *testing.T, pool *pgxpool.Pool, mutate func(*worker.Config)) *worker.Worker {
 	t.Helper()
-	cfg := &worker.Config{
-		Sources:  sources,
-		Registry: b.registry(t),
-		Logger:   zaptest.NewLogger(t),
-	}
-	if mutate != nil {
-		mutate(cfg)
-	}
-	w, err := worker.New(pool, cfg)
-	require.NoError(t, err)
-	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, w.Stop(ctx))
-	})
-	return w
+	return runWorker(t, pool, &worker.Config{Sources: sources, Registry: b.registry(t), Logger: zaptest.NewLogger(t)}, mutate)
 }
 
 // charged reads, per event id of the bundle's rows, the attempts charged

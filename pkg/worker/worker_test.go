@@ -108,14 +108,21 @@ func (b *testBundle) start(t *testing.T, mutate func(*worker.Config)) *worker.Wo
 			rc.FetchPollInterval = 20 * time.Millisecond
 		},
 	}
+	return runWorker(t, b.db.Pool, cfg, mutate)
+}
+
+// runWorker applies mutate (when set) to cfg, then starts a worker on pool
+// until the test ends.
+func runWorker(t *testing.T, pool *pgxpool.Pool, cfg *worker.Config, mutate func(*worker.Config)) *worker.Worker {
+	t.Helper()
 	if mutate != nil {
 		mutate(cfg)
 	}
-	w, err := worker.New(b.db.Pool, cfg)
+	w, err := worker.New(pool, cfg)
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		require.NoError(t, w.Stop(ctx))
 	})
