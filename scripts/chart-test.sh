@@ -3,7 +3,8 @@
 # in tools/helm/go.mod, built by the go command; the first run compiles it,
 # minutes on 2 cores): `helm lint --strict` and `helm template` for every
 # value set in charts/hookinbox/ci (the defaults, and each optional feature
-# on), a check that HPA and KEDA together are refused, then the Go tests of
+# on), a check that HPA and KEDA together are refused, that a typo in
+# config (a key the daemons do not accept) is refused, then the Go tests of
 # the chart's invariants on the rendered objects (tools/helm/chart_test.go).
 # Then scripts/kube-test.sh (a real API server) and scripts/image-test.sh
 # (the image in podman) when they exist; they find the rendered manifests in
@@ -37,6 +38,29 @@ if out=$(helm template hookinbox "$chart" -f "$chart/testdata/hpa-and-keda-value
 	exit 1
 fi
 echo "   refused: $(grep -m1 'autoscaling' <<<"$out")"
+
+# values.schema.json's "config" is generated from pkg/config's structs
+# (TestConfigurationDoc): a key the daemons would refuse is refused here,
+# by helm template and helm lint --strict, with its path.
+refused() { # WHAT WHERE HELM-ARGS...
+	local what=$1 where=$2 out
+	shift 2
+	echo "== config typo ($what): must be refused by helm template and helm lint --strict"
+	for verb in "template hookinbox" "lint --strict"; do
+		# shellcheck disable=SC2086 # the verb and its arguments
+		if out=$(helm $verb "$chart" "$@" 2>&1); then
+			echo "chart-test: helm $verb rendered a config with $what" >&2
+			exit 1
+		fi
+		if ! grep -qF "at '$where': additional properties '$what' not allowed" <<<"$out"; then
+			printf 'chart-test: helm %s refused %s without naming it at %s:\n%s\n' "$verb" "$what" "$where" "$out" >&2
+			exit 1
+		fi
+	done
+	echo "   refused: $(grep -m1 -F "additional properties '$what'" <<<"$out")"
+}
+refused lisen /config/receiver -f "$chart/ci/default-values.yaml" --set config.receiver.lisen=0.0.0.0:8080
+refused secret_file /config/sources/0 -f "$chart/testdata/config-typo-values.yaml"
 
 echo "== chart invariants (tools/helm/chart_test.go)"
 (cd tools/helm && go test -count=1 ./...)

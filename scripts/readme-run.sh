@@ -15,7 +15,9 @@
 # to reach the server, as on a developer's machine; this script sets them
 # from DATABASE_URL, the private cluster's, and then unsets DATABASE_URL so
 # that the block's own export is the one used. The receiver and the worker
-# the block starts in the background are stopped when this script exits.
+# the block starts in the background are stopped by the README's teardown
+# block, which runs after the check; this script checks that they stopped
+# and that the database is gone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,10 +43,22 @@ if [[ -n $unmarked ]]; then
 	exit 1
 fi
 
-block=$(awk '/^## / { section = ($0 == "## Running it"); next }
-	section && /^```sh$/ { inblock = 1; next }
-	inblock && /^```$/ { inblock = 0; print ""; next }
-	inblock { print }' README.md)
+# The teardown block (marked on the line before it) runs last, after the
+# check that the event was processed, in the same shell as the others.
+teardown_marker='<!-- make readme: teardown, run after the check -->'
+blocks() {
+	awk -v want="$1" -v marker="$teardown_marker" '/^## / { section = ($0 == "## Running it"); next }
+		section && /^```sh$/ { inblock = 1; teardown = (prev == marker); next }
+		inblock && /^```$/ { inblock = 0; if (teardown == want) print ""; next }
+		inblock { if (teardown == want) print; next }
+		NF { prev = $0 }' README.md
+}
+block=$(blocks 0)
+teardown=$(blocks 1)
+if [[ -z ${teardown//[[:space:]]/} ]]; then
+	echo "readme: no sh block marked '$teardown_marker' under '## Running it' in README.md" >&2
+	exit 1
+fi
 if [[ -z ${block//[[:space:]]/} ]]; then
 	echo "readme: no sh block under '## Running it' in README.md" >&2
 	exit 1
@@ -57,24 +71,44 @@ for port in 8080 8081; do
 		exit 1
 	fi
 done
-printf 'readme: running these blocks from README.md:\n%s\n' "$block"
+printf 'readme: running these blocks from README.md:\n%s\n%s\n' "$block" "$teardown"
 
-# The block runs in a session of its own, so that the daemons it leaves in
-# the background can be stopped together.
-setsid bash -euo pipefail -c "$block" &
+# The worker may still be processing the event when the blocks end: wait
+# for `done 1` (60 s at most) before the teardown stops it.
+check='
+for _ in $(seq 1 300); do
+	stats=$(DATABASE_URL=postgres:///hookinbox bin/inboxctl stats --config config/minimal.yaml 2>&1 || true)
+	if grep -qx "done 1" <<<"$stats"; then
+		printf "readme: the event was processed:\n%s\n" "$stats"
+		break
+	fi
+	sleep 0.2
+done
+if ! grep -qx "done 1" <<<"$stats"; then
+	printf "readme: the event was not processed within 60 s; stats said:\n%s\n" "$stats" >&2
+	exit 1
+fi
+'
+
+# The blocks run in a session of their own, so that the daemons they leave
+# in the background can be stopped together if the teardown does not.
+setsid bash -euo pipefail -c "$block
+$check
+$teardown" &
 leader=$!
 stop() { kill -TERM -- "-$leader" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap stop EXIT
 wait "$leader"
 
-# The blocks have ended; the worker may still be processing the event.
-for _ in $(seq 1 300); do
-	stats=$(DATABASE_URL=postgres:///hookinbox bin/inboxctl stats --config config/minimal.yaml 2>&1 || true)
-	if grep -qx 'done 1' <<<"$stats"; then
-		printf 'readme: the event was processed:\n%s\n' "$stats"
-		exit 0
+# The teardown must have stopped the daemons and dropped the database.
+for port in 8080 8081; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		echo "readme: after the teardown, 127.0.0.1:$port still answers" >&2
+		exit 1
 	fi
-	sleep 0.2
 done
-printf 'readme: the event was not processed within 60 s; stats said:\n%s\n' "$stats" >&2
-exit 1
+if [[ -n $(psql -d postgres -Atc "SELECT 1 FROM pg_database WHERE datname = 'hookinbox'") ]]; then
+	echo "readme: after the teardown, the database hookinbox still exists" >&2
+	exit 1
+fi
+echo "readme: the teardown stopped the daemons and dropped the database"

@@ -87,12 +87,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case isUsage(err):
-		fmt.Fprintf(stderr, "inboxctl: %v\nRun 'inboxctl --help' for usage.\n", err)
+		fmt.Fprintf(stderr, "inboxctl: %s\nRun 'inboxctl --help' for usage.\n", message(err))
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "inboxctl: %v\n", err)
+		fmt.Fprintf(stderr, "inboxctl: %s\n", message(err))
 		return exitOperational
 	}
+}
+
+// message is err's text for an operator. internal/admin's errors carry the
+// package prefix "admin: " for logs; inboxctl says its own name instead.
+func message(err error) string {
+	s := strings.TrimPrefix(err.Error(), "admin: ")
+	return strings.ReplaceAll(s, ": admin: ", ": ")
 }
 
 func isUsage(err error) bool {

@@ -27,3 +27,13 @@ func TestPauseAndResumeExitAlike(t *testing.T) {
 	require.Equal(t, "1 event", count(1, "event"))
 	require.Equal(t, "0 held events", count(0, "held event"))
 }
+
+// TestErrorsHaveNoPackagePrefix is issue 42's item 6: an unknown source
+// said "inboxctl: admin: no such source in the config".
+func TestErrorsHaveNoPackagePrefix(t *testing.T) {
+	t.Parallel()
+	path := writeStripeConfig(t, dbtest.New(t).URL, "")
+	code, _, stderr := inboxctl(t, "--config", path, "sources", "pause", "nosuch")
+	require.NotZero(t, code)
+	require.Equal(t, "inboxctl: no such source in the config: \"nosuch\"\n", stderr)
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -28,7 +29,8 @@ const (
 	docTableEnd   = "<!-- END GENERATED -->"
 )
 
-// TestConfigurationDoc fails when docs/configuration.md's table disagrees
+// TestConfigurationDoc fails when docs/configuration.md's table, or the
+// "config" section of the chart's values.schema.json (configSchema), disagrees
 // with the Config structs: one row per key, in the structs' order, with the
 // default ApplyDefaults applies (for the scalar keys, as
 // TestDocumentedDefaultsMatchTheConstants checks config/hookinbox.yaml
@@ -38,6 +40,7 @@ func TestConfigurationDoc(t *testing.T) {
 	t.Parallel()
 
 	comments := fieldComments(t)
+	checkValuesSchema(t, comments, os.Getenv("UPDATE_CONFIGURATION_DOC") == "1")
 	defaults := &Config{Sources: []SourceConfig{{}}}
 	defaults.ApplyDefaults()
 	documented := map[string]string{}
@@ -153,4 +156,83 @@ func fieldComments(t *testing.T) map[string]string {
 		})
 	}
 	return out
+}
+
+// valuesSchema is the chart's values schema, whose "config" section
+// TestConfigurationDoc keeps equal to the Config structs.
+const valuesSchema = "../../charts/hookinbox/values.schema.json"
+
+// schemaNode is a JSON Schema (draft-07) node of the chart's "config".
+type schemaNode struct {
+	Type                 any                    `json:"type,omitempty"`
+	Description          string                 `json:"description,omitempty"`
+	Properties           map[string]*schemaNode `json:"properties,omitempty"`
+	AdditionalProperties any                    `json:"additionalProperties,omitempty"`
+	Items                *schemaNode            `json:"items,omitempty"`
+}
+
+// configSchema returns the schema of a value of type typ: every struct (a
+// section, a list entry, a named entry of a map) allows only its own keys,
+// so that a typo fails `helm template` with its path. Scalars stay loose,
+// as the daemons decode them weakly (a number may be a string, as an
+// environment variable is); a duration must be a string ("30s"), as the
+// daemons refuse a bare number. null is a key left out.
+func configSchema(t *testing.T, typ reflect.Type, comments map[string]string) *schemaNode {
+	t.Helper()
+	switch {
+	case typ.Kind() == reflect.Struct:
+		node := &schemaNode{Type: []string{"object", "null"}, Properties: map[string]*schemaNode{}, AdditionalProperties: false}
+		for _, field := range settingFields(typ) {
+			owner := typ
+			if len(field.Index) > 1 { // A squashed struct's field.
+				owner = typ.FieldByIndex(field.Index[:len(field.Index)-1]).Type
+			}
+			child := configSchema(t, field.Type, comments)
+			child.Description = comments[path.Base(owner.PkgPath())+"."+owner.Name()+"."+field.Name]
+			node.Properties[tagName(field)] = child
+		}
+		return node
+	case isStructPointer(typ):
+		return configSchema(t, typ.Elem(), comments)
+	case typ.Kind() == reflect.Slice && typ.Elem().Kind() == reflect.Struct:
+		return &schemaNode{Type: []string{"array", "null"}, Items: configSchema(t, typ.Elem(), comments)}
+	case typ.Kind() == reflect.Map && typ.Elem().Kind() == reflect.Struct:
+		return &schemaNode{Type: []string{"object", "null"}, AdditionalProperties: configSchema(t, typ.Elem(), comments)}
+	case typ == durationType:
+		return &schemaNode{Type: []string{"string", "null"}}
+	default:
+		return &schemaNode{}
+	}
+}
+
+// checkValuesSchema fails when values.schema.json's "config" section
+// disagrees with the Config structs, or rewrites it when update is set.
+func checkValuesSchema(t *testing.T, comments map[string]string, update bool) {
+	t.Helper()
+	node := configSchema(t, reflect.TypeFor[Config](), comments)
+	node.Type = "object"
+	node.Description = "hookinbox.yaml, every key the daemons accept (generated from pkg/config's structs by TestConfigurationDoc; docs/configuration.md lists them)."
+	var buf strings.Builder
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("    ", "  ")
+	require.NoError(t, enc.Encode(node))
+	generated := strings.TrimSuffix(buf.String(), "\n")
+
+	data, err := os.ReadFile(valuesSchema)
+	require.NoError(t, err)
+	schema := string(data)
+	const key = "\n    \"config\": "
+	begin := strings.Index(schema, key)
+	require.True(t, begin >= 0, "%s has no top-level \"config\"", valuesSchema)
+	begin += len(key)
+	dec := json.NewDecoder(strings.NewReader(schema[begin:]))
+	var section json.RawMessage
+	require.NoError(t, dec.Decode(&section))
+	end := begin + int(dec.InputOffset())
+	if update && schema[begin:end] != generated {
+		require.NoError(t, os.WriteFile(valuesSchema, []byte(schema[:begin]+generated+schema[end:]), 0o644))
+		return
+	}
+	require.Equal(t, generated, schema[begin:end], "%s's \"config\" disagrees with the Config structs; rerun with UPDATE_CONFIGURATION_DOC=1", valuesSchema)
 }

@@ -134,12 +134,14 @@ func run(ctx context.Context, bin string, deposits int, hold bool) error {
 	// The poison event fails permanently, so its job is cancelled; the
 	// unparseable one never had a job.
 	fmt.Printf("\n   The poison event's job is in River UI, with its error:\n     http://%s/riverui/jobs?state=cancelled  (user %s, password %s)\n", workerAddr, uiUser, uiPassword)
-	fmt.Printf("   The unparseable one has no job: bin/inboxctl events list --status failed --config %s\n", configPath)
+	// The config is deleted when the demo returns: name it only while held.
 	if hold {
+		fmt.Printf("   The unparseable one has no job: bin/inboxctl events list --status failed --config %s\n", configPath)
 		fmt.Println("   holding the receiver and worker up: press Ctrl-C to stop")
 		<-ctx.Done()
 	} else {
-		fmt.Println("   (run `make demo DEMO_FLAGS=--hold` to keep them up and look)")
+		fmt.Println("   The unparseable one has no job: `inboxctl events list --status failed` shows it.")
+		fmt.Println("   (run `make demo DEMO_FLAGS=--hold` to keep them up and look; it prints the config to pass)")
 	}
 
 	step("6. stop everything (SIGTERM: soft stop, then hard)")
