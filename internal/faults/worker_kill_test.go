@@ -48,8 +48,10 @@ func TestWorkerSIGKILL(t *testing.T) {
 	// A transaction per event, so that each of the workerConcurrency jobs in
 	// flight holds its own row when it blocks (in a group, a job waiting for
 	// the group's permit holds none): the crash inside a group commit is
-	// scenario 8.
-	config := setup{DB: db.URL, Worker: "group_max_events: 1"}.write(t)
+	// scenario 8. A worker keeps four of its pool's connections off event
+	// transactions (River's and its bookkeeping's), so the pool has those
+	// four beside one per job.
+	config := setup{DB: db.URL, Worker: "group_max_events: 1", MaxConns: workerConcurrency + 4}.write(t)
 	ctx := context.Background()
 
 	n, kills := size(1000, 4000), size(1, 4)
