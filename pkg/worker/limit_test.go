@@ -42,6 +42,10 @@ func TestTransactionLimit(t *testing.T) {
 		w = b.start(t, func(c *worker.Config) {
 			c.Queues = map[string]int{river.QueueDefault: 200}
 			c.GroupFlushers = flushers
+			// The product's job_timeout: a group's events get a tenth of
+			// it before they leave it to run again alone (the test's 10 s
+			// would give 1 s, which a loaded machine's probe can pass).
+			c.JobTimeout = worker.JobTimeoutDefault
 			c.Registry.Register("probe", func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
 				// Every open group transaction has taken rows of the
 				// inbox: it holds a row-exclusive lock on the table and
