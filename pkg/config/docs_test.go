@@ -224,7 +224,7 @@ func checkValuesSchema(t *testing.T, comments map[string]string, update bool) {
 	schema := string(data)
 	const key = "\n    \"config\": "
 	begin := strings.Index(schema, key)
-	require.True(t, begin >= 0, "%s has no top-level \"config\"", valuesSchema)
+	require.GreaterOrEqual(t, begin, 0, "%s has no top-level \"config\"", valuesSchema)
 	begin += len(key)
 	dec := json.NewDecoder(strings.NewReader(schema[begin:]))
 	var section json.RawMessage
