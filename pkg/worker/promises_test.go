@@ -270,14 +270,7 @@ func TestControlPlaneUnderLoad(t *testing.T) {
 	require.LessOrEqual(t, most, slots, "no more event transactions than the pool has connections for")
 	mu.Unlock()
 	close(g.release)
-	poll(t, 120*time.Second, "every event to be done", func() (bool, error) {
-		c, err := b.store.Count(ctx, nil)
-		return err == nil && c.Done == n, err
-	})
-	var total, distinct int
-	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT event_id) FROM effects`).Scan(&total, &distinct))
-	require.Equal(t, n, total)
-	require.Equal(t, n, distinct)
+	b.requireEachDoneOnce(t, n)
 }
 
 func TestRouteOptionsRollOut(t *testing.T) {
@@ -543,10 +536,7 @@ func TestWorkerStaysWithinMaxConns(t *testing.T) {
 	for i := range n {
 		b.ingest(t, fmt.Sprintf("evt_%04d", i), "account.deposit")
 	}
-	poll(t, 120*time.Second, "every event to be done", func() (bool, error) {
-		c, err := b.store.Count(ctx, nil)
-		return err == nil && c.Done == n, err
-	})
+	b.requireEachDoneOnce(t, n)
 	// Idle connections stay open (pgxpool's max_conn_idle_time is 30 min).
 	var open int
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `

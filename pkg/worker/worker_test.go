@@ -509,9 +509,17 @@ func TestTwoWorkersRacingOverTheSameRows(t *testing.T) {
 	}
 	otherWorker()
 
-	poll(t, 60*time.Second, "every row to be done", func() (bool, error) {
+	b.requireEachDoneOnce(t, n)
+}
+
+// requireEachDoneOnce waits until the bundle's n rows are done, then
+// requires each event's effect exactly once.
+func (b *testBundle) requireEachDoneOnce(t *testing.T, n int) {
+	t.Helper()
+	ctx := context.Background()
+	poll(t, 120*time.Second, "every row to be done", func() (bool, error) {
 		c, err := b.store.Count(ctx, nil)
-		return err == nil && c.Done == n, err
+		return err == nil && c.Done == int64(n), err
 	})
 	var total, distinct int
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT event_id) FROM effects`).Scan(&total, &distinct))
