@@ -247,6 +247,10 @@ func TestCommitter(t *testing.T) {
 			b.waitWaiting(t, 50)
 			b.do(ctx, 100, answers)
 			b.waitWaiting(t, 51)
+			// And the collector has taken all 51 in (its turns), before
+			// the flusher frees: else the next batch forms from what it
+			// took so far.
+			require.Eventually(t, func() bool { return b.committer.Unreceived() == 0 }, 10*time.Second, time.Millisecond)
 			b.open()
 			next := <-b.entered
 			require.Len(t, next, 5)
