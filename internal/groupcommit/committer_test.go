@@ -86,10 +86,14 @@ func (b *testBundle) do(ctx context.Context, item int, answers chan<- answer) {
 	}()
 }
 
-// waitWaiting waits until n requests wait for a flusher.
+// waitWaiting waits until n requests wait for a flusher and the collector
+// has taken every queued one in (Waiting counts a request from its Do, so a
+// batch formed before the collector's next turn could hold only some).
 func (b *testBundle) waitWaiting(t *testing.T, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return b.committer.Waiting() == n }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool {
+		return b.committer.Waiting() == n && b.committer.Unreceived() == 0
+	}, 10*time.Second, time.Millisecond)
 }
 
 func TestCommitter(t *testing.T) {
@@ -247,16 +251,16 @@ func TestCommitter(t *testing.T) {
 			b.waitWaiting(t, 50)
 			b.do(ctx, 100, answers)
 			b.waitWaiting(t, 51)
-			// And the collector has taken all 51 in (its turns), before
-			// the flusher frees: else the next batch forms from what it
-			// took so far.
-			require.Eventually(t, func() bool { return b.committer.Unreceived() == 0 }, 10*time.Second, time.Millisecond)
 			b.open()
 			next := <-b.entered
-			require.Len(t, next, 5)
 			if keyed {
+				// The batch may be the quiet key's alone: the collector can
+				// have shared its batch out while the storm's flush still
+				// held the one flusher (only keys holding none may take the
+				// last flusher), and hand that over once it frees.
 				require.Contains(t, next, 100, "the quiet request takes the first turn")
 			} else {
+				require.Len(t, next, 5)
 				require.NotContains(t, next, 100, "without keys, first come, first served")
 			}
 			for range 52 {
