@@ -115,6 +115,9 @@ type Committer[T, R any] struct {
 	shares *fairshare.Budget
 	// busy counts the flushers handed a batch and not done with it.
 	busy atomic.Int64
+	// collected counts the requests the collector has taken in, ever (the
+	// tests wait on it: a request counts in waiting before it is queued).
+	collected atomic.Int64
 	// flushing counts, with Config.Key, each key's batches in the
 	// flushers' hands; freed wakes the collector when a flush ends.
 	flushingMu sync.Mutex
@@ -308,6 +311,7 @@ func (c *Committer[T, R]) collect() {
 		})
 		batch = slices.Insert(batch, i, p)
 		size += p.size
+		c.collected.Add(1)
 	}
 	l := c.config.Limiter
 	held := false // a permit of l for the next batch

@@ -23,6 +23,8 @@ type testBundle struct {
 	release chan struct{}
 	// fail, when set, is the error of every flush.
 	fail error
+	// calls counts do's calls.
+	calls int
 }
 
 func setup(t *testing.T, config *groupcommit.Config[int], gated bool) *testBundle {
@@ -80,6 +82,7 @@ type answer struct {
 
 // do runs Do(ctx, item) in a goroutine and sends its answer on answers.
 func (b *testBundle) do(ctx context.Context, item int, answers chan<- answer) {
+	b.calls++
 	go func() {
 		v, err := b.committer.Do(ctx, item)
 		answers <- answer{item: item, value: v, err: err}
@@ -87,12 +90,12 @@ func (b *testBundle) do(ctx context.Context, item int, answers chan<- answer) {
 }
 
 // waitWaiting waits until n requests wait for a flusher and the collector
-// has taken every queued one in (Waiting counts a request from its Do, so a
-// batch formed before the collector's next turn could hold only some).
+// has taken in every request do made (Waiting counts a request from its Do,
+// so a batch formed before the collector's next turn could hold only some).
 func (b *testBundle) waitWaiting(t *testing.T, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		return b.committer.Waiting() == n && b.committer.Unreceived() == 0
+		return b.committer.Waiting() == n && b.committer.Collected() == b.calls
 	}, 10*time.Second, time.Millisecond)
 }
 

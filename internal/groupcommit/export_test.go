@@ -1,5 +1,6 @@
 package groupcommit
 
-// Unreceived returns how many queued requests the collector has not taken
-// in yet (Waiting counts a request from its Do until a flusher takes it).
-func (c *Committer[T, R]) Unreceived() int { return len(c.queue) }
+// Collected returns how many requests the collector has taken in since
+// Start (Waiting counts a request from its Do, before it is queued, until a
+// flusher takes it).
+func (c *Committer[T, R]) Collected() int { return int(c.collected.Load()) }
