@@ -93,7 +93,8 @@ worker:
 
 // checkCommandLine walks an inboxctl command line (its words after
 // "inboxctl") through inboxctl's own command tree: every word before the
-// first argument that names a subcommand descends to it, and every flag
+// first argument that names a subcommand descends to it (and a command
+// that takes no argument, such as sources, needs one), and every flag
 // must be one the command found takes (a flag that takes a value takes the
 // next word, unless written --flag=value). With args, the arguments left
 // must be as many as the command takes. It returns the command line with
@@ -130,8 +131,8 @@ func checkCommandLine(words []string, args bool) ([]string, error) {
 		}
 		positional = append(positional, w)
 	}
-	if cmd == root && len(positional) > 0 {
-		return nil, fmt.Errorf("inboxctl has no command %q", positional[0])
+	if cmd.HasSubCommands() && len(positional) > 0 && !takesArgs(cmd) {
+		return nil, fmt.Errorf("%q has no command %q", cmd.CommandPath(), positional[0])
 	}
 	if args && !cmd.DisableFlagParsing {
 		if err := cmd.ValidateArgs(positional); err != nil {
@@ -143,6 +144,17 @@ func checkCommandLine(words []string, args bool) ([]string, error) {
 		}
 	}
 	return rest, nil
+}
+
+// takesArgs reports whether cmd takes arguments (one to three) beside its
+// subcommands, as replay takes SOURCE EVENT_ID.
+func takesArgs(cmd *cobra.Command) bool {
+	for _, a := range [][]string{{"A"}, {"A", "B"}, {"A", "B", "C"}} {
+		if cmd.ValidateArgs(a) == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // lookupFlag finds the flag word names (--name, --name=value, -n) among
