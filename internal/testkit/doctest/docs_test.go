@@ -1,6 +1,7 @@
 package doctest
 
 import (
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -199,5 +200,91 @@ func TestSlug(t *testing.T) {
 		if got := Slug(text); got != want {
 			t.Errorf("Slug(%q) = %q, want %q", text, got, want)
 		}
+	}
+}
+
+// TestMakeTargetsExist fails when a page shows or names a make target the
+// Makefile does not have (`make chart-test`, make demo's block).
+func TestMakeTargetsExist(t *testing.T) {
+	t.Parallel()
+	root := Root(t)
+	data, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z_-]*):`).FindAllStringSubmatch(string(data), -1) {
+		targets[m[1]] = true
+	}
+	checked := 0
+	for _, p := range Pages(t, root) {
+		for _, c := range p.Commands("make") {
+			for _, w := range c.Words[1:] {
+				if strings.HasPrefix(w, "-") || strings.Contains(w, "=") {
+					continue
+				}
+				checked++
+				if !targets[w] && !c.Synopsis {
+					t.Errorf("%s: %s: the Makefile has no target %q", c.Where, c.Text, w)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no make command found in the pages")
+	}
+}
+
+// TestNamedTestsExist fails when a page names a test (`TestSecretRotation`,
+// `TestSequence/HeadFailingForGoodWakesTheNext`, go test -run
+// TestRouteChangeRollsOut) that no _test.go file of
+// the repository declares: the evidence a sentence cites must still be
+// there.
+func TestNamedTestsExist(t *testing.T) {
+	t.Parallel()
+	root := Root(t)
+	declared := map[string]bool{}
+	decl := regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]+)\(`)
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		for _, m := range decl.FindAllSubmatch(data, -1) {
+			declared[string(m[1])] = true
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := regexp.MustCompile(`^(Test[A-Z][A-Za-z0-9_]*)(?:/\S+)?$`)
+	checked := 0
+	for _, p := range Pages(t, root) {
+		for _, s := range p.Spans {
+			m := named.FindStringSubmatch(s.Text)
+			if m == nil {
+				continue
+			}
+			checked++
+			if !declared[m[1]] {
+				t.Errorf("%s: `%s`: no _test.go file declares %s", p.Where(s.Line), s.Text, m[1])
+			}
+		}
+		// go test … -run NAME, in blocks and in prose.
+		for _, c := range p.Commands("go") {
+			for i, w := range c.Words {
+				if w != "-run" || i+1 == len(c.Words) {
+					continue
+				}
+				name := strings.Trim(c.Words[i+1], "^$'")
+				if m := named.FindStringSubmatch(name); m != nil && !declared[m[1]] {
+					t.Errorf("%s: %s: no _test.go file declares %s", c.Where, c.Text, m[1])
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no test named in the pages")
 	}
 }
