@@ -165,11 +165,12 @@ func lookupFlag(cmd *cobra.Command, word string) (f *pflag.Flag, inline bool) {
 	cmd.InitDefaultVersionFlag()
 	name, _, inline := strings.Cut(strings.TrimLeft(word, "-"), "=")
 	for _, set := range []*pflag.FlagSet{cmd.Flags(), cmd.InheritedFlags()} {
-		if strings.HasPrefix(word, "--") {
+		switch {
+		case strings.HasPrefix(word, "--"):
 			f = set.Lookup(name)
-		} else if len(name) == 1 {
+		case len(name) == 1:
 			f = set.ShorthandLookup(name)
-		} else {
+		default:
 			f = set.Lookup(name) // send parses Go's flags: -data works too
 		}
 		if f != nil {

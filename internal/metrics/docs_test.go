@@ -149,7 +149,7 @@ func TestDocumentedAlertsExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules := map[string]string{} // alert → its rule's text
-	bounds := ruleAlert.FindAllStringSubmatchIndex(string(data), -1)
+	bounds := ruleAlert.FindAllSubmatchIndex(data, -1)
 	for i, m := range bounds {
 		end := len(data)
 		if i+1 < len(bounds) {

@@ -152,11 +152,11 @@ func spans(text string) []Span {
 	var out []Span
 	line := 1
 	for i := 0; i < len(text); {
-		switch {
-		case text[i] == '\n':
+		switch text[i] {
+		case '\n':
 			line++
 			i++
-		case text[i] == '`':
+		case '`':
 			n := 0
 			for i+n < len(text) && text[i+n] == '`' {
 				n++
