@@ -26,15 +26,21 @@ import (
 // named in prose, must name a verb inboxctl has and only flags that verb
 // takes; and every line of a block that shows values rather than
 // placeholders must have as many arguments as its verb takes, and is run, in the pages' order,
-// against a database of its own with a config that has a stripe source,
-// where it may fail for the data (exit 1: no such event) but not for its
-// command line (exit 2). It finds the commands by itself, so a verb or a
+// against a database of its own with a config that has a stripe source
+// and a real receiver (what README's send sends is stored, and shown
+// after), where it may fail for the data (exit 1: no such event) but not
+// for its command line (exit 2). It finds the commands by itself, so a verb or a
 // flag a page gains is checked as soon as it is written.
 func TestDocumentedCommands(t *testing.T) {
 	t.Parallel()
 	root := doctest.Root(t)
-	configPath := writeDocsConfig(t, dbtest.New(t).URL)
-	checked, ran := 0, 0
+	db := dbtest.New(t)
+	// The real receiver, on the address the config gives inboxctl send,
+	// so that the events the pages send are stored and looked up after.
+	configPath := writeDocsConfig(t, db.URL, "127.0.0.1:1")
+	receiver := serveReceiver(t, configPath, db)
+	configPath = writeDocsConfig(t, db.URL, strings.TrimPrefix(receiver.URL, "http://"))
+	checked, ran, ok := 0, 0, 0
 	for _, page := range doctest.Pages(t, root) {
 		for _, c := range page.Commands("inboxctl") {
 			checked++
@@ -52,19 +58,24 @@ func TestDocumentedCommands(t *testing.T) {
 			code := run(ctx, append([]string{"--config", configPath}, args...), strings.NewReader(""), &out, &errOut)
 			cancel()
 			t.Logf("%s: exit %d: %s %s", c.Where, code, c.Text, strings.TrimSpace(errOut.String()))
+			if code == exitOK {
+				ok++
+			}
 			if code == exitUsage {
 				t.Errorf("%s: %s: inboxctl refused the command line (exit %d): %s", c.Where, c.Text, code, errOut.String())
 			}
 		}
 	}
-	t.Logf("%d inboxctl command lines checked, %d of them run", checked, ran)
+	t.Logf("%d inboxctl command lines checked, %d of them run, %d with exit 0", checked, ran, ok)
 	require.Positive(t, ran, "no inboxctl command line was run: the pages were not read")
+	require.Greater(t, ok, ran/2, "most command lines failed: is the docs check's config refused?")
 }
 
 // writeDocsConfig writes the config the documented commands run with: a
-// stripe source, reconciled from a Stripe events API on loopback that lists
-// nothing (so that no command reaches a provider).
-func writeDocsConfig(t *testing.T, databaseURL string) string {
+// receiver on listen and a stripe source, reconciled from a Stripe events
+// API on loopback that lists nothing (so that no command reaches a
+// provider).
+func writeDocsConfig(t *testing.T, databaseURL, listen string) string {
 	t.Helper()
 	stripeAPI := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet || r.URL.Path != "/v1/events" {
@@ -77,7 +88,7 @@ func writeDocsConfig(t *testing.T, databaseURL string) string {
 	t.Cleanup(stripeAPI.Close)
 	yaml := fmt.Sprintf(`database: {url: %q}
 log: {level: error}
-receiver: {listen: "127.0.0.1:1"}
+receiver: {listen: %q}
 sources:
   - name: stripe
     provider: stripe
@@ -85,7 +96,7 @@ sources:
     reconcile: {enabled: true, api_key: rk_docs_check, api_base_url: %q}
 worker:
   routes: [{source: stripe, handlers: [log]}]
-`, databaseURL, stripeAPI.URL)
+`, databaseURL, listen, stripeAPI.URL)
 	path := filepath.Join(t.TempDir(), "hookinbox.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
 	return path
