@@ -33,7 +33,7 @@ MUTANT_SEEDS ?= 1 2 3
 MUTANT_DURATION ?= 40s
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo readme bench faults soak soak-mutants fuzz lint deadcode migrate image image-test kube-test clean chart-test
+.PHONY: help build test docs demo readme bench faults soak soak-mutants fuzz lint deadcode migrate image image-test kube-test clean chart-test
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z_-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -48,6 +48,13 @@ build: ## build the commands and examples into bin/
 # 2026-12-03); 6m is 1.75x the worst of them.
 test: ## run all tests, the bench module's too (private PostgreSQL unless DATABASE_URL is set; TESTFLAGS=-race)
 	scripts/with-postgres.sh sh -c 'set -e; $(GO) test -count=1 $(TESTFLAGS) -timeout 6m ./...; cd bench && $(GO) test -count=1 $(TESTFLAGS) -timeout 6m ./...'
+
+# The docs check's tests (also part of make test): README.md's, docs/'s and
+# the chart README's commands, metrics, alerts, config keys and links
+# against the code.
+DOCS_TESTS := TestDocumented[A-Za-z]*|TestLinksResolve|TestConfigPointersResolve|TestCommandBlocksRunOrSayWhy|TestPathsExist|TestMakeTargetsExist|TestNamedTestsExist
+docs: ## the docs check alone (part of make test): every inboxctl line the pages show parses and runs, every metric, alert, config key, link, make target and test they name exists
+	scripts/with-postgres.sh $(GO) test -count=1 -run '^($(DOCS_TESTS))$$' ./cmd/inboxctl ./internal/metrics ./pkg/config ./internal/testkit/doctest
 
 chart-test: ## lint and render charts/hookinbox with Helm (tools/helm/go.mod) for each value set, and test its invariants
 	scripts/chart-test.sh

@@ -10,6 +10,8 @@
 # ```console) must say why it is not run, on the line just before it:
 #   <!-- make readme: not run: REASON -->
 # so that no command the README shows escapes this check unnoticed.
+# (Every inboxctl line of README.md and docs/ is also parsed, and run where
+# it shows values, by the docs check in make test: make docs.)
 #
 # The block expects the PostgreSQL client defaults (PGHOST, PGPORT, PGUSER)
 # to reach the server, as on a developer's machine; this script sets them

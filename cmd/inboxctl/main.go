@@ -66,13 +66,14 @@ func (e *usageError) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-// run runs inboxctl's command line and returns its exit status.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// run runs inboxctl's command line and returns its exit status; a command
+// that asks for confirmation reads the answer from stdin.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	path, rest, err := daemon.SplitConfig(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "inboxctl: %v\n", err)
@@ -80,6 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	root := newRoot(path)
 	root.SetArgs(rest)
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err = root.ExecuteContext(ctx)

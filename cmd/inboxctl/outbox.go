@@ -131,7 +131,7 @@ attempts reset; their history stays. Name the messages by key, or pass --all
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "replayed %d failed messages\n", n)
+			fmt.Fprintf(cmd.OutOrStdout(), "replayed %s\n", count(n, "failed message"))
 			return nil
 		},
 	}
