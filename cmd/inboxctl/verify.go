@@ -80,7 +80,7 @@ not_found. The exit status is 0 only when every row verified.`,
 				return err
 			}
 			if n := notVerified(out); n > 0 {
-				return fmt.Errorf("%d of %d events not verified", n, len(out))
+				return fmt.Errorf("%d of %s not verified", n, count(int64(len(out)), "event"))
 			}
 			return nil
 		},

@@ -73,7 +73,7 @@ func waitFed(ctx context.Context, pool *pgxpool.Pool, runID string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d outbox messages still undelivered after a minute", pending)
+			return fmt.Errorf("%d outbox %s still undelivered after a minute", pending, plural(int64(pending), "message", "messages"))
 		}
 		select {
 		case <-ctx.Done():

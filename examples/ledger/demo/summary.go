@@ -24,7 +24,7 @@ func waitSettled(ctx context.Context, pool *pgxpool.Pool, runID string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d events still pending after 2 minutes", c.Pending)
+			return fmt.Errorf("%d %s still pending after 2 minutes", c.Pending, plural(int64(c.Pending), "event", "events"))
 		}
 		select {
 		case <-ctx.Done():
@@ -91,4 +91,12 @@ func summarize(ctx context.Context, pool *pgxpool.Pool, b *burst) (bool, error) 
 		fmt.Println("   every deposit was applied exactly once")
 	}
 	return ok, nil
+}
+
+// plural is one when n is 1, else many.
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
