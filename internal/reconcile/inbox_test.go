@@ -138,3 +138,19 @@ func (f failures) answer(rw http.ResponseWriter, n int) bool {
 	_, _ = rw.Write([]byte(`{}`))
 	return true
 }
+
+// counts is res without its list of missing events (see missingIDs).
+func counts(res *reconcile.Result) *reconcile.Result {
+	c := *res
+	c.Missing = nil
+	return &c
+}
+
+// missingIDs are the ids of res's missing events, in the order listed.
+func missingIDs(res *reconcile.Result) []string {
+	ids := make([]string, len(res.Missing))
+	for i, m := range res.Missing {
+		ids[i] = m.ID
+	}
+	return ids
+}

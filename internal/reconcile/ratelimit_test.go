@@ -156,7 +156,7 @@ func TestGitHubRateLimit(t *testing.T) {
 			reset = time.Unix(at.Unix()+2, 0)
 			return reset
 		}))
-		res, err := g.Reconcile(context.Background(), time.Now().Add(-time.Hour), known)
+		res, err := g.Reconcile(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, known, false)
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Fetched)
 		calls := l.calls()
@@ -170,7 +170,7 @@ func TestGitHubRateLimit(t *testing.T) {
 		t.Parallel()
 		c := newClock()
 		g, l, _ := githubBehindLimiter(t, c, 0, githubPrimary(http.StatusTooManyRequests, func(at time.Time) time.Time { return at.Add(time.Hour) }))
-		_, err := g.Reconcile(context.Background(), time.Now().Add(-time.Hour), known)
+		_, err := g.Reconcile(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, known, false)
 		var limited *reconcile.RateLimitedError
 		require.ErrorAs(t, err, &limited)
 		require.Equal(t, c.Now().Add(time.Hour), limited.Until)
@@ -181,7 +181,7 @@ func TestGitHubRateLimit(t *testing.T) {
 		t.Parallel()
 		c := newClock()
 		g, l, _ := githubBehindLimiter(t, c, 0, limit(http.StatusForbidden, githubSecondary, "Retry-After", "30", "X-RateLimit-Remaining", "4000"))
-		_, err := g.Reconcile(context.Background(), time.Now().Add(-time.Hour), known)
+		_, err := g.Reconcile(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, known, false)
 		require.NoError(t, err)
 		calls := l.calls()
 		require.Len(t, calls, 2)
@@ -193,7 +193,7 @@ func TestGitHubRateLimit(t *testing.T) {
 		c := newClock()
 		g, l, _ := githubBehindLimiter(t, c, 0,
 			limit(http.StatusForbidden, githubSecondary), limit(http.StatusTooManyRequests, githubSecondary))
-		_, err := g.Reconcile(context.Background(), time.Now().Add(-time.Hour), known)
+		_, err := g.Reconcile(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, known, false)
 		var limited *reconcile.RateLimitedError
 		require.ErrorAs(t, err, &limited)
 		calls := l.calls()
@@ -210,7 +210,7 @@ func TestGitHubRateLimit(t *testing.T) {
 		fake.add("g2", time.Now().Add(-30*time.Second), false, http.StatusOK)
 		// The first page's answer spends the window's last request.
 		l.last = map[int]time.Time{0: reset}
-		_, err := g.Reconcile(context.Background(), time.Now().Add(-time.Hour), known)
+		_, err := g.Reconcile(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, known, false)
 		require.NoError(t, err)
 		calls := l.calls()
 		require.Len(t, calls, 2)
@@ -276,7 +276,7 @@ func fetcherBehind(t *testing.T, name string, c *clock, maxRetries int, limits .
 
 // fetch runs f from an hour ago.
 func fetch(f reconcile.Fetcher) error {
-	return f.Fetch(context.Background(), time.Now().Add(-time.Hour), func([]reconcile.Fetched) error { return nil })
+	return f.Fetch(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, func([]reconcile.Fetched) error { return nil })
 }
 
 // gaps returns the time between each call and the next.

@@ -160,7 +160,7 @@ func TestSquareReconciliation(t *testing.T) {
 			require.NoError(t, err)
 			return res
 		}
-		require.Equal(t, &reconcile.Result{Fetched: 5, New: 3, Duplicates: 2}, run())
+		require.Equal(t, &reconcile.Result{Fetched: 5, New: 3, Duplicates: 2}, counts(run()))
 		want := []string{}
 		for i := 1; i <= 5; i++ {
 			want = append(want, fake.events[i].EventID)
@@ -177,7 +177,7 @@ func TestSquareReconciliation(t *testing.T) {
 		require.Equal(t, "ASC", fake.requests[0].Query.Sort.Order)
 		require.True(t, now.Add(-time.Hour).Equal(fake.requests[0].Query.Filter.CreatedAt.StartAt))
 
-		require.Equal(t, &reconcile.Result{Fetched: 5, Duplicates: 5}, run())
+		require.Equal(t, &reconcile.Result{Fetched: 5, Duplicates: 5}, counts(run()))
 		require.Equal(t, 5, in.jobs(t))
 	})
 
