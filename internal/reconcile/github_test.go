@@ -215,7 +215,7 @@ func TestGitHubReconciliation(t *testing.T) {
 		})
 		require.NoError(t, err)
 
-		res, err := g.Reconcile(context.Background(), reconcile.Window{Since: now.Add(-2*time.Hour)}, reconcile.Known(in.store, "gh"), false)
+		res, err := g.Reconcile(context.Background(), reconcile.Window{Since: now.Add(-2 * time.Hour)}, reconcile.Known(in.store, "gh"), false)
 		require.NoError(t, err)
 		require.Equal(t, &reconcile.Result{Fetched: 5, Duplicates: 2, Redelivered: 2, Abandoned: []string{"g5"}}, counts(res))
 		require.Equal(t, []string{"g2", "g3"}, missingIDs(res))
@@ -238,7 +238,7 @@ func TestGitHubReconciliation(t *testing.T) {
 		}, fake.requests)
 
 		// A second run finds nothing missing (but g5, still left alone).
-		res, err = g.Reconcile(context.Background(), reconcile.Window{Since: now.Add(-2*time.Hour)}, reconcile.Known(in.store, "gh"), false)
+		res, err = g.Reconcile(context.Background(), reconcile.Window{Since: now.Add(-2 * time.Hour)}, reconcile.Known(in.store, "gh"), false)
 		require.NoError(t, err)
 		require.Equal(t, &reconcile.Result{Fetched: 5, Duplicates: 4, Abandoned: []string{"g5"}}, counts(res))
 		require.Len(t, fake.answers, 2)
