@@ -16,13 +16,14 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/reconcile"
+	"github.com/hookinbox/hookinbox/internal/testkit/providerapi"
 )
 
 func TestWorkerWatermark(t *testing.T) {
 	t.Parallel()
 	start := time.Now().Truncate(time.Second)
-	fake := &fakeSquare{fail: failures{1: http.StatusServiceUnavailable, 2: http.StatusServiceUnavailable}}
-	fake.events = []squareEvent{newSquareEvent(1, start.Add(-10*time.Minute))}
+	fake := &providerapi.Square{Token: squareToken, Fail: providerapi.Failures{1: http.StatusServiceUnavailable, 2: http.StatusServiceUnavailable}}
+	fake.Events = []providerapi.SquareEvent{providerapi.NewSquareEvent(1, start.Add(-10*time.Minute))}
 	in, server := setupSquare(t, fake)
 	w := &waits{}
 	clock := start
@@ -62,19 +63,19 @@ func TestWorkerWatermark(t *testing.T) {
 
 	// It is back: the run lists the last lookback and records its start.
 	require.NoError(t, work())
-	require.True(t, start.Add(-time.Hour).Equal(fake.requests[2].Query.Filter.CreatedAt.StartAt))
+	require.True(t, start.Add(-time.Hour).Equal(fake.Requests[2].Query.Filter.CreatedAt.StartAt))
 	mark, ok, err := watermarks.Get(context.Background(), "square")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.True(t, start.Equal(mark), "watermark %s, want %s", mark, start)
-	require.Equal(t, []string{fake.events[0].EventID}, in.eventIDs(t, "square"))
+	require.Equal(t, []string{fake.Events[0].EventID}, in.eventIDs(t, "square"))
 
 	// Down for five hours: the next run lists from the watermark (less
 	// the lookback), not from an hour ago.
 	clock = start.Add(5 * time.Hour)
 	require.NoError(t, work())
-	require.True(t, start.Add(-time.Hour).Equal(fake.requests[3].Query.Filter.CreatedAt.StartAt))
-	require.True(t, clock.Equal(fake.requests[3].Query.Filter.CreatedAt.EndAt))
+	require.True(t, start.Add(-time.Hour).Equal(fake.Requests[3].Query.Filter.CreatedAt.StartAt))
+	require.True(t, clock.Equal(fake.Requests[3].Query.Filter.CreatedAt.EndAt))
 	mark, _, err = watermarks.Get(context.Background(), "square")
 	require.NoError(t, err)
 	require.True(t, clock.Equal(mark))

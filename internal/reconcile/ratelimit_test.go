@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hookinbox/hookinbox/internal/reconcile"
+	"github.com/hookinbox/hookinbox/internal/testkit/providerapi"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -123,10 +124,10 @@ const githubSecondary = `{"message":"You have exceeded a secondary rate limit. P
 // githubBehindLimiter is a GitHub hook with one delivery, behind limits,
 // and its redeliverer listing pageSize a page (0: the default) on c (nil:
 // the real clock and sleep).
-func githubBehindLimiter(t *testing.T, c *clock, pageSize int, limits ...func(rw http.ResponseWriter, at time.Time)) (*reconcile.GitHub, *limiter, *fakeGitHub) {
+func githubBehindLimiter(t *testing.T, c *clock, pageSize int, limits ...func(rw http.ResponseWriter, at time.Time)) (*reconcile.GitHub, *limiter, *providerapi.GitHub) {
 	t.Helper()
-	fake := newFakeGitHub("/repos/octo/hello/hooks/1", "http://127.0.0.1:1/unused", githubSecret, bearer(githubToken))
-	fake.add("g1", time.Now().Add(-time.Minute), false, http.StatusOK)
+	fake := providerapi.NewGitHub("/repos/octo/hello/hooks/1", "http://127.0.0.1:1/unused", githubSecret, providerapi.Bearer(githubToken))
+	fake.Add("g1", time.Now().Add(-time.Minute), false, http.StatusOK)
 	retry := reconcile.RetryConfig{}
 	now := time.Now
 	if c != nil {
@@ -207,7 +208,7 @@ func TestGitHubRateLimit(t *testing.T) {
 		c := newClock()
 		reset := c.Now().Add(20 * time.Second)
 		g, l, fake := githubBehindLimiter(t, c, 1)
-		fake.add("g2", time.Now().Add(-30*time.Second), false, http.StatusOK)
+		fake.Add("g2", time.Now().Add(-30*time.Second), false, http.StatusOK)
 		// The first page's answer spends the window's last request.
 		l.last = map[int]time.Time{0: reset}
 		_, err := g.Reconcile(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, known, false)
@@ -260,14 +261,14 @@ func fetcherBehind(t *testing.T, name string, c *clock, maxRetries int, limits .
 	var url string
 	switch name {
 	case "stripe":
-		l, url = behind(t, &fakeStripe{}, c.Now, limits...)
+		l, url = behind(t, &providerapi.Stripe{Key: testKey}, c.Now, limits...)
 		f, err = reconcile.NewStripe(&reconcile.StripeConfig{APIKey: testKey, BaseURL: url, Parser: parser,
 			MaxRetries: maxRetries, Backoff: time.Second, Sleep: c.Sleep, Now: c.Now})
 	case "paddle":
-		l, url = behind(t, &fakePaddle{}, c.Now, limits...)
+		l, url = behind(t, &providerapi.Paddle{Key: paddleKey}, c.Now, limits...)
 		f, err = reconcile.NewPaddle(&reconcile.PaddleConfig{APIKey: paddleKey, BaseURL: url, Parser: parser, Retry: retry})
 	case "square":
-		l, url = behind(t, &fakeSquare{}, c.Now, limits...)
+		l, url = behind(t, &providerapi.Square{Token: squareToken}, c.Now, limits...)
 		f, err = reconcile.NewSquare(&reconcile.SquareConfig{AccessToken: squareToken, BaseURL: url, Parser: parser, Retry: retry, Now: c.Now})
 	}
 	require.NoError(t, err)

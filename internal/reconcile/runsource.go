@@ -41,6 +41,9 @@ type RunParams struct {
 // Report is what RunSource did.
 type Report struct {
 	*Result
+	// Provider is the source's provider ("github": Redelivered and Missing
+	// are deliveries asked for again, or that would be).
+	Provider string
 	// Window is what the run listed (Until zero: until the run's start).
 	Window Window
 	// Advanced is the watermark the run recorded, zero when it moved none
@@ -76,7 +79,7 @@ func (w *Worker) RunSource(ctx context.Context, name string, params *RunParams) 
 		return nil, err
 	}
 	scheduled := since(start, mark, ok, src.Lookback, src.Window)
-	rep := &Report{Window: Window{Since: scheduled, Until: params.Until}}
+	rep := &Report{Provider: src.Provider, Window: Window{Since: scheduled, Until: params.Until}}
 	if !params.Since.IsZero() {
 		rep.Window.Since = params.Since
 	}
