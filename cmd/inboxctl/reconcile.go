@@ -51,7 +51,7 @@ defaults to the scheduled run's start (the watermark less the lookback), --until
 				return err
 			}
 			defer env.Close()
-			if err := reconciled(env.Config, a[0]); err != nil {
+			if err := checkReconciled(env.Config, a[0]); err != nil {
 				return err
 			}
 			if err := env.CheckSchema(cmd.Context()); err != nil {
@@ -91,8 +91,8 @@ defaults to the scheduled run's start (the watermark less the lookback), --until
 	return cmd
 }
 
-// reconciled checks that the config reconciles source.
-func reconciled(cfg *config.Config, source string) error {
+// checkReconciled checks that the config reconciles source.
+func checkReconciled(cfg *config.Config, source string) error {
 	i := slices.IndexFunc(cfg.Sources, func(s config.SourceConfig) bool { return s.Name == source })
 	if i < 0 {
 		names := make([]string, len(cfg.Sources))
@@ -138,7 +138,11 @@ func writeReconcile(w io.Writer, source string, rep *reconcile.Report, dry bool)
 	}
 	fmt.Fprintf(w, "%s: listed from %s until %s\n", source, rep.Window.Since.UTC().Format(time.RFC3339), until)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	if len(rep.Missing) > 0 || len(rep.Abandoned) > 0 {
+	switch {
+	case len(rep.Missing) == 0 && len(rep.Abandoned) == 0:
+	case github:
+		fmt.Fprintln(tw, "ACTION\tDELIVERY_GUID\tEVENT\tFIRST_DELIVERED")
+	default:
 		fmt.Fprintln(tw, "ACTION\tEVENT_ID\tTYPE\tCREATED")
 	}
 	for _, m := range rep.Missing {
