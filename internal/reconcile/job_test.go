@@ -88,6 +88,48 @@ func TestWorkerWatermark(t *testing.T) {
 	require.InDelta(t, float64(clock.Unix()), value(t, reg, "hookinbox_reconcile_watermark_timestamp_seconds", "source", "square"), 0)
 }
 
+// TestWorkerWaitsForAManualRun holds the source's lock, as inboxctl
+// reconcile does while it runs: the job neither lists nor moves the
+// watermark, and is snoozed without spending an attempt.
+func TestWorkerWaitsForAManualRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fake := &providerapi.Square{Token: squareToken, Events: []providerapi.SquareEvent{providerapi.NewSquareEvent(1, time.Now().Add(-time.Minute))}}
+	in, server := setupSquare(t, fake)
+	fetcher, err := reconcile.NewSquare(&reconcile.SquareConfig{AccessToken: squareToken, BaseURL: server.URL, Parser: in.parser(t, "square")})
+	require.NoError(t, err)
+	worker := reconcile.NewWorker(in.db.Pool, &reconcile.WorkerConfig{
+		Sources: []*reconcile.Source{{Name: "square", Provider: "square", Fetcher: fetcher, Interval: 15 * time.Minute, Lookback: time.Hour}},
+		Logger:  zaptest.NewLogger(t),
+	})
+	manual, err := in.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = manual.Rollback(ctx) })
+	var got bool
+	require.NoError(t, manual.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(x'7265636f'::int, hashtext('square'))`).Scan(&got))
+	require.True(t, got)
+
+	tw := rivertest.NewWorker(t, riverpgxv5.New(in.db.Pool), &river.Config{}, worker)
+	tx, err := in.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	res, err := tw.Work(ctx, t, tx, reconcile.Args{Source: "square"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobSnoozed, res.EventKind)
+	require.Equal(t, 0, res.Job.Attempt, "a snooze spends no attempt")
+	require.Empty(t, fake.Requests, "nothing was listed")
+	_, ok, err := reconcile.NewWatermarks(in.db.Pool).Get(ctx, "square")
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	// The manual run over, the job runs.
+	require.NoError(t, manual.Rollback(ctx))
+	res, err = tw.Work(ctx, t, tx, reconcile.Args{Source: "square"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCompleted, res.EventKind)
+	require.Equal(t, []string{fake.Events[0].EventID}, in.eventIDs(t, "square"))
+}
+
 // value reads the square source's sample of metric name whose label is
 // value.
 func value(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertest"
@@ -16,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/testkit/providerapi"
 	"github.com/hookinbox/hookinbox/pkg/provider"
@@ -224,9 +227,10 @@ func TestGitHubRateLimit(t *testing.T) {
 		c := newClock()
 		g, l, _ := githubBehindLimiter(t, c, 0, githubPrimary(http.StatusForbidden, func(at time.Time) time.Time { return at.Add(30 * time.Minute) }))
 		core, logs := observer.New(zap.InfoLevel)
+		reg := prometheus.NewRegistry()
 		worker := reconcile.NewWorker(in.db.Pool, &reconcile.WorkerConfig{
 			Sources: []*reconcile.Source{{Name: "gh", Provider: "github", GitHub: g, Interval: 15 * time.Minute, Lookback: time.Hour}},
-			Logger:  zap.New(core), Now: c.Now,
+			Logger:  zap.New(core), Now: c.Now, Metrics: metrics.NewReconcile(reg),
 		})
 		tw := rivertest.NewWorker(t, riverpgxv5.New(in.db.Pool), &river.Config{}, worker)
 		ctx := context.Background()
@@ -246,6 +250,7 @@ func TestGitHubRateLimit(t *testing.T) {
 		_, ok, err := reconcile.NewWatermarks(in.db.Pool).Get(ctx, "gh")
 		require.NoError(t, err)
 		require.False(t, ok, "the watermark stays")
+		require.InDelta(t, 1, value(t, reg, "hookinbox_reconcile_runs_total", "result", "rate_limited"), 0, "rescheduled, not failed")
 	})
 }
 
