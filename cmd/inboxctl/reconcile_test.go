@@ -227,6 +227,7 @@ func TestReconcileEveryProvider(t *testing.T) {
 
 			code, stdout, stderr = inboxctl(t, "--config", r.config, "reconcile", provider, "--since", "1h")
 			require.Zero(t, code, stderr)
+			t.Logf("inboxctl reconcile %s --since 1h:\n%s", provider, stdout)
 			require.Equal(t, r.missing, listed(stdout, did), stdout)
 			require.Contains(t, stdout, "watermark moved to ")
 			ids := r.eventIDs(t)
