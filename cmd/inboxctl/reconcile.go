@@ -121,7 +121,8 @@ func reconcileError(source string, err error) error {
 		return fmt.Errorf("%s: %s rate limited %s; nothing more was asked, the watermark stays: try again after %s",
 			source, limited.Provider, limited.Call, limited.Until.UTC().Format(time.RFC3339))
 	}
-	return fmt.Errorf("%s: %w", source, err)
+	// The package's prefix is for logs; inboxctl names the source instead.
+	return fmt.Errorf("%s: %s", source, strings.TrimPrefix(err.Error(), "reconcile: "))
 }
 
 // writeReconcile prints a run: one line per event the inbox lacked, then
