@@ -291,6 +291,14 @@ func TestReconcileWindow(t *testing.T) {
 	require.Contains(t, stdout, "watermark left as it was")
 	require.True(t, strings.HasSuffix(r.state(t), "|none"), "no watermark: %s", r.state(t))
 	require.Contains(t, r.requests()[0], "created%5Blte%5D=")
+
+	// No listing reaches before what Stripe keeps, 30 days.
+	code, stdout, stderr = inboxctl(t, "--config", r.config, "reconcile", "stripe", "--since", "2000h", "--dry-run")
+	require.Zero(t, code, stderr)
+	first, _, _ := strings.Cut(strings.TrimPrefix(stdout, "stripe: listed from "), " ")
+	from, err := time.Parse(time.RFC3339, first)
+	require.NoError(t, err, stdout)
+	require.WithinDuration(t, time.Now().Add(-720*time.Hour), from, time.Minute)
 }
 
 // TestReconcileRefusesAWrongSource: an unknown source, or one whose

@@ -81,7 +81,11 @@ func (w *Worker) RunSource(ctx context.Context, name string, params *RunParams) 
 	scheduled := since(start, mark, ok, src.Lookback, src.Window)
 	rep := &Report{Provider: src.Provider, Window: Window{Since: scheduled, Until: params.Until}}
 	if !params.Since.IsZero() {
+		// Never before what the provider lists (or GitHub redelivers).
 		rep.Window.Since = params.Since
+		if floor := start.Add(-src.Window); src.Window > 0 && rep.Window.Since.Before(floor) {
+			rep.Window.Since = floor
+		}
 	}
 	rep.Result, err = w.run(ctx, src, rep.Window, params.DryRun)
 	log := w.logger.With(zap.String("source", name), zap.Time("since", rep.Window.Since), zap.Bool("dry_run", params.DryRun),
