@@ -29,6 +29,8 @@
 //	                                        failed outbox messages and disabled destinations
 //	inboxctl [--config F] send --source S [--id ID] [--type T] --data BODY [--url U]
 //	                                        sign a delivery as S's provider and POST it
+//	inboxctl [--config F] reconcile SOURCE [--since D] [--until D] [--dry-run]
+//	                                        list what the provider sent that the inbox lacks; claim it now
 //	inboxctl [--config F] doctor            say what an acknowledged delivery survives on the database
 package main
 
@@ -124,12 +126,14 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 // verbs says what each command demands of the config: send signs for a
 // source, events verify verifies with the sources' secrets; a command that
 // deletes or rewrites inbox rows (prune, events purge, replay, sources
-// pause and resume) checks the sources as the worker does, so that it
-// refuses what the daemons refuse (a retention inside the provider's
-// redelivery window); the others need only the database.
+// pause and resume, reconcile) checks the sources as the worker does, so
+// that it refuses what the daemons refuse (a retention inside the
+// provider's redelivery window), and reconcile needs the sources'
+// reconcile sections (their API keys); the others need only the database.
 var verbs = daemon.Verbs{
 	"send": config.NeedReceiver, "verify": config.NeedSources,
 	"prune": config.NeedInbox, "purge": config.NeedInbox, "replay": config.NeedInbox, "sources": config.NeedInbox,
+	"reconcile": config.NeedInbox | config.NeedReconcile,
 }
 
 // boot loads the config (from path, else $HOOKINBOX_CONFIG) as verb
@@ -160,7 +164,8 @@ and looks up inbox events (stats, events list, events show), processes events ag
 verifies stored deliveries again (events verify),
 pauses and resumes a source (sources), shows a source's refused deliveries
 (rejections), lists and replays failed outbox messages (outbox), sends signed
-test deliveries (send), and says what an acknowledged delivery survives on the
+test deliveries (send), lists and claims now what a source's provider sent that
+the inbox lacks (reconcile), and says what an acknowledged delivery survives on the
 database (doctor).
 --config F may come before or after the command (default: $` + config.PathEnv + `).`,
 		SilenceUsage:  true,
@@ -246,5 +251,6 @@ required where the provider sends them in headers (send names the missing ones).
 	root.AddCommand(newRejectionsCommand(path))
 	root.AddCommand(newOutboxCommand(path))
 	root.AddCommand(newDoctorCommand(path))
+	root.AddCommand(newReconcileCommand(path))
 	return root
 }

@@ -319,3 +319,76 @@ func isDataException(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgerrcode.IsDataException(pgErr.Code)
 }
+
+// IngestGroupDry says what IngestGroup would do with group, changing
+// nothing: each delivery's events are keyed by the same key policy, and an
+// event counts as a duplicate when its (source, event_id) is in the inbox or
+// earlier in the group, as a twin when only its twin key is, and as new
+// otherwise (its result's Claimed stays empty: no row was inserted). It
+// only reads, so a claim that commits meanwhile may take an event it
+// called new.
+func (in *Ingester) IngestGroupDry(ctx context.Context, group []*Delivery) ([]*IngestResult, error) {
+	var all []newEvent
+	for _, d := range group {
+		all = append(all, d.events()...)
+	}
+	sources, ids, twins := make([]string, len(all)), make([]string, len(all)), make([]*string, len(all))
+	for i := range all {
+		sources[i], ids[i] = all[i].Source, all[i].EventID
+		if all[i].TwinKey != "" {
+			twins[i] = &all[i].TwinKey
+		}
+	}
+	rows, err := in.pool.Query(ctx, `
+SELECT u.ord,
+       EXISTS (SELECT 1 FROM webhook_inbox AS i WHERE i.source = u.source AND i.event_id = u.event_id),
+       u.twin_key IS NOT NULL AND EXISTS (SELECT 1 FROM webhook_inbox AS i WHERE i.source = u.source AND i.twin_key = u.twin_key)
+FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS u(source, event_id, twin_key, ord)`,
+		planned, sources, ids, twins)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: look up listed events: %w", err)
+	}
+	outcomes := make([]outcome, len(all))
+	for rows.Next() {
+		var ord int
+		var byID, byTwin bool
+		if err := rows.Scan(&ord, &byID, &byTwin); err != nil {
+			return nil, fmt.Errorf("inbox: look up listed events: %w", err)
+		}
+		switch {
+		case byID:
+			outcomes[ord-1] = outcomeDuplicate
+		case byTwin:
+			outcomes[ord-1] = outcomeTwin
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inbox: look up listed events: %w", err)
+	}
+	// Within the group, the first event of a key is the one a claim inserts.
+	seenIDs, seenTwins := map[[2]string]bool{}, map[[2]string]bool{}
+	results := make([]*IngestResult, len(group))
+	k := 0
+	for i, d := range group {
+		res := &IngestResult{}
+		for range d.Events {
+			ev := all[k]
+			id, twin := [2]string{ev.Source, ev.EventID}, [2]string{ev.Source, ev.TwinKey}
+			switch {
+			case outcomes[k] == outcomeDuplicate || seenIDs[id]:
+				res.Duplicates++
+			case outcomes[k] == outcomeTwin || ev.TwinKey != "" && seenTwins[twin]:
+				res.Twins++
+			default:
+				res.New++
+			}
+			seenIDs[id] = true
+			if ev.TwinKey != "" {
+				seenTwins[twin] = true
+			}
+			k++
+		}
+		results[i] = res
+	}
+	return results, nil
+}

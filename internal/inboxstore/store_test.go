@@ -117,6 +117,42 @@ func TestIngest(t *testing.T) {
 		require.Equal(t, 3, countJobs(t, b.db))
 	})
 
+	t.Run("DryRunSaysWhatTheClaimDoesAndChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		twin := func(id, key string) inboxstore.IncomingEvent {
+			ev := event(id)
+			ev.TwinKey = key
+			return ev
+		}
+		_, err := b.ingester.Ingest(ctx, delivery(twin("a", "pi_1"), event("c")))
+		require.NoError(t, err)
+		group := func() []*inboxstore.Delivery {
+			return []*inboxstore.Delivery{
+				delivery(twin("d", "pi_1")),                    // a twin of a
+				delivery(event("c")),                           // a duplicate
+				delivery(twin("e", "pi_2"), twin("f", "pi_2")), // e new, f its twin in the group
+				delivery(event("g"), event("g")),               // g new, then a duplicate in the group
+				delivery(event("e")),                           // a duplicate of the group's e
+			}
+		}
+		dry, err := b.ingester.IngestGroupDry(ctx, group())
+		require.NoError(t, err)
+		require.Equal(t, 2, countJobs(t, b.db), "a dry run enqueues nothing")
+		c, err := b.store.Count(ctx, &inboxstore.Filter{Source: "bank"})
+		require.NoError(t, err)
+		require.Equal(t, int64(2), c.Pending, "and claims nothing")
+
+		claimed, err := b.ingester.IngestGroup(ctx, group())
+		require.NoError(t, err)
+		require.Len(t, dry, len(claimed))
+		for i := range claimed {
+			require.Equal(t, claimed[i].ClaimCounts, dry[i].ClaimCounts, "delivery %d", i)
+			require.Empty(t, dry[i].Claimed)
+		}
+		require.Equal(t, []int{0, 0, 1, 1, 0}, []int{claimed[0].New, claimed[1].New, claimed[2].New, claimed[3].New, claimed[4].New})
+	})
+
 	t.Run("TwinKeysAreScopedBySource", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -18,7 +18,7 @@ func NewReconcile(reg prometheus.Registerer) *Reconcile {
 	m := &Reconcile{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "reconcile", Name: "runs_total",
-			Help: "Reconciliation runs, by source and result (ok, failed).",
+			Help: "Reconciliation runs, by source and result (ok, failed, rate_limited: rescheduled to the limit's end).",
 		}, []string{"source", "result"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "reconcile", Name: "events_total",
@@ -33,8 +33,9 @@ func NewReconcile(reg prometheus.Registerer) *Reconcile {
 	return m
 }
 
-// Run records one run of source's reconciliation and what it counted.
-func (m *Reconcile) Run(source string, fetched, added, duplicates, twins, redelivered, abandoned int, ok bool) {
+// Run records one run of source's reconciliation, its result (ok, failed,
+// rate_limited) and what it counted.
+func (m *Reconcile) Run(source string, fetched, added, duplicates, twins, redelivered, abandoned int, result string) {
 	if m == nil {
 		return
 	}
@@ -42,10 +43,6 @@ func (m *Reconcile) Run(source string, fetched, added, duplicates, twins, redeli
 		"fetched": fetched, "new": added, "duplicate": duplicates, "twin": twins, "redelivered": redelivered, "abandoned": abandoned,
 	} {
 		m.events.WithLabelValues(source, outcome).Add(float64(n))
-	}
-	result := "ok"
-	if !ok {
-		result = "failed"
 	}
 	m.runs.WithLabelValues(source, result).Inc()
 }

@@ -26,5 +26,12 @@
 // (Args, NewWorker); each run lists from the source's watermark (the start
 // of its last run that finished, in hookinbox_reconcile_watermark) less its
 // lookback, so a worker that was down for hours still catches up, and only
-// a finished run moves the watermark.
+// a finished run moves the watermark, never back.
+//
+// Worker.RunSource is that run, which inboxctl reconcile calls too, for a
+// window of the operator's (since, until) or as a dry run that changes
+// nothing (DryRun, and GitHub asked for no redelivery). A run that writes
+// holds the source's advisory lock (pg_try_advisory_xact_lock) while it
+// lasts, so the job and a manual run never run one source at once
+// (ErrRunning: the job is snoozed).
 package reconcile

@@ -137,40 +137,52 @@ type githubDelivery struct {
 type githubGUID struct {
 	newest       int64 // the newest delivery's id, the one redelivered
 	redeliveries int
+	first        time.Time // the oldest delivery listed
+	event        string
 }
 
-// Reconcile lists the hook's deliveries made at or after since (bounded by
-// GitHubWindow) and asks GitHub to redeliver each one whose guid known
-// reports missing. Fetched counts the distinct guids listed, Duplicates
-// those the inbox holds, Redelivered those asked for again; Abandoned names
-// those already redelivered MaxRedeliveries times, left alone.
-func (g *GitHub) Reconcile(ctx context.Context, since time.Time, known func(ctx context.Context, guid string) (bool, error)) (*Result, error) {
-	if floor := g.config.Now().Add(-GitHubWindow); since.Before(floor) {
-		since = floor
+// Reconcile lists the hook's deliveries made within window (its start
+// bounded by GitHubWindow; a delivery counts from its first listed
+// delivery) and asks GitHub to redeliver each one whose guid known reports
+// missing, or, when dryRun, only lists them. Fetched counts the distinct
+// guids listed, Duplicates those the inbox holds, Redelivered (and
+// Missing) those asked for again, or that would be; Abandoned names those
+// already redelivered MaxRedeliveries times, left alone.
+func (g *GitHub) Reconcile(ctx context.Context, window Window, known func(ctx context.Context, guid string) (bool, error), dryRun bool) (*Result, error) {
+	if floor := g.config.Now().Add(-GitHubWindow); window.Since.Before(floor) {
+		window.Since = floor
 	}
-	guids, order, err := g.list(ctx, since)
+	guids, order, err := g.list(ctx, window.Since)
 	if err != nil {
 		return &Result{}, err
 	}
-	res := &Result{Fetched: len(order)}
+	res := &Result{}
 	for _, guid := range order {
+		d := guids[guid]
+		if window.after(d.first) {
+			continue
+		}
+		res.Fetched++
 		held, err := known(ctx, guid)
 		if err != nil {
 			return res, fmt.Errorf("reconcile: github: look %s up: %w", guid, err)
 		}
-		d := guids[guid]
 		switch {
 		case held:
 			res.Duplicates++
+			continue
 		case d.redeliveries >= g.config.MaxRedeliveries:
 			res.Abandoned = append(res.Abandoned, guid)
-		default:
+			continue
+		}
+		if !dryRun {
 			attempts := g.path + "/" + strconv.FormatInt(d.newest, 10) + "/attempts"
 			if _, err := g.api.do(ctx, apiCall{method: http.MethodPost, url: g.config.BaseURL + attempts, label: "POST " + g.pathLabel() + "/{id}/attempts"}); err != nil {
 				return res, err
 			}
-			res.Redelivered++
 		}
+		res.Redelivered++
+		res.Missing = append(res.Missing, Missing{ID: guid, Type: d.event, At: d.first})
 	}
 	return res, nil
 }
@@ -214,6 +226,8 @@ func (g *GitHub) list(ctx context.Context, since time.Time) (map[string]*githubG
 			if d.Redelivery {
 				seen.redeliveries++
 			}
+			// Newest first: the last one seen is the oldest.
+			seen.first, seen.event = d.DeliveredAt, d.Event
 		}
 		next := nextCursor(ans.header.Get("Link"))
 		if older || next == "" {

@@ -1,9 +1,7 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,6 +16,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/providerapi"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 )
@@ -55,26 +54,10 @@ func setupInbox(t *testing.T, sources ...config.SourceConfig) *inbox {
 	}
 }
 
-// deliver posts a webhook to the receiver and returns its status.
-func deliver(url string, header http.Header, body []byte) (int, error) {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header = header
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, nil
-}
-
 // post delivers a webhook to source, which must accept it.
 func (in *inbox) post(t *testing.T, source string, header http.Header, body []byte) {
 	t.Helper()
-	status, err := deliver(in.url+"/webhooks/"+source, header, body)
+	status, err := providerapi.Deliver(in.url+"/webhooks/"+source, header, body)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, status)
 }
@@ -122,19 +105,18 @@ func (w *waits) sleep(_ context.Context, d time.Duration) error {
 	return nil
 }
 
-// failures answers the requests it names (by number, from 1) with a
-// status: 429 with Retry-After 1, or a 5xx without.
-type failures map[int]int
+// counts is res without its list of missing events (see missingIDs).
+func counts(res *reconcile.Result) *reconcile.Result {
+	c := *res
+	c.Missing = nil
+	return &c
+}
 
-func (f failures) answer(rw http.ResponseWriter, n int) bool {
-	status, ok := f[n]
-	if !ok {
-		return false
+// missingIDs are the ids of res's missing events, in the order listed.
+func missingIDs(res *reconcile.Result) []string {
+	ids := make([]string, len(res.Missing))
+	for i, m := range res.Missing {
+		ids[i] = m.ID
 	}
-	if status == http.StatusTooManyRequests {
-		rw.Header().Set("Retry-After", "1")
-	}
-	rw.WriteHeader(status)
-	_, _ = rw.Write([]byte(`{}`))
-	return true
+	return ids
 }

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,13 +47,16 @@ type Source struct {
 	Window time.Duration
 }
 
-// Worker works Args jobs. It claims through an inboxstore.Ingester built on the
-// River client that runs it, so the claimed events' jobs are inserted in
-// the claim's transaction.
+// Worker works Args jobs, and runs a source's reconciliation on demand
+// (RunSource, inboxctl reconcile) the same way. It claims through an
+// inboxstore.Ingester built on the River client that runs it (or
+// WorkerConfig.Client), so the claimed events' jobs are inserted in the
+// claim's transaction.
 type Worker struct {
 	river.WorkerDefaults[Args]
 
 	pool       *pgxpool.Pool
+	client     *river.Client[pgx.Tx]
 	sources    map[string]*Source
 	queueFor   func(string) string
 	logger     *zap.Logger
@@ -69,6 +71,10 @@ type WorkerConfig struct {
 	Sources []*Source
 	// QueueFor names each source's event queue.
 	QueueFor func(string) string
+	// Client inserts the claimed events' jobs; it may be insert-only.
+	// Defaults to the River client that works the job (from its context);
+	// RunSource outside a job needs it.
+	Client *river.Client[pgx.Tx]
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 	// Metrics counts each run. nil counts nothing.
@@ -84,7 +90,7 @@ func NewWorker(pool *pgxpool.Pool, config *WorkerConfig) *Worker {
 		m[s.Name] = s
 	}
 	w := &Worker{
-		pool: pool, sources: m, queueFor: config.QueueFor, logger: config.Logger, metrics: config.Metrics,
+		pool: pool, client: config.Client, sources: m, queueFor: config.QueueFor, logger: config.Logger, metrics: config.Metrics,
 		watermarks: NewWatermarks(pool), now: config.Now,
 	}
 	if w.logger == nil {
@@ -105,7 +111,8 @@ func PeriodicJobs(sources []*Source, queue string) []*river.PeriodicJob {
 			func() (river.JobArgs, *river.InsertOpts) {
 				return Args{Source: name}, &river.InsertOpts{
 					Queue: queue, MaxAttempts: 3,
-					// One run per source at a time, whichever replica leads.
+					// One job per source at a time, whichever replica leads;
+					// the source's lock (RunSource) keeps a manual run out too.
 					UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
 						rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled,
 					}},
@@ -116,56 +123,30 @@ func PeriodicJobs(sources []*Source, queue string) []*river.PeriodicJob {
 	return jobs
 }
 
-// Work reconciles one source: from its watermark (less its lookback) to
-// now; when the run finishes, the watermark moves to the run's start. A run
-// that fails (the provider down past the retries) leaves it, so the next
-// run lists the same window again; one the provider rate limits (a
-// RateLimitedError) leaves it too and snoozes the job until the limit's
-// end, logging when.
+// busyWait is how long a job whose source another run holds is snoozed.
+const busyWait = time.Minute
+
+// Work reconciles one source from its watermark (less its lookback) to now
+// (RunSource). A run that fails (the provider down past the retries) leaves
+// the watermark, so the next run lists the same window again; one the
+// provider rate limits (a RateLimitedError) leaves it too and snoozes the
+// job until the limit's end, and one that finds the source's run in
+// progress (ErrRunning: inboxctl reconcile) snoozes a minute; a snooze
+// spends no attempt.
 func (w *Worker) Work(ctx context.Context, job *river.Job[Args]) error {
-	src := w.sources[job.Args.Source]
-	if src == nil {
-		return river.JobCancel(fmt.Errorf("reconcile: source %q has no reconciliation configured here", job.Args.Source))
-	}
-	start := w.now()
-	mark, ok, err := w.watermarks.Get(ctx, src.Name)
-	if err != nil {
-		return err
-	}
-	from := since(start, mark, ok, src.Lookback, src.Window)
-	res, err := w.run(ctx, src, from)
-	log := w.logger.With(zap.String("source", src.Name), zap.Time("since", from), zap.Int("fetched", res.Fetched),
-		zap.Int("new", res.New), zap.Int("duplicates", res.Duplicates), zap.Int("twins", res.Twins),
-		zap.Duration("took", time.Since(start)))
-	if src.GitHub != nil {
-		log = log.With(zap.Int("redelivered", res.Redelivered), zap.Strings("abandoned", res.Abandoned))
-	}
-	w.metrics.Run(src.Name, res.Fetched, res.New, res.Duplicates, res.Twins, res.Redelivered, len(res.Abandoned), err == nil)
+	_, err := w.RunSource(ctx, job.Args.Source, &RunParams{})
 	var limited *RateLimitedError
-	if errors.As(err, &limited) {
-		// Rescheduled, not failed: a snooze spends no attempt, and the
-		// watermark stays for the run at the reset.
-		log.Warn("reconciliation rate limited; the watermark stays and the run is rescheduled",
-			zap.String("call", limited.Call), zap.Time("retry_at", limited.Until))
+	switch {
+	case errors.Is(err, ErrNotReconciled):
+		return river.JobCancel(err)
+	case errors.Is(err, ErrRunning):
+		w.logger.Info("reconciliation already running; rescheduled", zap.String("source", job.Args.Source),
+			zap.Time("retry_at", w.now().Add(busyWait)))
+		return river.JobSnooze(busyWait)
+	case errors.As(err, &limited):
 		return river.JobSnooze(max(limited.Until.Sub(w.now()), time.Second))
 	}
-	if err != nil {
-		log.Warn("reconciliation failed; the watermark stays", zap.Error(err))
-		return err
-	}
-	if err := w.watermarks.Advance(ctx, src.Name, start); err != nil {
-		return err
-	}
-	w.metrics.Watermark(src.Name, start)
-	switch {
-	case len(res.Abandoned) > 0:
-		log.Error("reconciliation gave up on deliveries the provider redelivered in vain; see the source's rejection samples")
-	case res.New > 0 || res.Redelivered > 0:
-		log.Warn("reconciliation found events the webhooks missed")
-	default:
-		log.Info("reconciled")
-	}
-	return nil
+	return err
 }
 
 // Known returns the lookup GitHub.Reconcile needs: whether store holds
@@ -178,17 +159,4 @@ func Known(store *inboxstore.Store, source string) func(ctx context.Context, eve
 		}
 		return err == nil, err
 	}
-}
-
-// run reconciles src once from since.
-func (w *Worker) run(ctx context.Context, src *Source, since time.Time) (*Result, error) {
-	if src.GitHub != nil {
-		return src.GitHub.Reconcile(ctx, since, Known(inboxstore.New(w.pool), src.Name))
-	}
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return &Result{}, err
-	}
-	ingester := inboxstore.NewIngester(w.pool, client, &inboxstore.IngesterConfig{QueueFor: w.queueFor})
-	return Run(ctx, &Params{Source: src.Name, Provider: src.Provider, Fetcher: src.Fetcher, Since: since, Claimer: ingester})
 }

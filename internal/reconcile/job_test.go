@@ -16,13 +16,14 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/reconcile"
+	"github.com/hookinbox/hookinbox/internal/testkit/providerapi"
 )
 
 func TestWorkerWatermark(t *testing.T) {
 	t.Parallel()
 	start := time.Now().Truncate(time.Second)
-	fake := &fakeSquare{fail: failures{1: http.StatusServiceUnavailable, 2: http.StatusServiceUnavailable}}
-	fake.events = []squareEvent{newSquareEvent(1, start.Add(-10*time.Minute))}
+	fake := &providerapi.Square{Token: squareToken, Fail: providerapi.Failures{1: http.StatusServiceUnavailable, 2: http.StatusServiceUnavailable}}
+	fake.Events = []providerapi.SquareEvent{providerapi.NewSquareEvent(1, start.Add(-10*time.Minute))}
 	in, server := setupSquare(t, fake)
 	w := &waits{}
 	clock := start
@@ -62,19 +63,19 @@ func TestWorkerWatermark(t *testing.T) {
 
 	// It is back: the run lists the last lookback and records its start.
 	require.NoError(t, work())
-	require.True(t, start.Add(-time.Hour).Equal(fake.requests[2].Query.Filter.CreatedAt.StartAt))
+	require.True(t, start.Add(-time.Hour).Equal(fake.Requests[2].Query.Filter.CreatedAt.StartAt))
 	mark, ok, err := watermarks.Get(context.Background(), "square")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.True(t, start.Equal(mark), "watermark %s, want %s", mark, start)
-	require.Equal(t, []string{fake.events[0].EventID}, in.eventIDs(t, "square"))
+	require.Equal(t, []string{fake.Events[0].EventID}, in.eventIDs(t, "square"))
 
 	// Down for five hours: the next run lists from the watermark (less
 	// the lookback), not from an hour ago.
 	clock = start.Add(5 * time.Hour)
 	require.NoError(t, work())
-	require.True(t, start.Add(-time.Hour).Equal(fake.requests[3].Query.Filter.CreatedAt.StartAt))
-	require.True(t, clock.Equal(fake.requests[3].Query.Filter.CreatedAt.EndAt))
+	require.True(t, start.Add(-time.Hour).Equal(fake.Requests[3].Query.Filter.CreatedAt.StartAt))
+	require.True(t, clock.Equal(fake.Requests[3].Query.Filter.CreatedAt.EndAt))
 	mark, _, err = watermarks.Get(context.Background(), "square")
 	require.NoError(t, err)
 	require.True(t, clock.Equal(mark))
@@ -85,6 +86,48 @@ func TestWorkerWatermark(t *testing.T) {
 	require.InDelta(t, 1, value(t, reg, "hookinbox_reconcile_events_total", "outcome", "new"), 0)
 	require.InDelta(t, 1, value(t, reg, "hookinbox_reconcile_events_total", "outcome", "duplicate"), 0)
 	require.InDelta(t, float64(clock.Unix()), value(t, reg, "hookinbox_reconcile_watermark_timestamp_seconds", "source", "square"), 0)
+}
+
+// TestWorkerWaitsForAManualRun holds the source's lock, as inboxctl
+// reconcile does while it runs: the job neither lists nor moves the
+// watermark, and is snoozed without spending an attempt.
+func TestWorkerWaitsForAManualRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fake := &providerapi.Square{Token: squareToken, Events: []providerapi.SquareEvent{providerapi.NewSquareEvent(1, time.Now().Add(-time.Minute))}}
+	in, server := setupSquare(t, fake)
+	fetcher, err := reconcile.NewSquare(&reconcile.SquareConfig{AccessToken: squareToken, BaseURL: server.URL, Parser: in.parser(t, "square")})
+	require.NoError(t, err)
+	worker := reconcile.NewWorker(in.db.Pool, &reconcile.WorkerConfig{
+		Sources: []*reconcile.Source{{Name: "square", Provider: "square", Fetcher: fetcher, Interval: 15 * time.Minute, Lookback: time.Hour}},
+		Logger:  zaptest.NewLogger(t),
+	})
+	manual, err := in.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = manual.Rollback(ctx) })
+	var got bool
+	require.NoError(t, manual.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(x'7265636f'::int, hashtext('square'))`).Scan(&got))
+	require.True(t, got)
+
+	tw := rivertest.NewWorker(t, riverpgxv5.New(in.db.Pool), &river.Config{}, worker)
+	tx, err := in.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	res, err := tw.Work(ctx, t, tx, reconcile.Args{Source: "square"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobSnoozed, res.EventKind)
+	require.Equal(t, 0, res.Job.Attempt, "a snooze spends no attempt")
+	require.Empty(t, fake.Requests, "nothing was listed")
+	_, ok, err := reconcile.NewWatermarks(in.db.Pool).Get(ctx, "square")
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	// The manual run over, the job runs.
+	require.NoError(t, manual.Rollback(ctx))
+	res, err = tw.Work(ctx, t, tx, reconcile.Args{Source: "square"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCompleted, res.EventKind)
+	require.Equal(t, []string{fake.Events[0].EventID}, in.eventIDs(t, "square"))
 }
 
 // value reads the square source's sample of metric name whose label is

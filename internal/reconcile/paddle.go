@@ -78,7 +78,7 @@ type paddleList struct {
 }
 
 // Fetch implements Fetcher.
-func (p *Paddle) Fetch(ctx context.Context, since time.Time, page func([]Fetched) error) error {
+func (p *Paddle) Fetch(ctx context.Context, window Window, page func([]Fetched) error) error {
 	after := ""
 	for {
 		list, err := p.list(ctx, after)
@@ -96,12 +96,17 @@ func (p *Paddle) Fetch(ctx context.Context, since time.Time, page func([]Fetched
 				return fmt.Errorf("reconcile: paddle: an event without event_id and occurred_at: %s", truncate(raw))
 			}
 			last = head.EventID
-			if head.OccurredAt.Before(since) {
+			if head.OccurredAt.Before(window.Since) {
 				// Newest first: every later event is older still.
 				done = true
 				break
 			}
-			fetched = append(fetched, parsed(p.config.Parser, raw))
+			if window.after(head.OccurredAt) {
+				continue
+			}
+			f := parsed(p.config.Parser, raw)
+			f.At = head.OccurredAt
+			fetched = append(fetched, f)
 		}
 		if len(fetched) > 0 {
 			if err := page(fetched); err != nil {

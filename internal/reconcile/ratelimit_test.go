@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertest"
@@ -16,7 +17,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/reconcile"
+	"github.com/hookinbox/hookinbox/internal/testkit/providerapi"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -123,10 +126,10 @@ const githubSecondary = `{"message":"You have exceeded a secondary rate limit. P
 // githubBehindLimiter is a GitHub hook with one delivery, behind limits,
 // and its redeliverer listing pageSize a page (0: the default) on c (nil:
 // the real clock and sleep).
-func githubBehindLimiter(t *testing.T, c *clock, pageSize int, limits ...func(rw http.ResponseWriter, at time.Time)) (*reconcile.GitHub, *limiter, *fakeGitHub) {
+func githubBehindLimiter(t *testing.T, c *clock, pageSize int, limits ...func(rw http.ResponseWriter, at time.Time)) (*reconcile.GitHub, *limiter, *providerapi.GitHub) {
 	t.Helper()
-	fake := newFakeGitHub("/repos/octo/hello/hooks/1", "http://127.0.0.1:1/unused", githubSecret, bearer(githubToken))
-	fake.add("g1", time.Now().Add(-time.Minute), false, http.StatusOK)
+	fake := providerapi.NewGitHub("/repos/octo/hello/hooks/1", "http://127.0.0.1:1/unused", githubSecret, providerapi.Bearer(githubToken))
+	fake.Add("g1", time.Now().Add(-time.Minute), false, http.StatusOK)
 	retry := reconcile.RetryConfig{}
 	now := time.Now
 	if c != nil {
@@ -156,7 +159,7 @@ func TestGitHubRateLimit(t *testing.T) {
 			reset = time.Unix(at.Unix()+2, 0)
 			return reset
 		}))
-		res, err := g.Reconcile(context.Background(), time.Now().Add(-time.Hour), known)
+		res, err := g.Reconcile(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, known, false)
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Fetched)
 		calls := l.calls()
@@ -170,7 +173,7 @@ func TestGitHubRateLimit(t *testing.T) {
 		t.Parallel()
 		c := newClock()
 		g, l, _ := githubBehindLimiter(t, c, 0, githubPrimary(http.StatusTooManyRequests, func(at time.Time) time.Time { return at.Add(time.Hour) }))
-		_, err := g.Reconcile(context.Background(), time.Now().Add(-time.Hour), known)
+		_, err := g.Reconcile(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, known, false)
 		var limited *reconcile.RateLimitedError
 		require.ErrorAs(t, err, &limited)
 		require.Equal(t, c.Now().Add(time.Hour), limited.Until)
@@ -181,7 +184,7 @@ func TestGitHubRateLimit(t *testing.T) {
 		t.Parallel()
 		c := newClock()
 		g, l, _ := githubBehindLimiter(t, c, 0, limit(http.StatusForbidden, githubSecondary, "Retry-After", "30", "X-RateLimit-Remaining", "4000"))
-		_, err := g.Reconcile(context.Background(), time.Now().Add(-time.Hour), known)
+		_, err := g.Reconcile(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, known, false)
 		require.NoError(t, err)
 		calls := l.calls()
 		require.Len(t, calls, 2)
@@ -193,7 +196,7 @@ func TestGitHubRateLimit(t *testing.T) {
 		c := newClock()
 		g, l, _ := githubBehindLimiter(t, c, 0,
 			limit(http.StatusForbidden, githubSecondary), limit(http.StatusTooManyRequests, githubSecondary))
-		_, err := g.Reconcile(context.Background(), time.Now().Add(-time.Hour), known)
+		_, err := g.Reconcile(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, known, false)
 		var limited *reconcile.RateLimitedError
 		require.ErrorAs(t, err, &limited)
 		calls := l.calls()
@@ -207,10 +210,10 @@ func TestGitHubRateLimit(t *testing.T) {
 		c := newClock()
 		reset := c.Now().Add(20 * time.Second)
 		g, l, fake := githubBehindLimiter(t, c, 1)
-		fake.add("g2", time.Now().Add(-30*time.Second), false, http.StatusOK)
+		fake.Add("g2", time.Now().Add(-30*time.Second), false, http.StatusOK)
 		// The first page's answer spends the window's last request.
 		l.last = map[int]time.Time{0: reset}
-		_, err := g.Reconcile(context.Background(), time.Now().Add(-time.Hour), known)
+		_, err := g.Reconcile(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, known, false)
 		require.NoError(t, err)
 		calls := l.calls()
 		require.Len(t, calls, 2)
@@ -223,9 +226,10 @@ func TestGitHubRateLimit(t *testing.T) {
 		c := newClock()
 		g, l, _ := githubBehindLimiter(t, c, 0, githubPrimary(http.StatusForbidden, func(at time.Time) time.Time { return at.Add(30 * time.Minute) }))
 		core, logs := observer.New(zap.InfoLevel)
+		reg := prometheus.NewRegistry()
 		worker := reconcile.NewWorker(in.db.Pool, &reconcile.WorkerConfig{
 			Sources: []*reconcile.Source{{Name: "gh", Provider: "github", GitHub: g, Interval: 15 * time.Minute, Lookback: time.Hour}},
-			Logger:  zap.New(core), Now: c.Now,
+			Logger:  zap.New(core), Now: c.Now, Metrics: metrics.NewReconcile(reg),
 		})
 		tw := rivertest.NewWorker(t, riverpgxv5.New(in.db.Pool), &river.Config{}, worker)
 		ctx := context.Background()
@@ -245,6 +249,7 @@ func TestGitHubRateLimit(t *testing.T) {
 		_, ok, err := reconcile.NewWatermarks(in.db.Pool).Get(ctx, "gh")
 		require.NoError(t, err)
 		require.False(t, ok, "the watermark stays")
+		require.InDelta(t, 1, value(t, reg, "hookinbox_reconcile_runs_total", "result", "rate_limited"), 0, "rescheduled, not failed")
 	})
 }
 
@@ -260,14 +265,14 @@ func fetcherBehind(t *testing.T, name string, c *clock, maxRetries int, limits .
 	var url string
 	switch name {
 	case "stripe":
-		l, url = behind(t, &fakeStripe{}, c.Now, limits...)
+		l, url = behind(t, &providerapi.Stripe{Key: testKey}, c.Now, limits...)
 		f, err = reconcile.NewStripe(&reconcile.StripeConfig{APIKey: testKey, BaseURL: url, Parser: parser,
 			MaxRetries: maxRetries, Backoff: time.Second, Sleep: c.Sleep, Now: c.Now})
 	case "paddle":
-		l, url = behind(t, &fakePaddle{}, c.Now, limits...)
+		l, url = behind(t, &providerapi.Paddle{Key: paddleKey}, c.Now, limits...)
 		f, err = reconcile.NewPaddle(&reconcile.PaddleConfig{APIKey: paddleKey, BaseURL: url, Parser: parser, Retry: retry})
 	case "square":
-		l, url = behind(t, &fakeSquare{}, c.Now, limits...)
+		l, url = behind(t, &providerapi.Square{Token: squareToken}, c.Now, limits...)
 		f, err = reconcile.NewSquare(&reconcile.SquareConfig{AccessToken: squareToken, BaseURL: url, Parser: parser, Retry: retry, Now: c.Now})
 	}
 	require.NoError(t, err)
@@ -276,7 +281,7 @@ func fetcherBehind(t *testing.T, name string, c *clock, maxRetries int, limits .
 
 // fetch runs f from an hour ago.
 func fetch(f reconcile.Fetcher) error {
-	return f.Fetch(context.Background(), time.Now().Add(-time.Hour), func([]reconcile.Fetched) error { return nil })
+	return f.Fetch(context.Background(), reconcile.Window{Since: time.Now().Add(-time.Hour)}, func([]reconcile.Fetched) error { return nil })
 }
 
 // gaps returns the time between each call and the next.

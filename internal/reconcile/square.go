@@ -112,10 +112,14 @@ type squareEvents struct {
 
 // Fetch implements Fetcher. Every page repeats the original query, as
 // Square requires with a cursor.
-func (s *Square) Fetch(ctx context.Context, since time.Time, page func([]Fetched) error) error {
+func (s *Square) Fetch(ctx context.Context, window Window, page func([]Fetched) error) error {
 	search := squareSearch{Limit: s.config.PageSize}
-	search.Query.Filter.CreatedAt.StartAt = since.UTC().Format(time.RFC3339)
-	search.Query.Filter.CreatedAt.EndAt = s.config.Now().UTC().Format(time.RFC3339)
+	search.Query.Filter.CreatedAt.StartAt = window.Since.UTC().Format(time.RFC3339)
+	end := window.Until
+	if end.IsZero() {
+		end = s.config.Now()
+	}
+	search.Query.Filter.CreatedAt.EndAt = end.UTC().Format(time.RFC3339)
 	search.Query.Sort.Field, search.Query.Sort.Order = "DEFAULT", "ASC"
 	for {
 		body, err := json.Marshal(search)
@@ -132,7 +136,14 @@ func (s *Square) Fetch(ctx context.Context, since time.Time, page func([]Fetched
 		}
 		fetched := make([]Fetched, 0, len(list.Events))
 		for _, raw := range list.Events {
-			fetched = append(fetched, parsed(s.config.Parser, raw))
+			f := parsed(s.config.Parser, raw)
+			var head struct {
+				CreatedAt time.Time `json:"created_at"`
+			}
+			if json.Unmarshal(raw, &head) == nil {
+				f.At = head.CreatedAt
+			}
+			fetched = append(fetched, f)
 		}
 		if len(fetched) > 0 {
 			if err := page(fetched); err != nil {

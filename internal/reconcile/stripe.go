@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -120,29 +119,28 @@ type stripeList struct {
 	HasMore bool              `json:"has_more"`
 }
 
-// Fetch implements Fetcher: it lists the events created at or after since,
+// Fetch implements Fetcher: it lists the events created within window,
 // newest first (Stripe's order), following starting_after while has_more.
-func (s *Stripe) Fetch(ctx context.Context, since time.Time, page func([]Fetched) error) error {
+func (s *Stripe) Fetch(ctx context.Context, window Window, page func([]Fetched) error) error {
 	after := ""
 	for {
-		list, err := s.list(ctx, since, after)
+		list, err := s.list(ctx, window, after)
 		if err != nil {
 			return err
 		}
 		fetched := make([]Fetched, 0, len(list.Data))
 		last := ""
 		for _, raw := range list.Data {
-			ev := s.config.Parser.ParseEvent(raw)
-			fetched = append(fetched, Fetched{
-				Event: inboxstore.IncomingEvent{ID: ev.ID, Type: ev.Type, Payload: ev.Payload, TwinKey: ev.TwinKey, ParseError: ev.ParseError},
-				Raw:   raw,
-			})
+			f := parsed(s.config.Parser, raw)
 			var head struct {
-				ID string `json:"id"`
+				ID      string `json:"id"`
+				Created int64  `json:"created"`
 			}
 			if json.Unmarshal(raw, &head) == nil && head.ID != "" {
 				last = head.ID
+				f.At = time.Unix(head.Created, 0)
 			}
+			fetched = append(fetched, f)
 		}
 		if len(fetched) > 0 {
 			if err := page(fetched); err != nil {
@@ -160,9 +158,12 @@ func (s *Stripe) Fetch(ctx context.Context, since time.Time, page func([]Fetched
 }
 
 // list gets one page, retrying 429s and 5xx with backoff.
-func (s *Stripe) list(ctx context.Context, since time.Time, after string) (*stripeList, error) {
+func (s *Stripe) list(ctx context.Context, window Window, after string) (*stripeList, error) {
 	q := url.Values{}
-	q.Set("created[gte]", strconv.FormatInt(since.Unix(), 10))
+	q.Set("created[gte]", strconv.FormatInt(window.Since.Unix(), 10))
+	if !window.Until.IsZero() {
+		q.Set("created[lte]", strconv.FormatInt(window.Until.Unix(), 10))
+	}
 	q.Set("limit", strconv.Itoa(s.config.PageSize))
 	if after != "" {
 		q.Set("starting_after", after)

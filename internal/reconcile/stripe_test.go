@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,96 +17,22 @@ import (
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
+	"github.com/hookinbox/hookinbox/internal/testkit/providerapi"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
 const testKey = "rk_test_reconcile_key"
 
-// fakeStripe speaks GET /v1/events as Stripe documents it: bearer auth,
-// created[gte], limit, starting_after, newest first, has_more; and answers
-// 429 with Retry-After to the requests rateLimit names (by request number).
-type fakeStripe struct {
-	events    []stripeEvent // newest first
-	rateLimit map[int]bool
-
-	mu       sync.Mutex
-	requests []string
-}
-
-type stripeEvent struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Type    string `json:"type"`
-	Created int64  `json:"created"`
-	Data    struct {
-		Object map[string]any `json:"object"`
-	} `json:"data"`
-}
-
-func newEvent(id, typ string, created time.Time, objectID string) stripeEvent {
-	ev := stripeEvent{ID: id, Object: "event", Type: typ, Created: created.Unix()}
-	ev.Data.Object = map[string]any{"id": objectID, "object": "payment_intent"}
-	return ev
-}
-
-func (f *fakeStripe) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	f.requests = append(f.requests, r.URL.RawQuery)
-	n := len(f.requests)
-	f.mu.Unlock()
-	if r.Method != http.MethodGet || r.URL.Path != "/v1/events" {
-		http.NotFound(rw, r)
-		return
-	}
-	if r.Header.Get("Authorization") != "Bearer "+testKey {
-		rw.WriteHeader(http.StatusUnauthorized)
-		_, _ = rw.Write([]byte(`{"error":{"message":"Invalid API Key provided","type":"invalid_request_error"}}`))
-		return
-	}
-	if f.rateLimit[n] {
-		rw.Header().Set("Retry-After", "2")
-		rw.WriteHeader(http.StatusTooManyRequests)
-		_, _ = rw.Write([]byte(`{"error":{"message":"Too many requests","type":"rate_limit_error"}}`))
-		return
-	}
-	q := r.URL.Query()
-	gte, err := strconv.ParseInt(q.Get("created[gte]"), 10, 64)
-	if err != nil {
-		http.Error(rw, "created[gte] is required here", http.StatusBadRequest)
-		return
-	}
-	limit, _ := strconv.Atoi(q.Get("limit"))
-	after := q.Get("starting_after")
-	var page []stripeEvent
-	started := after == ""
-	more := false
-	for _, ev := range f.events {
-		if !started {
-			started = ev.ID == after
-			continue
-		}
-		if ev.Created < gte {
-			continue
-		}
-		if len(page) == limit {
-			more = true
-			break
-		}
-		page = append(page, ev)
-	}
-	_ = json.NewEncoder(rw).Encode(map[string]any{"object": "list", "url": "/v1/events", "has_more": more, "data": page})
-}
-
 type bundle struct {
 	db       *dbtest.DB
 	ingester *inboxstore.Ingester
 	parser   reconcile.EventParser
-	fake     *fakeStripe
+	fake     *providerapi.Stripe
 	server   *httptest.Server
 	waits    []time.Duration
 }
 
-func setup(t *testing.T, fake *fakeStripe) *bundle {
+func setup(t *testing.T, fake *providerapi.Stripe) *bundle {
 	t.Helper()
 	db := dbtest.New(t)
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
@@ -132,7 +55,7 @@ func (b *bundle) fetcher(t *testing.T, pageSize int) *reconcile.Stripe {
 }
 
 // deliver claims ev as the receiver would have from its webhook.
-func (b *bundle) deliver(t *testing.T, ev stripeEvent) {
+func (b *bundle) deliver(t *testing.T, ev providerapi.StripeEvent) {
 	t.Helper()
 	body, err := json.Marshal(ev)
 	require.NoError(t, err)
@@ -161,15 +84,15 @@ func TestStripeReconciliation(t *testing.T) {
 
 	t.Run("InsertsExactlyTheMissingEvents", func(t *testing.T) {
 		t.Parallel()
-		fake := &fakeStripe{rateLimit: map[int]bool{2: true}}
+		fake := &providerapi.Stripe{Key: testKey, RateLimit: map[int]bool{2: true}}
 		// Newest first, as Stripe lists them; evt_old is outside the window.
 		for i := 9; i >= 1; i-- {
-			fake.events = append(fake.events, newEvent(fmt.Sprintf("evt_%d", i), "payment_intent.created", now.Add(-time.Duration(10-i)*time.Minute), fmt.Sprintf("pi_%d", i)))
+			fake.Events = append(fake.Events, providerapi.NewStripeEvent(fmt.Sprintf("evt_%d", i), "payment_intent.created", now.Add(-time.Duration(10-i)*time.Minute), fmt.Sprintf("pi_%d", i)))
 		}
-		fake.events = append(fake.events, newEvent("evt_old", "payment_intent.created", now.Add(-3*time.Hour), "pi_old"))
+		fake.Events = append(fake.Events, providerapi.NewStripeEvent("evt_old", "payment_intent.created", now.Add(-3*time.Hour), "pi_old"))
 		b := setup(t, fake)
 		// The webhooks brought 1, 4, 5 and 9; the others were missed.
-		for _, ev := range fake.events {
+		for _, ev := range fake.Events {
 			if slices.Contains([]string{"evt_1", "evt_4", "evt_5", "evt_9"}, ev.ID) {
 				b.deliver(t, ev)
 			}
@@ -179,7 +102,8 @@ func TestStripeReconciliation(t *testing.T) {
 			Source: "stripe", Provider: "stripe", Fetcher: b.fetcher(t, 4), Since: now.Add(-time.Hour), Claimer: b.ingester,
 		})
 		require.NoError(t, err)
-		require.Equal(t, &reconcile.Result{Fetched: 9, New: 5, Duplicates: 4}, res)
+		require.Equal(t, &reconcile.Result{Fetched: 9, New: 5, Duplicates: 4}, counts(res))
+		require.Equal(t, []string{"evt_8", "evt_7", "evt_6", "evt_3", "evt_2"}, missingIDs(res))
 		ids, jobs := b.rows(t)
 		require.Equal(t, []string{"evt_1", "evt_2", "evt_3", "evt_4", "evt_5", "evt_6", "evt_7", "evt_8", "evt_9"}, ids)
 		require.Equal(t, 9, jobs, "one job per event: the missing ones got theirs from reconciliation, no event got two")
@@ -187,17 +111,17 @@ func TestStripeReconciliation(t *testing.T) {
 		// Three pages of 4, 4 and 1; the second was rate-limited once, and
 		// the retry waited the Retry-After the 429 named.
 		require.Equal(t, []time.Duration{2 * time.Second}, b.waits)
-		require.Len(t, fake.requests, 4)
-		require.Contains(t, fake.requests[2], "starting_after=evt_6")
-		require.Equal(t, fake.requests[1], fake.requests[2], "the rate-limited page is asked again as it was")
-		require.Contains(t, fake.requests[3], "starting_after=evt_2")
+		require.Len(t, fake.Requests, 4)
+		require.Contains(t, fake.Requests[2], "starting_after=evt_6")
+		require.Equal(t, fake.Requests[1], fake.Requests[2], "the rate-limited page is asked again as it was")
+		require.Contains(t, fake.Requests[3], "starting_after=evt_2")
 
 		// A second run finds nothing missing.
 		again, err := reconcile.Run(context.Background(), &reconcile.Params{
 			Source: "stripe", Provider: "stripe", Fetcher: b.fetcher(t, 100), Since: now.Add(-time.Hour), Claimer: b.ingester,
 		})
 		require.NoError(t, err)
-		require.Equal(t, &reconcile.Result{Fetched: 9, Duplicates: 9}, again)
+		require.Equal(t, &reconcile.Result{Fetched: 9, Duplicates: 9}, counts(again))
 		_, jobs = b.rows(t)
 		require.Equal(t, 9, jobs)
 	})
@@ -206,21 +130,21 @@ func TestStripeReconciliation(t *testing.T) {
 		t.Parallel()
 		// A twin type: the listed event carries the twin key the webhook's
 		// row would, so a resend of the same intent under another id stays out.
-		fake := &fakeStripe{events: []stripeEvent{newEvent("evt_a", "payment_intent.succeeded", now, "pi_1")}}
+		fake := &providerapi.Stripe{Key: testKey, Events: []providerapi.StripeEvent{providerapi.NewStripeEvent("evt_a", "payment_intent.succeeded", now, "pi_1")}}
 		b := setup(t, fake)
-		b.deliver(t, newEvent("evt_b", "payment_intent.succeeded", now, "pi_1"))
+		b.deliver(t, providerapi.NewStripeEvent("evt_b", "payment_intent.succeeded", now, "pi_1"))
 		res, err := reconcile.Run(context.Background(), &reconcile.Params{
 			Source: "stripe", Provider: "stripe", Fetcher: b.fetcher(t, 100), Since: now.Add(-time.Hour), Claimer: b.ingester,
 		})
 		require.NoError(t, err)
-		require.Equal(t, &reconcile.Result{Fetched: 1, Twins: 1}, res)
+		require.Equal(t, &reconcile.Result{Fetched: 1, Twins: 1}, counts(res))
 		ids, _ := b.rows(t)
 		require.Equal(t, []string{"evt_b"}, ids)
 	})
 
 	t.Run("WrongKeyFailsWithStripesMessage", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, &fakeStripe{})
+		b := setup(t, &providerapi.Stripe{Key: testKey})
 		f, err := reconcile.NewStripe(&reconcile.StripeConfig{APIKey: "rk_wrong", BaseURL: b.server.URL, Parser: b.parser})
 		require.NoError(t, err)
 		_, err = reconcile.Run(context.Background(), &reconcile.Params{Source: "stripe", Provider: "stripe", Fetcher: f, Since: now, Claimer: b.ingester})
@@ -230,7 +154,7 @@ func TestStripeReconciliation(t *testing.T) {
 
 	t.Run("ReschedulesAfterMaxRetries", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, &fakeStripe{rateLimit: map[int]bool{1: true, 2: true, 3: true}})
+		b := setup(t, &providerapi.Stripe{Key: testKey, RateLimit: map[int]bool{1: true, 2: true, 3: true}})
 		f, err := reconcile.NewStripe(&reconcile.StripeConfig{
 			APIKey: testKey, BaseURL: b.server.URL, Parser: b.parser, MaxRetries: 2,
 			Sleep: func(_ context.Context, d time.Duration) error { b.waits = append(b.waits, d); return nil },

@@ -19,6 +19,7 @@ import "strings"
 //	inboxctl send                      NeedReceiver
 //	inboxctl prune, events purge,      NeedInbox
 //	replay, sources
+//	inboxctl reconcile                 NeedInbox | NeedReconcile
 type Needs uint8
 
 const (
@@ -48,6 +49,11 @@ const (
 	// the jobs it enqueues carry. NeedReceiver and NeedWorker need all
 	// that too.
 	NeedInbox
+	// NeedReconcile needs the sources' reconcile sections (their API keys
+	// set and valid), for inboxctl reconcile, which runs a source's
+	// reconciliation as the worker does; combine it with NeedInbox.
+	// NeedWorker needs them too.
+	NeedReconcile
 )
 
 // verifies reports whether n needs the sources' verifier credentials.
@@ -66,7 +72,7 @@ func (n Needs) covers(key string) bool {
 		case within(rest, "secrets"), within(rest, "secrets_file"), within(rest, "basic_auth"), within(rest, "hmac.api_keys"):
 			return n.verifies()
 		case within(rest, "reconcile"):
-			return n&(NeedSources|NeedWorker) != 0
+			return n&(NeedSources|NeedWorker|NeedReconcile) != 0
 		}
 		return n&(NeedSources|NeedReceiver|NeedWorker|NeedInbox) != 0
 	case key == "worker.max_attempts":

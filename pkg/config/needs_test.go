@@ -200,27 +200,29 @@ func TestNeedsCovers(t *testing.T) {
 	for _, tt := range []struct {
 		key                                           string
 		migrate, receiver, worker, sourcesOnly, inbox bool
+		reconcile                                     bool // inboxctl reconcile
 	}{
-		{key: "database.url", migrate: true, receiver: true, worker: true, inbox: true},
-		{key: "log.level", migrate: true, receiver: true, worker: true, sourcesOnly: true, inbox: true},
+		{key: "database.url", migrate: true, receiver: true, worker: true, inbox: true, reconcile: true},
+		{key: "log.level", migrate: true, receiver: true, worker: true, sourcesOnly: true, inbox: true, reconcile: true},
 		{key: "receiver.ack_timeout", receiver: true},
-		{key: "sources", receiver: true, worker: true, sourcesOnly: true, inbox: true},
+		{key: "sources", receiver: true, worker: true, sourcesOnly: true, inbox: true, reconcile: true},
 		{key: "sources[stripe].secrets[0]", receiver: true, sourcesOnly: true},
 		{key: "sources[stripe].secrets_file", receiver: true, sourcesOnly: true},
 		{key: "sources[stripe].basic_auth[0].password", receiver: true, sourcesOnly: true},
 		{key: "sources[stripe].hmac.api_keys[1]", receiver: true, sourcesOnly: true},
-		{key: "sources[stripe].reconcile.api_key", worker: true, sourcesOnly: true},
-		{key: "sources[stripe].queue", receiver: true, worker: true, sourcesOnly: true, inbox: true},
-		{key: "sources[stripe].retention", receiver: true, worker: true, sourcesOnly: true, inbox: true},
-		{key: "sources[stripe].hmac.header", receiver: true, worker: true, sourcesOnly: true, inbox: true},
-		{key: "worker.max_attempts", receiver: true, worker: true, inbox: true},
+		{key: "sources[stripe].reconcile.api_key", worker: true, sourcesOnly: true, reconcile: true},
+		{key: "sources[stripe].queue", receiver: true, worker: true, sourcesOnly: true, inbox: true, reconcile: true},
+		{key: "sources[stripe].retention", receiver: true, worker: true, sourcesOnly: true, inbox: true, reconcile: true},
+		{key: "sources[stripe].hmac.header", receiver: true, worker: true, sourcesOnly: true, inbox: true, reconcile: true},
+		{key: "worker.max_attempts", receiver: true, worker: true, inbox: true, reconcile: true},
 		{key: "worker.routes[0].source", worker: true},
-		{key: "workers", migrate: true, receiver: true, worker: true, sourcesOnly: true, inbox: true}, // Not a section: an unknown top-level key.
+		{key: "workers", migrate: true, receiver: true, worker: true, sourcesOnly: true, inbox: true, reconcile: true}, // Not a section: an unknown top-level key.
 	} {
 		require.Equal(t, tt.migrate, NeedDatabase.covers(tt.key), "migrate %s", tt.key)
 		require.Equal(t, tt.receiver, (NeedDatabase | NeedReceiver).covers(tt.key), "receiver %s", tt.key)
 		require.Equal(t, tt.worker, (NeedDatabase | NeedWorker).covers(tt.key), "worker %s", tt.key)
 		require.Equal(t, tt.sourcesOnly, NeedSources.covers(tt.key), "sources %s", tt.key)
 		require.Equal(t, tt.inbox, (NeedDatabase | NeedInbox).covers(tt.key), "inbox writers %s", tt.key)
+		require.Equal(t, tt.reconcile, (NeedDatabase | NeedInbox | NeedReconcile).covers(tt.key), "reconcile %s", tt.key)
 	}
 }

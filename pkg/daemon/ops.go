@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/admin"
+	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/pkg/config"
@@ -52,6 +53,21 @@ func reconcileSources(cfg *config.Config) ([]*reconcile.Source, error) {
 		out = append(out, source)
 	}
 	return out, nil
+}
+
+// NewReconcileWorker returns the reconciliation of env's sources that
+// enable one, as the worker daemon runs it (its jobs' worker), claiming with
+// client when set (inboxctl reconcile passes an insert-only one; nil: the
+// client that works the job) and counting its runs in m (nil counts
+// nothing). It is nil, with no error, when no source enables one.
+func NewReconcileWorker(env *Env, client *river.Client[pgx.Tx], m *metrics.Reconcile) (*reconcile.Worker, []*reconcile.Source, error) {
+	sources, err := reconcileSources(env.Config)
+	if err != nil || len(sources) == 0 {
+		return nil, nil, err
+	}
+	return reconcile.NewWorker(env.Pool, &reconcile.WorkerConfig{
+		Sources: sources, QueueFor: queueFor(env.Config), Client: client, Logger: env.Logger.Named("reconcile"), Metrics: m,
+	}), sources, nil
 }
 
 // NewAdmin returns the operator actions on env's database, inserting jobs

@@ -46,7 +46,7 @@ func newWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		registry = worker.NewRegistry(env.Logger)
 	}
 	policies := RetentionPolicies(env.Config)
-	reconciled, err := reconcileSources(env.Config)
+	rw, reconciled, err := NewReconcileWorker(env, nil, metrics.NewReconcile(env.Metrics()))
 	if err != nil {
 		return nil, err
 	}
@@ -57,10 +57,7 @@ func newWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 		relay = rc
 	}
 	var addWorkers func(*river.Workers)
-	if len(reconciled) > 0 {
-		rw := reconcile.NewWorker(env.Pool, &reconcile.WorkerConfig{
-			Sources: reconciled, QueueFor: queueOf, Logger: env.Logger.Named("reconcile"), Metrics: metrics.NewReconcile(env.Metrics()),
-		})
+	if rw != nil {
 		addWorkers = func(ws *river.Workers) { river.AddWorker(ws, rw) }
 	}
 	// The worker's own settings come defaulted and validated from the
