@@ -16,7 +16,7 @@ func TestCommandLine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the ledger binary")
 	}
-	bin := proctest.Build(t, ".")[0]
+	bin, _ := buildBinaries(t)
 
 	for _, order := range []string{"--config F migrate", "migrate --config F", "--config=F migrate", "migrate --config=F"} {
 		t.Run("MigrateWithConfigBeforeOrAfter/"+order, func(t *testing.T) {

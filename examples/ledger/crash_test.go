@@ -31,6 +31,14 @@ func ledgerCommand(bin string, env []string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// buildBinaries returns the ledger's binary and cmd/worker's, built
+// together (one go build links them in parallel) once per test process.
+func buildBinaries(t *testing.T) (ledger, worker string) {
+	t.Helper()
+	bins := proctest.Build(t, ".", "../../cmd/worker")
+	return bins[0], bins[1]
+}
+
 // writeConfig writes a ledger config for the test's database, reached
 // directly. jobTimeout bounds one handler run; River rescues a job left
 // running for a second longer than that.
@@ -128,7 +136,7 @@ func TestSIGKILLMidBatchThroughPgBouncer(t *testing.T) {
 // test itself reads and locks the database directly.
 func testSIGKILLMidBatch(t *testing.T, workerURL func(*dbtest.DB) string, pooler string) {
 	t.Helper()
-	bin := proctest.Build(t, ".")[0]
+	bin, _ := buildBinaries(t)
 	db := ledgerDB(t)
 	ctx := context.Background()
 

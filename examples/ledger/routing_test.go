@@ -176,7 +176,7 @@ func TestTwoWorkerBinariesOnTwoQueues(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs subprocesses")
 	}
-	ledgerBin, workerBin := proctest.Build(t, ".")[0], proctest.Build(t, "../../cmd/worker")[0]
+	ledgerBin, workerBin := buildBinaries(t)
 	db := ledgerDB(t)
 
 	const n = 200
@@ -219,7 +219,7 @@ func TestWorkerWithoutARouteForASourceOnItsQueueRefusesToStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs subprocesses")
 	}
-	workerBin := proctest.Build(t, "../../cmd/worker")[0]
+	_, workerBin := buildBinaries(t)
 	db := ledgerDB(t)
 
 	const n = 50
@@ -249,7 +249,7 @@ func TestExampleConfigWorkerBesideTheLedgerWaitsForItToHandOver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs subprocesses")
 	}
-	ledgerBin, workerBin := proctest.Build(t, ".")[0], proctest.Build(t, "../../cmd/worker")[0]
+	ledgerBin, workerBin := buildBinaries(t)
 	db := ledgerDB(t)
 	ctx := context.Background()
 

@@ -39,9 +39,10 @@ func size[T any](fast, slow T) T {
 // secret is the bank source's Standard Webhooks signing secret.
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
-// binaries are the commands the scenarios run, built together once per
-// test process.
-var binaries = []string{"../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl"}
+// binaries are the commands the scenarios run, built together (one go
+// build links them in parallel) once per test process; slowworker is
+// scenario 9's.
+var binaries = []string{"../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl", "../../internal/testkit/slowworker"}
 
 // receiverBin, ledgerBin and inboxctlBin are cmd/receiver, examples/ledger
 // (the ledger worker) and cmd/inboxctl.

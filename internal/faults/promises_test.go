@@ -77,7 +77,7 @@ type promiseBundle struct {
 
 func newPromiseBundle(t *testing.T) *promiseBundle {
 	t.Helper()
-	bins := proctest.Build(t, "../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl", "../../internal/testkit/slowworker")
+	bins := proctest.Build(t, binaries...)
 	b := &promiseBundle{db: dbtest.New(t), receiver: bins[0], inboxctl: bins[2], slowworker: bins[3]}
 	_, err := b.db.Pool.Exec(context.Background(), `
 CREATE TABLE slow_runs (event_id text NOT NULL, worker text NOT NULL, key text, v int,

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,12 +14,18 @@ import (
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
 )
 
+// daemons are the binaries the tests run, built together (one go build
+// links them in parallel) once per test process.
+var daemons = []string{"../../cmd/receiver", "../../cmd/worker", "../../cmd/inboxctl"}
+
 // command returns a command running the named binary (cmd/receiver,
 // cmd/worker or cmd/inboxctl, built once per test run) with an environment
 // that names no config and no database: only the test's config does.
 func command(t *testing.T, name string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(proctest.Build(t, "../../cmd/"+name)[0], args...)
+	i := slices.Index(daemons, "../../cmd/"+name)
+	require.GreaterOrEqual(t, i, 0, "no such daemon: %s", name)
+	cmd := exec.Command(proctest.Build(t, daemons...)[i], args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL=", "HOOKINBOX_CONFIG=", "HOOKINBOX_DATABASE_URL=")
 	return cmd
 }

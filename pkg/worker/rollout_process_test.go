@@ -48,7 +48,7 @@ func TestRouteChangeRollsOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs subprocesses")
 	}
-	bin := proctest.Build(t, "./testdata/stampworker")[0]
+	bin := testWorkers(t).stamp
 	db := dbtest.New(t)
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `

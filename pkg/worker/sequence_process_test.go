@@ -20,6 +20,19 @@ import (
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
 )
 
+// workerBinaries are the test workers the process tests run.
+type workerBinaries struct {
+	seq, stamp string // testdata/seqworker, testdata/stampworker
+}
+
+// testWorkers builds the test workers together (one go build links them in
+// parallel) once per test process.
+func testWorkers(t *testing.T) workerBinaries {
+	t.Helper()
+	bins := proctest.Build(t, "./testdata/seqworker", "./testdata/stampworker")
+	return workerBinaries{seq: bins[0], stamp: bins[1]}
+}
+
 // TestSequenceThreeProcesses runs three worker processes on one sequenced
 // route: a backlog of 500 events over 20 keys, ingested in shuffled order
 // before they start, then 100 more that arrive, shuffled, while they work.
@@ -32,7 +45,7 @@ func TestSequenceThreeProcesses(t *testing.T) {
 		t.Skip("builds and kills subprocesses")
 	}
 	const keys, backlogPerKey, streamPerKey = 20, 25, 5
-	bin := proctest.Build(t, "./testdata/seqworker")[0]
+	bin := testWorkers(t).seq
 	db := dbtest.New(t)
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `
@@ -146,7 +159,7 @@ func TestSequenceBackToBackTwoProcesses(t *testing.T) {
 		t.Skip("builds and runs subprocesses")
 	}
 	const events = 200
-	bin := proctest.Build(t, "./testdata/seqworker")[0]
+	bin := testWorkers(t).seq
 	db := dbtest.New(t)
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `
