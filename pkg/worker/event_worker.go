@@ -156,10 +156,11 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 		log.Info("event interrupted by shutdown", zap.Error(err))
 		return err
 	}
-	if !out.began && !out.recorded && ctx.Err() != nil {
-		// The job's time ran out while it waited for a transaction (behind
-		// a slow group, or for a connection): its handlers never began, so
-		// the event is not charged an attempt. River runs it again at once.
+	if !out.began && !out.recorded && (ctx.Err() != nil || errors.Is(err, errLate)) {
+		// The job's time ran out, or most of it, while it waited for a
+		// transaction (behind slow events, or for a connection): its
+		// handlers never began, so the event is not charged an attempt.
+		// River runs it again at once, with all its time.
 		log.Info("event's time ran out before its handlers began; running it again, no attempt counted", zap.Error(err))
 		return river.JobSnooze(0)
 	}
@@ -199,6 +200,21 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 		log.Info("event failed; River retries it with backoff", zap.Error(err))
 	}
 	return err
+}
+
+// errLate is what process returns when its transaction began with less
+// than half of the job's time left (see late).
+var errLate = errors.New("less than half of the job's time was left when its transaction began")
+
+// late reports whether less than half of the job timeout is left of ctx:
+// an event alone begins its handlers only with at least that much, as a
+// group takes a further event only then. Its time is its own: a run that
+// waited for a transaction (the worker's are bounded, and slow events may
+// hold them until their own time is up) is put back uncharged rather than
+// run out of time its neighbours spent.
+func (w *eventWorker) late(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && w.jobTimeout > 0 && time.Until(deadline) < w.jobTimeout/2
 }
 
 // process works one event in a transaction of its own, at its route's
@@ -246,6 +262,9 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 			case err != nil:
 				return err
 			}
+		}
+		if w.late(ctx) {
+			return errLate
 		}
 		// One round trip locks the row, checks it, and marks it done; the
 		// handlers' failure rolls the mark back with everything else.

@@ -158,11 +158,13 @@ func (w *eventWorker) flushGroup(ctx context.Context, group []groupRequest) ([]g
 // one deadline): an event's handlers get a slice of the job timeout
 // (groupSliceDivisor), enforced by their context and by the group's
 // statement_timeout, and the group takes no further event once less than
-// half the job timeout is left. An event over its slice is rolled back to
-// its savepoint, the group ends there and commits the events before it, and
-// it and the rest are worked alone, each with the half of its job's time
-// that is left: the slow event meets its own timeout there, and the others
-// commit at their first attempt.
+// half the job timeout and a slice are left. An event over its slice is
+// rolled back to its savepoint, the group ends there and commits the events
+// before it, and it and the rest are worked alone: each begins its handlers
+// only with at least half of its job's time left, else it is put back
+// uncharged and runs again with all of it (see eventWorker.late). The slow
+// event meets its own timeout there, and the others commit at their first
+// attempt.
 //
 // An event of a source paused since its job was fetched is held, and one
 // fetched by a worker that has fenced itself (see registration.fenced) is
@@ -211,7 +213,12 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 			// Used once: a second copy of the same job in this group (one
 			// River rescued while the first still waited) finds nothing.
 			delete(taken, job.Args.InboxID)
-			ended = ended || (!deadline.IsZero() && time.Until(deadline) < w.jobTimeout/2)
+			// A further event only while its whole slice ends before the
+			// half of the job's time the events worked alone keep: cut
+			// short by that bound, its statement would be cancelled by its
+			// context, not by statement_timeout, and the connection (the
+			// group's transaction) with it.
+			ended = ended || (!deadline.IsZero() && time.Until(deadline) < w.jobTimeout/2+w.sliceBound())
 			switch {
 			case ended:
 				undo = append(undo, t)
@@ -298,14 +305,20 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 // connection; and at most until half the job timeout is left of the
 // group's deadline.
 func (w *eventWorker) eventSlice(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
-	slice := w.jobTimeout / groupSliceDivisor
-	until := time.Now().Add(slice + slice/2)
+	until := time.Now().Add(w.sliceBound())
 	if !deadline.IsZero() {
 		if last := deadline.Add(-w.jobTimeout / 2); last.Before(until) {
 			until = last
 		}
 	}
 	return context.WithDeadline(ctx, until)
+}
+
+// sliceBound is how long a grouped event's handlers may run: its slice of
+// the job timeout, and half again for statement_timeout to cancel first.
+func (w *eventWorker) sliceBound() time.Duration {
+	slice := w.jobTimeout / groupSliceDivisor
+	return slice + slice/2
 }
 
 // groupSettings are the SET LOCAL statements of a group transaction, run

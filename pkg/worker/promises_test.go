@@ -587,3 +587,64 @@ SELECT count(*) FROM river_job WHERE kind = 'hookinbox.event' AND state NOT IN (
 	require.Zero(t, b.effects(t, "evt_after_pause"), "an event received after the worker saw the pause was handled")
 	require.Equal(t, inbox.StatusPending, b.row(t, id).Status)
 }
+
+func TestAnEventThatWaitedForATransactionIsNotCharged(t *testing.T) {
+	t.Parallel()
+
+	// The soak's seed 788135 (issue 40): slow events hold the worker's
+	// event transactions (two, at max_conns 6) until their time is up;
+	// quick events fetched a little later wait for one, and get it with
+	// little of their own time left. They used to begin anyway and run out
+	// of it: charged an attempt for their neighbours' fault. Now handlers
+	// begin only with at least half of the job's time left; a run that got
+	// its transaction later is put back, uncharged.
+	b := setup(t)
+	cfg, err := pgxpool.ParseConfig(b.db.URL)
+	require.NoError(t, err)
+	cfg.MaxConns = 6
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	const slow, quick = 2, 30
+	entered := make(chan struct{}, 8)
+	b.startDefaults(t, pool, func(c *worker.Config) {
+		c.JobTimeout = 2 * time.Second
+		c.MaxAttempts = 2
+		c.Registry.Register("slow", func(ctx context.Context, _ pgx.Tx, _ inbox.Event) error {
+			entered <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		c.Registry.Register("quick", func(ctx context.Context, tx pgx.Tx, _ inbox.Event) error {
+			_, err := tx.Exec(ctx, `SELECT pg_sleep(0.1)`)
+			return err
+		})
+		c.Routes = []worker.Route{
+			{Source: "bank", Types: []string{"slow"}, Handlers: []string{"effect", "slow"}},
+			{Source: "bank", Handlers: []string{"effect", "quick"}},
+		}
+	})
+	ingest := func(typ string, from, count int) []inboxstore.ClaimedRow {
+		d := &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`)}
+		for i := from; i < from+count; i++ {
+			d.Events = append(d.Events, inboxstore.IncomingEvent{ID: fmt.Sprintf("evt_%02d", i), Type: typ, Payload: []byte(`{}`)})
+		}
+		res, err := b.ingester.Ingest(context.Background(), d)
+		require.NoError(t, err)
+		require.Equal(t, count, res.New)
+		return res.Claimed
+	}
+	ingest("slow", 0, slow)
+	// Both slow events run alone (each left its group over its slice), on
+	// the two transactions, until their time is up.
+	for range slow {
+		<-entered
+	}
+	for _, row := range ingest("account.deposit", slow, quick) {
+		b.waitStatus(t, row.ID, inbox.StatusDone)
+		attempts, jobErrors := b.charged(t, row.EventID)
+		require.Equal(t, 1, attempts, "%s: done at its first attempt", row.EventID)
+		require.Zero(t, jobErrors, "%s: no failed attempt charged", row.EventID)
+		require.Equal(t, 1, b.effects(t, row.EventID))
+	}
+}
