@@ -68,6 +68,8 @@ func (s *step) String() string {
 	case stepSend:
 		first, last := s.Deposits[0].ID, s.Deposits[len(s.Deposits)-1].ID
 		return fmt.Sprintf("%s %s %-6s %d events ×%d (%s … %s)", head, s.Source, s.What, len(s.Deposits), s.Copies, first, last)
+	case stepRollout, stepRetire:
+		return fmt.Sprintf("%s routes %d %s", head, s.Index, s.What)
 	case stepKill, stepRestart:
 		return fmt.Sprintf("%s %s %d", head, s.Role, s.Index)
 	case stepTerm:
@@ -117,7 +119,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 			fresh := func(count int, account func(i int) string) []faults.Deposit {
 				ds := make([]faults.Deposit, count)
 				for i := range ds {
-					ds[i] = faults.Deposit{ID: fmt.Sprintf("%s_%05d", src, n), Account: account(i), Cents: int64(100 + rng.IntN(10000))}
+					ds[i] = faults.Deposit{ID: fmt.Sprintf("%s_%05d", src, n), Account: account(i), Cents: int64(100 + rng.IntN(10000)), Version: int64(n + 1)}
 					n++
 				}
 				sent = append(sent, ds...)
@@ -179,6 +181,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 		s.Steps = append(s.Steps, step{At: at, Kind: stepKill, Role: role, Index: index},
 			step{At: back, Kind: stepRestart, Role: role, Index: index})
 	}
+	addWorkerSteps(s)
 	slices.SortStableFunc(s.Steps, func(a, b step) int { return cmp.Compare(a.At, b.At) })
 	return s
 }

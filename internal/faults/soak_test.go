@@ -19,12 +19,11 @@ import (
 )
 
 // The soak's worker settings: a short job timeout (River rescues a killed
-// worker's jobs after rescue_after, a second more), a fast reaper, and the
-// pause refresh the pause promise is checked against.
+// worker's jobs after rescue_after, a second more), a fast reaper, and a
+// short pause refresh.
 const (
-	soakJobTimeout   = 10 * time.Second
-	soakPauseRefresh = 250 * time.Millisecond
-	soakWorkerKeys   = "reaper_interval: 1s\n  orphan_after: 5s\n  pause_refresh: 250ms"
+	soakJobTimeout = 10 * time.Second
+	soakWorkerKeys = "reaper_interval: 1s\n  orphan_after: 5s\n  pause_refresh: 250ms"
 	// soakApp is the application_name of the soak's own connections, which
 	// pg_terminate_backend spares.
 	soakApp = "hookinbox_soak"
@@ -102,6 +101,7 @@ type soak struct {
 	urls     map[string][]string            // a source's webhook URLs, one per receiver
 	pauses   []pauseWindow
 	pausedAt map[string]time.Time
+	w        soakWorkers // the worker side's (soak_worker_test.go)
 
 	mu    sync.Mutex
 	acked map[string]map[string]bool // source → event id answered 2xx
@@ -121,6 +121,8 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 	t.Cleanup(pool.Close)
 	_, err = pool.Exec(context.Background(), soakTrigger)
 	require.NoError(t, err)
+	_, err = pool.Exec(context.Background(), soakWorkerTrigger)
+	require.NoError(t, err)
 	s := &soak{t: t, sched: sched, pool: pool, procs: map[string][]*proctest.Process{}, urls: map[string][]string{},
 		acked: map[string]map[string]bool{}, sent: map[string]map[string]faults.Deposit{}, pausedAt: map[string]time.Time{}}
 	s.inboxctl = proctest.Build(t, "../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl")[2]
@@ -132,7 +134,7 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 		s.configs = append(s.configs, conf.write(t))
 		s.start(receiverRole, i)
 	}
-	s.worker = s.configs[0]
+	s.worker = s.routeSetConfig(db.URL, 0)
 	for i := range soakProcesses {
 		s.start(workerRole, i)
 	}
@@ -249,6 +251,8 @@ func (s *soak) do(ctx context.Context, st *step) {
 		require.NoError(t, s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now))
 		s.pauses = append(s.pauses, pauseWindow{source: st.Source, from: s.pausedAt[st.Source], resumed: now})
 		s.ctl("sources", "resume", st.Source)
+	default:
+		s.doWorker(st)
 	}
 }
 
