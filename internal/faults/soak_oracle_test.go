@@ -18,7 +18,7 @@ type soakRow struct {
 // oracle checks the soak's promises, in order, and returns the first
 // broken one, or "" when all hold:
 //  1. every event answered 2xx is in the inbox;
-//  2. nothing is pending after the quiet tail (reaperWindow);
+//  2. nothing is pending after the quiet tail (soakTail);
 //  3. every acknowledged event is done and its handler ran (committed)
 //     exactly once, or, when the schedule made it poison, failed and never
 //     applied; no stored event failed that was not poison;
@@ -43,7 +43,7 @@ func (s *soak) oracle() string {
 		}
 	}
 	if p := s.pending(); len(p) > 0 {
-		return fmt.Sprintf("events still pending %s after the schedule: %v", reaperWindow, p)
+		return fmt.Sprintf("events still pending %s after the schedule: %v", soakTail, p)
 	}
 	for _, src := range soakSources {
 		for id := range s.sent[src] {

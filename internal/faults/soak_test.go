@@ -299,11 +299,11 @@ func (s *soak) ctl(args ...string) {
 }
 
 // quietTail waits, once the schedule has ended, until no event of the
-// soak's sources is pending, reaperWindow at most, and returns how long
+// soak's sources is pending, soakTail at most, and returns how long
 // that took.
 func (s *soak) quietTail() time.Duration {
 	began := time.Now()
-	for time.Since(began) < reaperWindow {
+	for time.Since(began) < soakTail {
 		if len(s.pending()) == 0 {
 			break
 		}

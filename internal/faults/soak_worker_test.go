@@ -42,6 +42,17 @@ const (
 	soakEventTxs       = soakWorkerMaxConns - 4
 )
 
+// soakTail bounds the quiet tail: how long after the schedule every event
+// must be done or failed. It is a bound, not a grace on a race: a slow
+// scene's 16 deposits to slowAccount serialise on its row for 48 s, past
+// job_timeout (10 s), so some are charged and River retries them after
+// its backoff (1, 16, 81 s for attempts 2 to 4); a killed worker's jobs
+// wait for rescue_after and the dead leader's lease (reaperWindow, 90 s).
+// Three minutes is twice the longest of those chains we reasoned about
+// (a fourth attempt, 81 s, after 48 s of queueing); the runs measured
+// needed 13 to 83 s (docs/guarantees.md, "Soak").
+const soakTail = 3 * time.Minute
+
 // groupSlowPrefix names the accounts whose deposits sleep groupSlowSleep in
 // their handler (soakWorkerTrigger): each its own account, so that they do
 // not wait for one another's locks, and together more than a job's time in
