@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,6 +63,12 @@ const (
 	groupSlowSleep  = 4 * time.Second
 )
 
+// flakyPrefix names the accounts whose deposits fail their first attempt
+// (soakWorkerTrigger raises an error while the row's attempts, counted by
+// the take, are below 2) and succeed at their second: handlers that fail
+// then recover.
+const flakyPrefix = "acc_flaky_"
+
 // soakWorkerTrigger records, beside soakTrigger's soak_applied, which
 // route set applied each event (its workers' application_name, see
 // routeSetConfig) and every failure recorded on an inbox row (the
@@ -72,6 +79,9 @@ CREATE FUNCTION soak_gslow() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.account_id LIKE '%s%%' THEN
         PERFORM pg_sleep(%d);
+    END IF;
+    IF NEW.account_id LIKE '%s%%' AND (SELECT attempts FROM webhook_inbox WHERE source = NEW.source AND event_id = NEW.event_id) < 2 THEN
+        RAISE EXCEPTION 'soak: a flaky handler fails its first attempt';
     END IF;
     RETURN NEW;
 END $$;
@@ -84,7 +94,7 @@ BEGIN
 END $$;
 CREATE TRIGGER soak_failed AFTER UPDATE ON webhook_inbox FOR EACH ROW
     WHEN (NEW.last_error IS NOT NULL AND (NEW.last_error IS DISTINCT FROM OLD.last_error OR NEW.attempts <> OLD.attempts))
-    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()))
+    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()), flakyPrefix)
 
 // soakWorkers is the worker side's state in a soak.
 type soakWorkers struct {
@@ -149,7 +159,7 @@ func (s *soak) doWorker(st *step) {
 // to 2 s after its retirement (a killed worker's record would hold the new
 // set back for three heartbeats); and, on the first source, now and then a
 // send of events slow past their slice of a group's time mixed with quick
-// ones.
+// ones and flaky ones (flakyPrefix).
 func addWorkerSteps(s *schedule) {
 	rng := rand.New(rand.NewPCG(s.Seed, 0x3040))
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
@@ -177,7 +187,11 @@ func addWorkerSteps(s *schedule) {
 		}
 		j := slices.IndexFunc(s.Steps[i+1:], func(r step) bool {
 			return r.Kind == stepRestart && r.Role == workerRole && r.Index == st.Index && r.At >= st.At
-		}) + i + 1
+		})
+		if j < 0 {
+			panic("soak: a worker kill without its restart")
+		}
+		j += i + 1
 		for _, w := range quiet {
 			if st.At < w.to && s.Steps[j].At > w.from {
 				killed = append(killed, i, j)
@@ -193,8 +207,11 @@ func addWorkerSteps(s *schedule) {
 		ds := make([]faults.Deposit, 0, 2*workerConcurrency)
 		for i := range 2 * workerConcurrency {
 			account := fmt.Sprintf("acc_%d", rng.IntN(soakAccount))
-			if i%2 == 0 {
+			switch i % 4 {
+			case 0, 2:
 				account = fmt.Sprintf("%s%d", groupSlowPrefix, n)
+			case 1:
+				account = fmt.Sprintf("%s%d", flakyPrefix, n)
 			}
 			ds = append(ds, faults.Deposit{ID: fmt.Sprintf("%s_g%05d", soakSources[0], n), Account: account, Cents: int64(100 + rng.IntN(10000))})
 			n++
@@ -382,4 +399,34 @@ func (s *soak) checkRequestIDs(ctx context.Context) string {
 		return "no handler line in any worker's log: the request-id promise checked nothing"
 	}
 	return broken
+}
+
+// TestSoakScheduleWorkerSide checks, without a database, what the worker
+// side's steps promise the soak: the same seed draws the same schedule,
+// every rollout's old set is retired after it, and no worker is killed or
+// restarted from 2 s before a rollout to 2 s after its retirement.
+func TestSoakScheduleWorkerSide(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(40) {
+		for _, d := range []time.Duration{45 * time.Second, 2 * time.Minute} {
+			s := newSchedule(seed, d)
+			require.Equal(t, s.String(), newSchedule(seed, d).String(), "seed %d", seed)
+			rollouts := 0
+			for i, st := range s.Steps {
+				if st.Kind != stepRollout {
+					continue
+				}
+				rollouts++
+				r := slices.IndexFunc(s.Steps[i:], func(o step) bool { return o.Kind == stepRetire && o.Index == st.Index-1 })
+				require.GreaterOrEqual(t, r, 0, "seed %d: rollout %d never retires its old set", seed, st.Index)
+				from, to := st.At-2*time.Second, s.Steps[i+r].At+2*time.Second
+				for _, o := range s.Steps {
+					if (o.Kind == stepKill || o.Kind == stepRestart) && o.Role == workerRole {
+						require.False(t, o.At >= from && o.At <= to, "seed %d: %s during rollout %d", seed, &o, st.Index)
+					}
+				}
+			}
+			require.Positive(t, rollouts, "seed %d, %s: no rollout", seed, d)
+		}
+	}
 }
