@@ -18,16 +18,17 @@ type soakRow struct {
 // oracle checks the soak's promises, in order, and returns the first
 // broken one, or "" when all hold:
 //  1. every event answered 2xx is in the inbox;
-//  2. nothing is pending after the quiet tail (soakTail);
-//  3. every acknowledged event is done and its handler ran (committed)
-//     exactly once, or, when the schedule made it poison, failed and never
-//     applied; no stored event failed that was not poison;
-//  4. every account's balance is the sum of its entries;
-//  5. the worker side's promises (workerOracle, soak_worker_test.go): no
+//  2. the worker side's promises (workerOracle, soak_worker_test.go): no
 //     event of a paused source begun after a worker saw the pause, no event
 //     applied by an older route set after a newer one began, no attempt
 //     charged to an event for another's time, the request id in every
-//     handler line;
+//     handler line (before the tail's bound: a worker that charges the
+//     wrong events also leaves them pending for River's backoff);
+//  3. nothing is pending after the quiet tail (soakTail);
+//  4. every acknowledged event is done and its handler ran (committed)
+//     exactly once, or, when the schedule made it poison, failed and never
+//     applied; no stored event failed that was not poison;
+//  5. every account's balance is the sum of its entries;
 //  6. no source's secret (whole, or its key after "whsec_") in any
 //     process's log or inboxctl's output.
 func (s *soak) oracle() string {
@@ -41,6 +42,9 @@ func (s *soak) oracle() string {
 				return fmt.Sprintf("acknowledged event %s/%s is not in the inbox", src, id)
 			}
 		}
+	}
+	if broken := s.workerOracle(ctx); broken != "" {
+		return broken
 	}
 	if p := s.pending(); len(p) > 0 {
 		return fmt.Sprintf("events still pending %s after the schedule: %v", soakTail, p)
@@ -70,9 +74,6 @@ WHERE balance <> (SELECT coalesce(sum(amount), 0) FROM ledger_entries AS e WHERE
 	require.NoError(s.t, err)
 	if len(bad) > 0 {
 		return fmt.Sprintf("balances that are not the sum of their entries: %v", bad)
-	}
-	if broken := s.workerOracle(ctx); broken != "" {
-		return broken
 	}
 	return s.checkSecrets()
 }
