@@ -18,8 +18,9 @@ var soakSources = []string{"bank", "shop"}
 // soakSecrets are the sources' signing secrets, in soakSources' order.
 var soakSecrets = []string{secret, "whsec_c2hvcHNlY3JldHNob3BzZWNyZXRzaG9wc2Vj"}
 
-// The accounts a deposit goes to: slowAccount's deposits sleep in their
-// handler (see soakTrigger); a deposit to no account is poison (the ledger
+// The accounts a deposit goes to: the deposits to slowAccount's accounts
+// (acc_slow_0 …, one each, so that they never queue past job_timeout on
+// one row) sleep in their handler (see soakTrigger); a deposit to no account is poison (the ledger
 // fails it permanently).
 const (
 	slowAccount = "acc_slow"
@@ -148,7 +149,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 			// (fetched, waiting for a transaction), then the pause.
 			if rng.IntN(12) == 0 && at+15*time.Second < end {
 				slow := step{At: at + 100*time.Millisecond, Kind: stepSend, Source: src, What: "slow", Copies: 1,
-					Deposits: fresh(soakProcesses*workerConcurrency, func(int) string { return slowAccount })}
+					Deposits: fresh(soakProcesses*workerConcurrency, func(i int) string { return fmt.Sprintf("%s_%d", slowAccount, i) })}
 				burst := step{At: at + 200*time.Millisecond, Kind: stepSend, Source: src, What: "new", Copies: 1,
 					Deposits: fresh(40, func(int) string { return fmt.Sprintf("acc_%d", rng.IntN(soakAccount)) })}
 				pause := at + between(700*time.Millisecond, 1500*time.Millisecond)

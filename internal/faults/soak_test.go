@@ -147,7 +147,7 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 // soakTrigger records every run of the ledger's handler that commits, with
 // the time the handler began (soak_applied: the effects the oracle counts,
 // which the ledger's own key on the event would hide), and makes deposits
-// to slowAccount slow. The handler's first statement creates the account;
+// to slowAccount's accounts slow. The handler's first statement creates the account;
 // a trigger there notes the time, before the statement can wait for
 // another transaction's insert of the same account, and the entry's trigger
 // records it.
@@ -162,7 +162,7 @@ CREATE TRIGGER soak_began BEFORE INSERT ON ledger_accounts FOR EACH ROW EXECUTE 
 CREATE FUNCTION soak_applied() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO soak_applied VALUES (NEW.source, NEW.event_id, current_setting('soak.began')::timestamptz);
-    IF NEW.account_id = '%s' THEN
+    IF NEW.account_id LIKE '%s%%' THEN
         PERFORM pg_sleep(%d);
     END IF;
     RETURN NEW;
