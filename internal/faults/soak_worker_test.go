@@ -46,14 +46,15 @@ const (
 // soakTail bounds the quiet tail: how long after the schedule every event
 // must be done or failed. It is a bound, not a grace on a race: what can
 // still be running then is a killed worker's jobs, which wait for
-// rescue_after and the dead leader's lease (reaperWindow, 90 s), and
-// events whose attempt failed (a terminated backend, a flaky handler),
-// which River retries after its backoff (1 s, then 16 s). Slow events
-// each have an account of their own, so none queues past job_timeout on
-// one row (when 16 did, their backoff of 81 s on a sequenced key held the
-// key for longer than 3 minutes). Three minutes is twice reaperWindow's
-// chain; the passing runs needed TAILS.
-const soakTail = 3 * time.Minute
+// rescue_after and the dead leader's lease (reaperWindow, 90 s), events
+// whose attempt failed (a terminated backend, a flaky handler), which
+// River retries after its backoff (1 s, then 16 s), and a sequenced key's
+// events behind them. Slow events each have an account of their own, so
+// none queues past job_timeout on one row (when 16 did, their backoff of
+// 81 s on a sequenced key held the key for more than 3 minutes). The
+// passing runs measured needed 83 s (seed 1, 40 s) and 153 s (seed 2,
+// 2 minutes); five minutes is twice the longest.
+const soakTail = 5 * time.Minute
 
 // groupSlowPrefix names the accounts whose deposits sleep groupSlowSleep in
 // their handler (soakWorkerTrigger): each its own account, so that they do
