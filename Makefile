@@ -27,13 +27,20 @@ BUILD_PKGS := $(addsuffix /...,$(addprefix ./,$(wildcard cmd examples)))
 # DURATION is the schedule's length.
 SEED ?=
 DURATION ?= 2m
+# make soak-short (CI, after make test): a fixed seed, then a random one
+# (printed), each schedule this long: about 2 minutes of schedules in all.
+SOAK_SHORT_SEED ?= 1
+SOAK_SHORT_DURATION ?= 45s
 # make soak-mutants: the seeds tried on each mutant, in turn, and the
 # schedule's length for each try.
 MUTANT_SEEDS ?= 1 2 3
 MUTANT_DURATION ?= 40s
+# MUTANTS restricts make soak-mutants to these mutants (names of
+# internal/faults/mutants/*.patch without .patch); empty: all.
+MUTANTS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help build test docs demo readme bench faults soak soak-mutants fuzz lint deadcode migrate image image-test kube-test clean chart-test
+.PHONY: help build test docs demo readme bench faults soak soak-short soak-mutants fuzz lint deadcode migrate image image-test kube-test clean chart-test
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z_-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -89,8 +96,12 @@ faults: ## the fault suite at full size (internal/faults): one row per scenario,
 soak: ## the soak (internal/faults TestSoak): 2 receivers, 2 workers, a schedule of traffic, faults and pauses drawn from SEED (printed), DURATION long, then the oracle
 	cd internal/faults && SOAK=1 SOAK_SEED=$(SEED) SOAK_DURATION=$(DURATION) ../../scripts/with-postgres.sh $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 3h .
 
+soak-short: ## the CI soak: seed SOAK_SHORT_SEED, then a random seed (printed), SOAK_SHORT_DURATION each; no promise rests on timing
+	$(MAKE) --no-print-directory soak SEED=$(SOAK_SHORT_SEED) DURATION=$(SOAK_SHORT_DURATION)
+	$(MAKE) --no-print-directory soak SEED= DURATION=$(SOAK_SHORT_DURATION)
+
 soak-mutants: ## apply each internal/faults/mutants/*.patch in a throwaway worktree, run the soak on it (MUTANT_SEEDS, MUTANT_DURATION), print the table
-	GO=$(GO) MUTANT_SEEDS="$(MUTANT_SEEDS)" MUTANT_DURATION=$(MUTANT_DURATION) scripts/with-postgres.sh scripts/soak-mutants.sh
+	GO=$(GO) MUTANTS="$(MUTANTS)" MUTANT_SEEDS="$(MUTANT_SEEDS)" MUTANT_DURATION=$(MUTANT_DURATION) scripts/with-postgres.sh scripts/soak-mutants.sh
 
 fuzz: ## run every Fuzz* target for FUZZTIME (default 30s) each; no database needed
 	@set -e; found=; \

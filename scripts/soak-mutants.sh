@@ -7,7 +7,8 @@
 # schedule MUTANT_DURATION long, until one run fails. Prints one row per
 # mutant: found or not, after how many seconds (of the failing run), with
 # which seed, and the promise the oracle found broken. Exits non-zero when a
-# mutant was not found.
+# mutant was not found. MUTANTS (names without .patch, space-separated)
+# restricts the run to those mutants.
 set -euo pipefail
 
 GO=${GO:-go}
@@ -29,6 +30,9 @@ rows=()
 missed=0
 for patch in "$root"/internal/faults/mutants/*.patch; do
 	name=$(basename "$patch" .patch)
+	if [[ -n ${MUTANTS:-} && " $MUTANTS " != *" $name "* ]]; then
+		continue
+	fi
 	wt=$work/wt-$name
 	git -C "$root" worktree add --detach --quiet "$wt" HEAD
 	git -C "$wt" apply "$patch"

@@ -83,6 +83,7 @@ type setup struct {
 	Queue    string        // the bank source's queue, the one queue the worker works; default River's default
 	Worker   string        // one more worker key ("reaper_interval: 2s")
 	Database string        // more database keys, in flow style ("durability: {require: server_loss}")
+	Handlers string        // the bank route's handlers; default "ledger"
 }
 
 // write writes the config and returns its path.
@@ -105,6 +106,9 @@ func (s setup) write(t *testing.T) string {
 	timeouts := fmt.Sprintf("job_timeout: %s\n  rescue_after: %s", job, job+time.Second)
 	if job < 0 {
 		timeouts = ""
+	}
+	if s.Handlers == "" {
+		s.Handlers = "ledger"
 	}
 	if s.Receiver == "" {
 		s.Receiver = "ack_timeout: 4s"
@@ -132,10 +136,10 @@ worker:
   soft_stop_timeout: 5s
   %s
   routes:
-    - {source: bank, types: [%q], handlers: [ledger]}
+    - {source: bank, types: [%q], handlers: [%s]}
 %s
 %s`, s.DB, maxConns, s.Database, listen, flushers, s.Receiver, secret, source, s.Sources, timeouts, workerKeys,
-		faults.DepositType, s.Routes, s.Extra), 0o600))
+		faults.DepositType, s.Handlers, s.Routes, s.Extra), 0o600))
 	return path
 }
 

@@ -25,10 +25,16 @@ type Deposit struct {
 	Account string
 	// Cents is the amount credited, in cents.
 	Cents int64
+	// Version, when not 0, is the body's data.v: a sequenced route's order.
+	Version int64
 }
 
 // Body returns the deposit's JSON body as the ledger example reads it.
 func (d *Deposit) Body() []byte {
+	if d.Version != 0 {
+		return fmt.Appendf(nil, `{"type":%q,"data":{"account_id":%q,"amount":"%d.%02d","v":%d}}`,
+			DepositType, d.Account, d.Cents/100, d.Cents%100, d.Version)
+	}
 	return fmt.Appendf(nil, `{"type":%q,"data":{"account_id":%q,"amount":"%d.%02d"}}`, DepositType, d.Account, d.Cents/100, d.Cents%100)
 }
 

@@ -2,19 +2,12 @@ package faults_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
-
-// soakPauseGrace is what the pause promise allows past pause_refresh: the
-// worker's refresh is a query on a loaded machine, which a terminated
-// backend can make fail once (the next refresh comes pause_refresh later).
-const soakPauseGrace = 2 * time.Second
 
 // soakRow is an event as the oracle reads it.
 type soakRow struct {
@@ -25,13 +18,17 @@ type soakRow struct {
 // oracle checks the soak's promises, in order, and returns the first
 // broken one, or "" when all hold:
 //  1. every event answered 2xx is in the inbox;
-//  2. nothing is pending after the quiet tail (reaperWindow);
-//  3. every acknowledged event is done and its handler ran (committed)
+//  2. the worker side's promises (workerOracle, soak_worker_test.go): no
+//     event of a paused source begun after a worker saw the pause, no event
+//     applied by an older route set after a newer one began, no attempt
+//     charged to an event for another's time, the request id in every
+//     handler line (before the tail's bound: a worker that charges the
+//     wrong events also leaves them pending for River's backoff);
+//  3. nothing is pending after the quiet tail (soakTail);
+//  4. every acknowledged event is done and its handler ran (committed)
 //     exactly once, or, when the schedule made it poison, failed and never
 //     applied; no stored event failed that was not poison;
-//  4. every account's balance is the sum of its entries;
-//  5. no event of a paused source began (soak_applied) later than
-//     pause_refresh + soakPauseGrace after the pause and before the resume;
+//  5. every account's balance is the sum of its entries;
 //  6. no source's secret (whole, or its key after "whsec_") in any
 //     process's log or inboxctl's output.
 func (s *soak) oracle() string {
@@ -46,8 +43,11 @@ func (s *soak) oracle() string {
 			}
 		}
 	}
+	if broken := s.workerOracle(ctx); broken != "" {
+		return broken
+	}
 	if p := s.pending(); len(p) > 0 {
-		return fmt.Sprintf("events still pending %s after the schedule: %v", reaperWindow, p)
+		return fmt.Sprintf("events still pending %s after the schedule: %v", soakTail, p)
 	}
 	for _, src := range soakSources {
 		for id := range s.sent[src] {
@@ -75,9 +75,6 @@ WHERE balance <> (SELECT coalesce(sum(amount), 0) FROM ledger_entries AS e WHERE
 	if len(bad) > 0 {
 		return fmt.Sprintf("balances that are not the sum of their entries: %v", bad)
 	}
-	if broken := s.checkPauses(ctx); broken != "" {
-		return broken
-	}
 	return s.checkSecrets()
 }
 
@@ -97,25 +94,6 @@ FROM webhook_inbox AS i`)
 	}
 	require.NoError(s.t, rows.Err())
 	return out
-}
-
-// checkPauses is promise 5.
-func (s *soak) checkPauses(ctx context.Context) string {
-	bound := soakPauseRefresh + soakPauseGrace
-	for _, w := range s.pauses {
-		var id string
-		var began time.Time
-		err := s.pool.QueryRow(ctx, `SELECT event_id, began_at FROM soak_applied
-WHERE source = $1 AND began_at > $2 AND began_at < $3 ORDER BY began_at LIMIT 1`,
-			w.source, w.from.Add(bound), w.resumed).Scan(&id, &began)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue
-		}
-		require.NoError(s.t, err)
-		return fmt.Sprintf("event %s/%s began %s after its source's pause (bound %s; resumed %s after it)",
-			w.source, id, began.Sub(w.from).Round(time.Millisecond), bound, w.resumed.Sub(w.from).Round(time.Millisecond))
-	}
-	return ""
 }
 
 // checkSecrets is promise 6.

@@ -18,8 +18,9 @@ var soakSources = []string{"bank", "shop"}
 // soakSecrets are the sources' signing secrets, in soakSources' order.
 var soakSecrets = []string{secret, "whsec_c2hvcHNlY3JldHNob3BzZWNyZXRzaG9wc2Vj"}
 
-// The accounts a deposit goes to: slowAccount's deposits sleep in their
-// handler (see soakTrigger); a deposit to no account is poison (the ledger
+// The accounts a deposit goes to: the deposits to slowAccount's accounts
+// (acc_slow_0 …, one each, so that they never queue past job_timeout on
+// one row) sleep in their handler (see soakTrigger); a deposit to no account is poison (the ledger
 // fails it permanently).
 const (
 	slowAccount = "acc_slow"
@@ -68,6 +69,8 @@ func (s *step) String() string {
 	case stepSend:
 		first, last := s.Deposits[0].ID, s.Deposits[len(s.Deposits)-1].ID
 		return fmt.Sprintf("%s %s %-6s %d events ×%d (%s … %s)", head, s.Source, s.What, len(s.Deposits), s.Copies, first, last)
+	case stepRollout, stepRetire:
+		return fmt.Sprintf("%s routes %d %s", head, s.Index, s.What)
 	case stepKill, stepRestart:
 		return fmt.Sprintf("%s %s %d", head, s.Role, s.Index)
 	case stepTerm:
@@ -117,7 +120,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 			fresh := func(count int, account func(i int) string) []faults.Deposit {
 				ds := make([]faults.Deposit, count)
 				for i := range ds {
-					ds[i] = faults.Deposit{ID: fmt.Sprintf("%s_%05d", src, n), Account: account(i), Cents: int64(100 + rng.IntN(10000))}
+					ds[i] = faults.Deposit{ID: fmt.Sprintf("%s_%05d", src, n), Account: account(i), Cents: int64(100 + rng.IntN(10000)), Version: int64(n + 1)}
 					n++
 				}
 				sent = append(sent, ds...)
@@ -146,7 +149,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 			// (fetched, waiting for a transaction), then the pause.
 			if rng.IntN(12) == 0 && at+15*time.Second < end {
 				slow := step{At: at + 100*time.Millisecond, Kind: stepSend, Source: src, What: "slow", Copies: 1,
-					Deposits: fresh(soakProcesses*workerConcurrency, func(int) string { return slowAccount })}
+					Deposits: fresh(soakProcesses*workerConcurrency, func(i int) string { return fmt.Sprintf("%s_%d", slowAccount, i) })}
 				burst := step{At: at + 200*time.Millisecond, Kind: stepSend, Source: src, What: "new", Copies: 1,
 					Deposits: fresh(40, func(int) string { return fmt.Sprintf("acc_%d", rng.IntN(soakAccount)) })}
 				pause := at + between(700*time.Millisecond, 1500*time.Millisecond)
@@ -179,6 +182,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 		s.Steps = append(s.Steps, step{At: at, Kind: stepKill, Role: role, Index: index},
 			step{At: back, Kind: stepRestart, Role: role, Index: index})
 	}
+	addWorkerSteps(s)
 	slices.SortStableFunc(s.Steps, func(a, b step) int { return cmp.Compare(a.At, b.At) })
 	return s
 }

@@ -19,12 +19,11 @@ import (
 )
 
 // The soak's worker settings: a short job timeout (River rescues a killed
-// worker's jobs after rescue_after, a second more), a fast reaper, and the
-// pause refresh the pause promise is checked against.
+// worker's jobs after rescue_after, a second more), a fast reaper, and a
+// short pause refresh.
 const (
-	soakJobTimeout   = 10 * time.Second
-	soakPauseRefresh = 250 * time.Millisecond
-	soakWorkerKeys   = "reaper_interval: 1s\n  orphan_after: 5s\n  pause_refresh: 250ms"
+	soakJobTimeout = 10 * time.Second
+	soakWorkerKeys = "reaper_interval: 1s\n  orphan_after: 5s\n  pause_refresh: 250ms"
 	// soakApp is the application_name of the soak's own connections, which
 	// pg_terminate_backend spares.
 	soakApp = "hookinbox_soak"
@@ -102,6 +101,7 @@ type soak struct {
 	urls     map[string][]string            // a source's webhook URLs, one per receiver
 	pauses   []pauseWindow
 	pausedAt map[string]time.Time
+	w        soakWorkers // the worker side's (soak_worker_test.go)
 
 	mu    sync.Mutex
 	acked map[string]map[string]bool // source → event id answered 2xx
@@ -121,6 +121,8 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 	t.Cleanup(pool.Close)
 	_, err = pool.Exec(context.Background(), soakTrigger)
 	require.NoError(t, err)
+	_, err = pool.Exec(context.Background(), soakWorkerTrigger)
+	require.NoError(t, err)
 	s := &soak{t: t, sched: sched, pool: pool, procs: map[string][]*proctest.Process{}, urls: map[string][]string{},
 		acked: map[string]map[string]bool{}, sent: map[string]map[string]faults.Deposit{}, pausedAt: map[string]time.Time{}}
 	s.inboxctl = proctest.Build(t, "../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl")[2]
@@ -132,7 +134,7 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 		s.configs = append(s.configs, conf.write(t))
 		s.start(receiverRole, i)
 	}
-	s.worker = s.configs[0]
+	s.worker = s.routeSetConfig(db.URL, 0)
 	for i := range soakProcesses {
 		s.start(workerRole, i)
 	}
@@ -145,7 +147,7 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 // soakTrigger records every run of the ledger's handler that commits, with
 // the time the handler began (soak_applied: the effects the oracle counts,
 // which the ledger's own key on the event would hide), and makes deposits
-// to slowAccount slow. The handler's first statement creates the account;
+// to slowAccount's accounts slow. The handler's first statement creates the account;
 // a trigger there notes the time, before the statement can wait for
 // another transaction's insert of the same account, and the entry's trigger
 // records it.
@@ -160,7 +162,7 @@ CREATE TRIGGER soak_began BEFORE INSERT ON ledger_accounts FOR EACH ROW EXECUTE 
 CREATE FUNCTION soak_applied() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO soak_applied VALUES (NEW.source, NEW.event_id, current_setting('soak.began')::timestamptz);
-    IF NEW.account_id = '%s' THEN
+    IF NEW.account_id LIKE '%s%%' THEN
         PERFORM pg_sleep(%d);
     END IF;
     RETURN NEW;
@@ -249,6 +251,8 @@ func (s *soak) do(ctx context.Context, st *step) {
 		require.NoError(t, s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now))
 		s.pauses = append(s.pauses, pauseWindow{source: st.Source, from: s.pausedAt[st.Source], resumed: now})
 		s.ctl("sources", "resume", st.Source)
+	default:
+		s.doWorker(st)
 	}
 }
 
@@ -295,11 +299,11 @@ func (s *soak) ctl(args ...string) {
 }
 
 // quietTail waits, once the schedule has ended, until no event of the
-// soak's sources is pending, reaperWindow at most, and returns how long
+// soak's sources is pending, soakTail at most, and returns how long
 // that took.
 func (s *soak) quietTail() time.Duration {
 	began := time.Now()
-	for time.Since(began) < reaperWindow {
+	for time.Since(began) < soakTail {
 		if len(s.pending()) == 0 {
 			break
 		}

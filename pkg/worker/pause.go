@@ -43,7 +43,10 @@ func newPauseWatch(store *inboxstore.Store, interval time.Duration, logger *zap.
 func (p *pauseWatch) isPaused(source string) bool { return (*p.paused.Load())[source] }
 
 // refresh reads the paused sources and logs each change ("source paused",
-// "source resumed", one line per source, which tests wait on).
+// "source resumed", one line per source, which tests wait on) once the new
+// view is in effect: an event whose pause check comes after a "source
+// paused" line in the log sees the pause (the soak's pause promise counts
+// on that order).
 func (p *pauseWatch) refresh(ctx context.Context) error {
 	rows, err := p.store.PausedSources(ctx)
 	if err != nil {
@@ -53,7 +56,7 @@ func (p *pauseWatch) refresh(ctx context.Context) error {
 	for _, r := range rows {
 		next[r.Source] = true
 	}
-	prev := *p.paused.Load()
+	prev := *p.paused.Swap(&next)
 	for _, s := range slices.Sorted(maps.Keys(next)) {
 		if !prev[s] {
 			p.logger.Info("source paused: its events are held", zap.String("source", s))
@@ -64,7 +67,6 @@ func (p *pauseWatch) refresh(ctx context.Context) error {
 			p.logger.Info("source resumed", zap.String("source", s))
 		}
 	}
-	p.paused.Store(&next)
 	return nil
 }
 

@@ -1,0 +1,434 @@
+package faults_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/faults"
+	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
+)
+
+// The worker side of the soak (issue 40): route changes rolled out the way
+// the chart does it, events slow past their slice of a group's time, and
+// the promises they test: no event applied by an older route set after a
+// newer one began, no attempt charged to an event for another event's
+// fault, the request id in every handler line, and no event of a paused
+// source begun after the worker saw the pause.
+
+const (
+	stepRollout stepKind = "rollout" // start the workers of the next route set beside the running ones
+	stepRetire  stepKind = "retire"  // stop the older route set's workers (SIGTERM), the newer take over
+)
+
+// soakWorkerMaxConns is the workers' database.max_conns: riverConnsDefault
+// (4) are kept for River and the worker's own bookkeeping, so 3 event
+// transactions are open at once at most (soakEventTxs), fewer than the 8
+// jobs (workerConcurrency) a worker runs: the pause promise's bound is
+// below what a worker that checks the pause only when a job starts lets
+// through.
+const (
+	soakWorkerMaxConns = 7
+	soakEventTxs       = soakWorkerMaxConns - 4
+)
+
+// soakTail bounds the quiet tail: how long after the schedule every event
+// must be done or failed. It is a bound, not a grace on a race: what can
+// still be running then is a killed worker's jobs, which wait for
+// rescue_after and the dead leader's lease (reaperWindow, 90 s), events
+// whose attempt failed (a terminated backend, a flaky handler), which
+// River retries after its backoff (1 s, then 16 s), and a sequenced key's
+// events behind them. Slow events each have an account of their own, so
+// none queues past job_timeout on one row (when 16 did, their backoff of
+// 81 s on a sequenced key held the key for more than 3 minutes). The
+// passing runs measured needed 83 s (seed 1, 40 s) and 153 s (seed 2,
+// 2 minutes); five minutes is twice the longest.
+const soakTail = 5 * time.Minute
+
+// groupSlowPrefix names the accounts whose deposits sleep groupSlowSleep in
+// their handler (soakWorkerTrigger): each its own account, so that they do
+// not wait for one another's locks, and together more than a job's time in
+// one group.
+const (
+	groupSlowPrefix = "acc_gslow_"
+	groupSlowSleep  = 4 * time.Second
+)
+
+// flakyPrefix names the accounts whose deposits fail their first attempt
+// (soakWorkerTrigger raises an error while the row's attempts, counted by
+// the take, are below 2) and succeed at their second: handlers that fail
+// then recover.
+const flakyPrefix = "acc_flaky_"
+
+// soakWorkerTrigger records, beside soakTrigger's soak_applied, which
+// route set applied each event (its workers' application_name, see
+// routeSetConfig) and every failure recorded on an inbox row (the
+// attempts it was charged, and why).
+var soakWorkerTrigger = fmt.Sprintf(`
+ALTER TABLE soak_applied ADD COLUMN app text NOT NULL DEFAULT current_setting('application_name');
+CREATE FUNCTION soak_gslow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.account_id LIKE '%s%%' THEN
+        PERFORM pg_sleep(%d);
+    END IF;
+    IF NEW.account_id LIKE '%s%%' AND (SELECT attempts FROM webhook_inbox WHERE source = NEW.source AND event_id = NEW.event_id) < 2 THEN
+        RAISE EXCEPTION 'soak: a flaky handler fails its first attempt';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER soak_gslow BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION soak_gslow();
+CREATE TABLE soak_failures (source text NOT NULL, event_id text NOT NULL, attempts int NOT NULL, error text NOT NULL);
+CREATE FUNCTION soak_failed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO soak_failures VALUES (NEW.source, NEW.event_id, NEW.attempts, NEW.last_error);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER soak_failed AFTER UPDATE ON webhook_inbox FOR EACH ROW
+    WHEN (NEW.last_error IS NOT NULL AND (NEW.last_error IS DISTINCT FROM OLD.last_error OR NEW.attempts <> OLD.attempts))
+    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()), flakyPrefix)
+
+// soakWorkers is the worker side's state in a soak.
+type soakWorkers struct {
+	dbURL string
+	gen   int                 // the newest route set started
+	next  []*proctest.Process // its workers, while the older set still runs
+}
+
+// shopRouteOptions are the shop route's options in route set gen: none,
+// then a sequence, then a lock, in turn. Each change is one a worker must
+// roll out (the route description names it): plain to sequenced changes the
+// sequence alone, lock to plain the lock alone.
+func shopRouteOptions(gen int) string {
+	return []string{"", ", sequence: {key: data.account_id, order: data.v}", ", lock: {key: data.account_id}"}[gen%3]
+}
+
+// routeSetConfig writes the workers' config of route set gen: both
+// sources' routes with the log handler beside the ledger (its "event" line
+// carries the request id), the shop route with shopRouteOptions(gen), and a
+// database URL whose application_name names the set (soak_applied.app).
+func (s *soak) routeSetConfig(dbURL string, gen int) string {
+	s.w.dbURL = dbURL
+	sep := "?"
+	if strings.Contains(dbURL, "?") {
+		sep = "&"
+	}
+	return setup{DB: fmt.Sprintf("%s%sapplication_name=soak_routes_%d", dbURL, sep, gen), Job: soakJobTimeout,
+		Worker: soakWorkerKeys, MaxConns: soakWorkerMaxConns, Handlers: "ledger, log",
+		Sources: fmt.Sprintf("  - {name: %s, provider: standardwebhooks, secrets: [%q]}", soakSources[1], soakSecrets[1]),
+		Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger, log]%s}",
+			soakSources[1], faults.DepositType, shopRouteOptions(gen)),
+	}.write(s.t)
+}
+
+// doWorker runs a step of the worker side.
+func (s *soak) doWorker(st *step) {
+	switch st.Kind {
+	case stepRollout:
+		s.w.gen = st.Index
+		config := s.routeSetConfig(s.w.dbURL, st.Index)
+		for range soakProcesses {
+			p, _ := startWorker(s.t, config)
+			s.w.next = append(s.w.next, p)
+			s.all = append(s.all, p)
+		}
+		s.worker = config
+	case stepRetire:
+		for _, p := range s.procs[workerRole] {
+			p.Stop(s.t)
+		}
+		s.procs[workerRole], s.w.next = s.w.next, nil
+	default:
+		panic("soak: unknown step " + string(st.Kind))
+	}
+}
+
+// addWorkerSteps adds the worker side's steps to s, from a generator of
+// their own (the rest of the schedule draws the same for a seed whatever
+// they are): a route change rolled out about every 15 s (the next set's
+// workers started beside the running ones, which drain; 3 to 6 s later the
+// old ones stopped), with no SIGKILL of a worker from 2 s before a rollout
+// to 2 s after its retirement (a killed worker's record would hold the new
+// set back for three heartbeats); and, on the first source, now and then a
+// send of events slow past their slice of a group's time mixed with quick
+// ones and flaky ones (flakyPrefix).
+func addWorkerSteps(s *schedule) {
+	rng := rand.New(rand.NewPCG(s.Seed, 0x3040))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
+	end := s.Duration - 2*time.Second
+	type window struct{ from, to time.Duration }
+	var quiet []window
+	gen := 0
+	for at := between(4*time.Second, 8*time.Second); at+8*time.Second < end; at += between(8*time.Second, 14*time.Second) {
+		gen++
+		retire := at + between(3*time.Second, 6*time.Second)
+		what := strings.TrimPrefix(shopRouteOptions(gen), ", ")
+		if what == "" {
+			what = "no options"
+		}
+		s.Steps = append(s.Steps, step{At: at, Kind: stepRollout, Index: gen, Source: soakSources[1], What: what},
+			step{At: retire, Kind: stepRetire, Index: gen - 1})
+		quiet = append(quiet, window{at - 2*time.Second, retire + 2*time.Second})
+		at = retire
+	}
+	// Drop each worker kill, with its restart, that meets a rollout.
+	var killed []int
+	for i, st := range s.Steps {
+		if st.Kind != stepKill || st.Role != workerRole {
+			continue
+		}
+		j := slices.IndexFunc(s.Steps[i+1:], func(r step) bool {
+			return r.Kind == stepRestart && r.Role == workerRole && r.Index == st.Index && r.At >= st.At
+		})
+		if j < 0 {
+			panic("soak: a worker kill without its restart")
+		}
+		j += i + 1
+		for _, w := range quiet {
+			if st.At < w.to && s.Steps[j].At > w.from {
+				killed = append(killed, i, j)
+				break
+			}
+		}
+	}
+	for _, i := range slices.Backward(slices.Sorted(slices.Values(killed))) {
+		s.Steps = slices.Delete(s.Steps, i, i+1)
+	}
+	n := 0
+	for at := between(2*time.Second, 6*time.Second); at < end-3*time.Second; at += between(6*time.Second, 12*time.Second) {
+		ds := make([]faults.Deposit, 0, 2*workerConcurrency)
+		for i := range 2 * workerConcurrency {
+			account := fmt.Sprintf("acc_%d", rng.IntN(soakAccount))
+			switch i % 4 {
+			case 0, 2:
+				account = fmt.Sprintf("%s%d", groupSlowPrefix, n)
+			case 1:
+				account = fmt.Sprintf("%s%d", flakyPrefix, n)
+			}
+			ds = append(ds, faults.Deposit{ID: fmt.Sprintf("%s_g%05d", soakSources[0], n), Account: account, Cents: int64(100 + rng.IntN(10000))})
+			n++
+		}
+		s.Steps = append(s.Steps, step{At: at, Kind: stepSend, Source: soakSources[0], What: "gslow", Copies: 1, Deposits: ds})
+	}
+}
+
+// workerOracle checks the worker side's promises, after soakOracle's first
+// four, and returns the first broken one, or "":
+//   - no event of a paused source begun after a worker saw the pause
+//     (checkPausesSeen);
+//   - no event applied by a route set after a newer one applied its first
+//     (checkRouteSets);
+//   - no failure recorded on an event that is neither poison nor slow for
+//     running out of time: a slow neighbour's time is not its fault
+//     (checkCharged);
+//   - every handler line carries its event's request id (checkRequestIDs).
+func (s *soak) workerOracle(ctx context.Context) string {
+	for _, check := range []func(context.Context) string{s.checkPausesSeen, s.checkRouteSets, s.checkCharged, s.checkRequestIDs} {
+		if broken := check(ctx); broken != "" {
+			return broken
+		}
+	}
+	return ""
+}
+
+// logLine is what the oracle reads of a process's JSON log line.
+type logLine struct {
+	Msg       string `json:"msg"`
+	Source    string `json:"source"`
+	EventID   string `json:"event_id"`
+	RequestID string `json:"request_id"`
+}
+
+// eachLogLine calls fn with every JSON line of every process's log, in
+// order per process, until fn returns a non-empty string, which it returns.
+func (s *soak) eachLogLine(fn func(proc int, l *logLine) string) string {
+	for i, p := range s.all {
+		sc := bufio.NewScanner(strings.NewReader(p.Log()))
+		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+		for sc.Scan() {
+			var l logLine
+			if json.Unmarshal(sc.Bytes(), &l) != nil {
+				continue
+			}
+			if broken := fn(i, &l); broken != "" {
+				return broken
+			}
+		}
+	}
+	return ""
+}
+
+// checkPausesSeen holds by construction, with no clock but the
+// database's: a worker logs "source paused" once its view has the pause
+// (pkg/worker's pauseWatch), and checks the pause right before an event's
+// handlers, inside the event's transaction, where a paused event is held
+// unless the database says the source was resumed meanwhile. So the
+// handler lines ("event", the log handler's) of a paused source that
+// follow the "source paused" line in one worker's log, before its "source
+// resumed", and whose event began (soak_applied, the database's clock)
+// while the source was paused in the database (a pauseWindow: from its
+// paused_at to before inboxctl resume ran), are of events that had passed
+// their check before the line: one per event transaction open then,
+// soakEventTxs at most.
+func (s *soak) checkPausesSeen(ctx context.Context) string {
+	rows, err := s.pool.Query(ctx, `SELECT source || '/' || event_id, min(began_at) FROM soak_applied GROUP BY 1`)
+	require.NoError(s.t, err)
+	began := map[string]time.Time{}
+	for rows.Next() {
+		var key string
+		var at time.Time
+		require.NoError(s.t, rows.Scan(&key, &at))
+		began[key] = at
+	}
+	require.NoError(s.t, rows.Err())
+	inPause := func(source string, at time.Time) bool {
+		return slices.ContainsFunc(s.pauses, func(w pauseWindow) bool {
+			return w.source == source && !at.Before(w.from) && at.Before(w.resumed)
+		})
+	}
+	var paused map[string]int // source → its events begun in a pause since the worker saw it
+	last := -1
+	return s.eachLogLine(func(proc int, l *logLine) string {
+		if proc != last {
+			last, paused = proc, map[string]int{}
+		}
+		switch l.Msg {
+		case "source paused: its events are held":
+			paused[l.Source] = 0
+		case "source resumed":
+			delete(paused, l.Source)
+		case "event":
+			n, ok := paused[l.Source]
+			at, applied := began[l.Source+"/"+l.EventID]
+			if !ok || !applied || !inPause(l.Source, at) {
+				return ""
+			}
+			paused[l.Source] = n + 1
+			if n+1 > soakEventTxs {
+				return fmt.Sprintf("event %s/%s began in process %d after that worker saw its source paused, before the resume: %d events so far, at most %d (one per open event transaction) may have passed their check before",
+					l.Source, l.EventID, proc, n+1, soakEventTxs)
+			}
+		}
+		return ""
+	})
+}
+
+// checkRouteSets: of two route sets, every event the older one applied
+// began before the first the newer one applied (soak_applied.app). A
+// newer set's workers wait until the older set's have drained and deleted
+// their records, so this holds by construction, whatever the timing.
+func (s *soak) checkRouteSets(ctx context.Context) string {
+	var source, eventID, app, newer string
+	var began, first time.Time
+	err := s.pool.QueryRow(ctx, `
+WITH sets AS (
+    SELECT substring(app FROM 'soak_routes_([0-9]+)')::int AS gen, source, event_id, app, began_at FROM soak_applied
+), firsts AS (
+    SELECT gen, min(began_at) AS first, min(app) AS app FROM sets GROUP BY gen
+)
+SELECT s.source, s.event_id, s.app, s.began_at, f.app, f.first
+FROM sets AS s JOIN firsts AS f ON f.gen > s.gen AND s.began_at > f.first
+ORDER BY s.began_at LIMIT 1`).Scan(&source, &eventID, &app, &began, &newer, &first)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ""
+	}
+	require.NoError(s.t, err)
+	return fmt.Sprintf("event %s/%s applied by route set %s %s after the newer %s applied its first event",
+		source, eventID, app, began.Sub(first).Round(time.Millisecond), newer)
+}
+
+// timedOut matches a failure for running out of time.
+var timedOut = regexp.MustCompile(`deadline exceeded|statement timeout|canceling statement`)
+
+// checkCharged: no failure recorded on an event that is neither poison nor
+// slow (slowAccount's, groupSlowPrefix's) says it ran out of time. A quick
+// event that shared a group, a connection or a lock queue with a slow one
+// is never charged for it: it is worked alone, or snoozed uncharged when
+// its time ran out before its handlers began.
+func (s *soak) checkCharged(ctx context.Context) string {
+	rows, err := s.pool.Query(ctx, `SELECT f.source, f.event_id, f.attempts, f.error FROM soak_failures AS f
+JOIN ledger_entries AS e ON e.source = f.source AND e.event_id = f.event_id
+WHERE e.account_id NOT LIKE $1 AND e.account_id NOT LIKE $2 ORDER BY f.source, f.event_id`, slowAccount+"%", groupSlowPrefix+"%")
+	require.NoError(s.t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var source, eventID, reason string
+		var attempts int
+		require.NoError(s.t, rows.Scan(&source, &eventID, &attempts, &reason))
+		if timedOut.MatchString(reason) {
+			return fmt.Sprintf("event %s/%s (quick) charged attempt %d for running out of time: %s", source, eventID, attempts, reason)
+		}
+	}
+	require.NoError(s.t, rows.Err())
+	return ""
+}
+
+// checkRequestIDs: every handler line ("event") names the request id its
+// event was received with, in a group or alone.
+func (s *soak) checkRequestIDs(ctx context.Context) string {
+	rows, err := s.pool.Query(ctx, `SELECT source || '/' || event_id, coalesce(request_id, '') FROM webhook_inbox`)
+	require.NoError(s.t, err)
+	want := map[string]string{}
+	for rows.Next() {
+		var key, id string
+		require.NoError(s.t, rows.Scan(&key, &id))
+		want[key] = id
+	}
+	require.NoError(s.t, rows.Err())
+	lines := 0
+	broken := s.eachLogLine(func(proc int, l *logLine) string {
+		if l.Msg != "event" {
+			return ""
+		}
+		lines++
+		key := l.Source + "/" + l.EventID
+		if w := want[key]; l.RequestID == "" || l.RequestID != w {
+			return fmt.Sprintf("handler line of %s in process %d has request id %q, its row %q", key, proc, l.RequestID, w)
+		}
+		return ""
+	})
+	if broken == "" && lines == 0 {
+		return "no handler line in any worker's log: the request-id promise checked nothing"
+	}
+	return broken
+}
+
+// TestSoakScheduleWorkerSide checks, without a database, what the worker
+// side's steps promise the soak: the same seed draws the same schedule,
+// every rollout's old set is retired after it, and no worker is killed or
+// restarted from 2 s before a rollout to 2 s after its retirement.
+func TestSoakScheduleWorkerSide(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(40) {
+		for _, d := range []time.Duration{45 * time.Second, 2 * time.Minute} {
+			s := newSchedule(seed, d)
+			require.Equal(t, s.String(), newSchedule(seed, d).String(), "seed %d", seed)
+			rollouts := 0
+			for i, st := range s.Steps {
+				if st.Kind != stepRollout {
+					continue
+				}
+				rollouts++
+				r := slices.IndexFunc(s.Steps[i:], func(o step) bool { return o.Kind == stepRetire && o.Index == st.Index-1 })
+				require.GreaterOrEqual(t, r, 0, "seed %d: rollout %d never retires its old set", seed, st.Index)
+				from, to := st.At-2*time.Second, s.Steps[i+r].At+2*time.Second
+				for _, o := range s.Steps {
+					if (o.Kind == stepKill || o.Kind == stepRestart) && o.Role == workerRole {
+						require.False(t, o.At >= from && o.At <= to, "seed %d: %s during rollout %d", seed, &o, st.Index)
+					}
+				}
+			}
+			require.Positive(t, rollouts, "seed %d, %s: no rollout", seed, d)
+		}
+	}
+}
