@@ -28,9 +28,11 @@ BUILD_PKGS := $(addsuffix /...,$(addprefix ./,$(wildcard cmd examples)))
 SEED ?=
 DURATION ?= 2m
 # make soak-mutants: the seeds tried on each mutant, in turn, and the
-# schedule's length for each try.
+# schedule's length for each try; MUTANTS (names, spaces between) runs only
+# those.
 MUTANT_SEEDS ?= 1 2 3
 MUTANT_DURATION ?= 40s
+MUTANTS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help build test demo readme bench faults soak soak-mutants fuzz lint deadcode migrate image image-test kube-test clean chart-test
@@ -69,7 +71,7 @@ soak: ## the soak (internal/faults TestSoak): 2 receivers, 2 workers, a schedule
 	cd internal/faults && SOAK=1 SOAK_SEED=$(SEED) SOAK_DURATION=$(DURATION) ../../scripts/with-postgres.sh $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 3h .
 
 soak-mutants: ## apply each internal/faults/mutants/*.patch in a throwaway worktree, run the soak on it (MUTANT_SEEDS, MUTANT_DURATION), print the table
-	GO=$(GO) MUTANT_SEEDS="$(MUTANT_SEEDS)" MUTANT_DURATION=$(MUTANT_DURATION) scripts/with-postgres.sh scripts/soak-mutants.sh
+	GO=$(GO) MUTANTS="$(MUTANTS)" MUTANT_SEEDS="$(MUTANT_SEEDS)" MUTANT_DURATION=$(MUTANT_DURATION) scripts/with-postgres.sh scripts/soak-mutants.sh
 
 fuzz: ## run every Fuzz* target for FUZZTIME (default 30s) each; no database needed
 	@set -e; found=; \

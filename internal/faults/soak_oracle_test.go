@@ -52,8 +52,8 @@ func (s *soak) oracle() string {
 	for _, src := range soakSources {
 		for id := range s.sent[src] {
 			r, ok := rows[src+"/"+id]
-			if !ok {
-				continue // never acknowledged (checked above) and never stored
+			if !ok || s.ops.isPurged(src, id) {
+				continue // never acknowledged (checked above) and never stored, or purged (checkOps)
 			}
 			poison := s.sched.Poison[src][id]
 			switch {
@@ -76,6 +76,9 @@ WHERE balance <> (SELECT coalesce(sum(amount), 0) FROM ledger_entries AS e WHERE
 		return fmt.Sprintf("balances that are not the sum of their entries: %v", bad)
 	}
 	if broken := s.checkPauses(ctx); broken != "" {
+		return broken
+	}
+	if broken := s.checkOps(ctx); broken != "" {
 		return broken
 	}
 	return s.checkSecrets()
@@ -149,6 +152,6 @@ func (s *soak) summary() string {
 		acked += len(s.acked[src])
 		poison += len(s.sched.Poison[src])
 	}
-	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps",
-		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps))
+	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps; %s",
+		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps), s.opsSummary())
 }
