@@ -2,8 +2,10 @@ package faults_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -28,12 +31,22 @@ import (
 // prune under a retention inside the provider's redelivery window, and a
 // retention pass on a worker clock hours ahead.
 const (
-	stepPGRestart stepKind = "pgrestart" // pg_ctl stop -m immediate, then start
-	stepStarve    stepKind = "starve"    // long transactions lock every account for Picks[0] ms
-	stepMove      stepKind = "move"      // the shop source moves from soakQueueA to soakQueueB
-	stepPurge     stepKind = "purge"     // inboxctl events purge of Deposits
-	stepPrune     stepKind = "prune"     // inboxctl prune under a retention inside the redelivery window
-	stepSkewPrune stepKind = "skewprune" // a retention pass with a clock Picks[0] hours ahead
+	stepPGRestart stepKind = "pgrestart"  // pg_ctl stop -m immediate, then start
+	stepStarve    stepKind = "starve"     // long transactions lock every account for Picks[0] ms
+	stepMove      stepKind = "move"       // the shop source moves from soakQueueA to soakQueueB
+	stepPurge     stepKind = "purge"      // inboxctl events purge of Deposits
+	stepPrune     stepKind = "prune"      // inboxctl prune under a retention inside the redelivery window
+	stepSkewPrune stepKind = "skewprune"  // a retention pass with a clock Picks[0] hours ahead
+	stepReplay    stepKind = "replay"     // inboxctl replay SOURCE EVENT_ID of each of Deposits (done by then)
+	stepBulk      stepKind = "bulkreplay" // a bulk replay of the source's poison events, cancelled at once
+	stepGarbled   stepKind = "garbled"    // authentic deliveries whose body is not JSON, ids Deposits'
+)
+
+// soakPoisonError is what the ledger's last_error says of a poison event;
+// soakGarbledBody is an unparseable delivery's body.
+const (
+	soakPoisonError = "account_id is missing"
+	soakGarbledBody = "deposit: not JSON at all"
 )
 
 // The shop source's queues before and after the move; the bank source
@@ -62,6 +75,12 @@ type soakOps struct {
 	broken []string                        // promises seen broken while the schedule ran, in order
 	moved  bool
 	counts map[stepKind]int
+	// replayed counts the replays of an event that inboxctl answered as
+	// done ("source/event id" → count): each adds one committed run.
+	replayed map[string]int
+	// garbled are the unparseable deliveries answered 2xx.
+	garbled map[string][]string
+	bulks   int
 }
 
 // soakCluster creates the soak's own PostgreSQL cluster (a restart must
@@ -74,7 +93,8 @@ func soakCluster(s *soak) string {
 	url := c.createDB(t, "soak")
 	migrate(t, url)
 	setAsyncCommit(t, url)
-	s.ops = &soakOps{cluster: c, url: url, purged: map[string]map[string]time.Time{}, counts: map[stepKind]int{}}
+	s.ops = &soakOps{cluster: c, url: url, purged: map[string]map[string]time.Time{}, counts: map[stepKind]int{},
+		replayed: map[string]int{}, garbled: map[string][]string{}}
 	return url
 }
 
@@ -161,8 +181,18 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 	hours := uint64(provider.RedeliveryWindow("standardwebhooks")/time.Hour) + 1 + rng.Uint64N(24)
 	ops = append(ops, step{At: skew, Kind: stepSkewPrune, Picks: []uint64{hours}},
 		step{At: skew + 500*time.Millisecond, Kind: stepSend, Source: shop, What: "late", Copies: 1, Deposits: late(shop, skew, 15)})
+	// Replays of done events, one by one, a bulk replay of the poison
+	// events cancelled at once, and unparseable deliveries.
+	for range 2 {
+		at := between(end/3, end-3*time.Second)
+		ops = append(ops, step{At: at, Kind: stepReplay, Source: bank, Deposits: late(bank, at, 3)})
+	}
+	ops = append(ops, step{At: between(end/2, end-3*time.Second), Kind: stepBulk, Source: shop})
+	for _, src := range soakSources {
+		ops = append(ops, step{At: between(time.Second, end-3*time.Second), Kind: stepGarbled, Source: src, Deposits: fresh(src, 1+rng.IntN(3), "")})
+	}
 	for i := range ops {
-		if ops[i].Kind == stepSend && len(ops[i].Deposits) == 0 {
+		if (ops[i].Kind == stepSend || ops[i].Kind == stepReplay) && len(ops[i].Deposits) == 0 {
 			continue
 		}
 		s.Steps = append(s.Steps, ops[i])
@@ -188,13 +218,13 @@ func (s *schedule) clearOfPauses(src string, lo, hi, span time.Duration) (time.D
 		}
 	}
 	for at := lo; at < hi; at += 250 * time.Millisecond {
-		clear := true
+		free := true
 		for _, w := range windows {
 			if w.from < at+span && w.to > at-500*time.Millisecond {
-				clear = false
+				free = false
 			}
 		}
-		if clear {
+		if free {
 			return at, true
 		}
 	}
@@ -214,6 +244,8 @@ func opString(st *step) string {
 		return fmt.Sprintf("%s: retention %s (inside the redelivery window)", st.Source, soakShortRetention)
 	case stepSkewPrune:
 		return fmt.Sprintf("clock +%dh", st.Picks[0])
+	case stepReplay, stepGarbled:
+		return fmt.Sprintf("%s: %d events (%s …)", st.Source, len(st.Deposits), st.Deposits[0].ID)
 	}
 	return st.Source
 }
@@ -237,6 +269,12 @@ func (s *soak) doOp(ctx context.Context, st *step) {
 		s.prune(ctx)
 	case stepSkewPrune:
 		s.skewPrune(ctx, time.Duration(st.Picks[0])*time.Hour)
+	case stepReplay:
+		s.replayOne(st)
+	case stepBulk:
+		s.bulkReplay(st.Source)
+	case stepGarbled:
+		s.garbled(ctx, st)
 	}
 }
 
@@ -403,6 +441,65 @@ func (s *soak) skewPrune(ctx context.Context, ahead time.Duration) {
 	}
 }
 
+// replayOne replays each of the step's events with inboxctl replay SOURCE
+// EVENT_ID; each that it replays must run once more (one still pending is
+// refused, and counts nothing).
+func (s *soak) replayOne(st *step) {
+	for _, d := range st.Deposits {
+		_, out := proctest.Run(s.t, command(s.inboxctl, "replay", st.Source, d.ID, "--config", s.configs[0]))
+		s.ctlLogs = append(s.ctlLogs, out)
+		if strings.Contains(out, fmt.Sprintf("replayed %s %s (row ", st.Source, d.ID)) {
+			s.ops.mu.Lock()
+			s.ops.replayed[st.Source+"/"+d.ID]++
+			s.ops.mu.Unlock()
+		}
+	}
+}
+
+// bulkReplay starts a bulk replay of src's poison events and cancels it at
+// once: whatever it replayed fails again, and nothing is applied.
+func (s *soak) bulkReplay(src string) {
+	code, out := proctest.Run(s.t, command(s.inboxctl, "replay", "--source", src, "--error", soakPoisonError, "--yes", "--config", s.configs[0]))
+	s.ctlLogs = append(s.ctlLogs, out)
+	var id int64
+	if _, err := fmt.Sscanf(out[max(strings.Index(out, "replay "), 0):], "replay %d started", &id); code != 0 || err != nil {
+		return // nothing to replay yet, or a terminated connection
+	}
+	s.ctl("replay", "cancel", fmt.Sprint(id))
+	s.ops.mu.Lock()
+	s.ops.bulks++
+	s.ops.mu.Unlock()
+}
+
+// garbled delivers, signed, a body that is not JSON under each of the
+// step's event ids: the receiver must answer 2xx, store the row failed
+// with the reason, and enqueue no job.
+func (s *soak) garbled(ctx context.Context, st *step) {
+	i := soakIndex(st.Source)
+	for n, d := range st.Deposits {
+		req, err := webhook.NewRequest(ctx, s.urls[st.Source][n%len(s.urls[st.Source])], &webhook.Params{Provider: "standardwebhooks",
+			Secret: soakSecrets[i], EventID: d.ID, EventType: faults.DepositType, Time: time.Now(), Body: []byte(soakGarbledBody)})
+		require.NoError(s.t, err)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			continue // the receiver is down: never acknowledged
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 == 2 {
+			s.ops.mu.Lock()
+			s.ops.garbled[st.Source] = append(s.ops.garbled[st.Source], d.ID)
+			s.ops.mu.Unlock()
+		}
+	}
+}
+
+// replays returns how many times inboxctl replayed the event.
+func (o *soakOps) replays(src, id string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.replayed[src+"/"+id]
+}
+
 // isPurged reports whether the soak purged the event.
 func (o *soakOps) isPurged(src, id string) bool {
 	o.mu.Lock()
@@ -423,6 +520,24 @@ func (s *soak) checkOps(ctx context.Context) string {
 	defer o.mu.Unlock()
 	if len(o.broken) > 0 {
 		return o.broken[0]
+	}
+	for src, ids := range o.garbled {
+		for _, id := range ids {
+			var status, reason string
+			var jobs, ran int
+			err := s.pool.QueryRow(ctx, `SELECT status::text, coalesce(last_error, ''),
+  (SELECT count(*) FROM river_job AS j WHERE j.kind = $3 AND (j.args->>'inbox_id')::bigint = i.id),
+  (SELECT count(*) FROM soak_applied AS a WHERE a.source = i.source AND a.event_id = i.event_id)
+FROM webhook_inbox AS i WHERE source = $1 AND event_id = $2`, src, id, inboxstore.JobKind).Scan(&status, &reason, &jobs, &ran)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Sprintf("unparseable delivery %s/%s answered 2xx is not in the inbox", src, id)
+			}
+			require.NoError(s.t, err)
+			if status != "failed" || reason == "" || jobs != 0 || ran != 0 {
+				return fmt.Sprintf("unparseable delivery %s/%s: status %s, last_error %q, %d jobs, applied %d times (want failed with the reason, no job, never)",
+					src, id, status, reason, jobs, ran)
+			}
+		}
 	}
 	for src, ids := range o.purged {
 		for id, at := range ids {
@@ -451,6 +566,12 @@ func (s *soak) opsSummary() string {
 	for _, ids := range o.purged {
 		purged += len(ids)
 	}
-	return fmt.Sprintf("%d PostgreSQL restarts, %d starvations, queue moved %t, %d events purged, %d prunes refused, %d skewed passes",
-		o.counts[stepPGRestart], o.counts[stepStarve], o.moved, purged, o.counts[stepPrune], o.counts[stepSkewPrune])
+	garbled := 0
+	for _, ids := range o.garbled {
+		garbled += len(ids)
+	}
+	return fmt.Sprintf("%d PostgreSQL restarts, %d starvations, queue moved %t, %d events purged, %d prunes refused, %d skewed passes, "+
+		"%d replays of one event, %d bulk replays cancelled, %d unparseable deliveries",
+		o.counts[stepPGRestart], o.counts[stepStarve], o.moved, purged, o.counts[stepPrune], o.counts[stepSkewPrune],
+		len(o.replayed), o.bulks, garbled)
 }

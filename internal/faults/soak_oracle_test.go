@@ -61,8 +61,8 @@ func (s *soak) oracle() string {
 				return fmt.Sprintf("poison event %s/%s: status %s, applied %d times (want failed, 0)", src, id, r.status, r.applied)
 			case !poison && r.status != "done":
 				return fmt.Sprintf("event %s/%s: status %s (%s), want done: only poison fails", src, id, r.status, r.lastError)
-			case !poison && r.applied != 1:
-				return fmt.Sprintf("event %s/%s applied %d times, want exactly once", src, id, r.applied)
+			case !poison && r.applied != 1+s.ops.replays(src, id):
+				return fmt.Sprintf("event %s/%s applied %d times, want exactly once and once more per replay (%d)", src, id, r.applied, s.ops.replays(src, id))
 			}
 		}
 	}
