@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -40,7 +41,11 @@ const (
 	stepReplay    stepKind = "replay"     // inboxctl replay SOURCE EVENT_ID of each of Deposits (done by then)
 	stepBulk      stepKind = "bulkreplay" // a bulk replay of the source's poison events, cancelled at once
 	stepGarbled   stepKind = "garbled"    // authentic deliveries whose body is not JSON, ids Deposits'
+	stepRotate    stepKind = "rotate"     // the shop source's secret rotated through its secrets file
 )
+
+// soakNewSecret is the shop source's secret after the rotation.
+const soakNewSecret = "whsec_cm90YXRlZHNob3BzZWNyZXRyb3RhdGVkc2hvcA=="
 
 // soakPoisonError is what the ledger's last_error says of a poison event;
 // soakGarbledBody is an unparseable delivery's body.
@@ -81,6 +86,12 @@ type soakOps struct {
 	// garbled are the unparseable deliveries answered 2xx.
 	garbled map[string][]string
 	bulks   int
+	// secretsFile holds the shop source's secrets; rotated is whether
+	// senders sign shop's deliveries with soakNewSecret; signing counts
+	// the sends in flight with the old secret.
+	secretsFile string
+	rotated     bool
+	signing     sync.WaitGroup
 }
 
 // soakCluster creates the soak's own PostgreSQL cluster (a restart must
@@ -93,15 +104,33 @@ func soakCluster(s *soak) string {
 	url := c.createDB(t, "soak")
 	migrate(t, url)
 	setAsyncCommit(t, url)
-	s.ops = &soakOps{cluster: c, url: url, purged: map[string]map[string]time.Time{}, counts: map[stepKind]int{},
+	file := filepath.Join(t.TempDir(), "shop.secrets")
+	require.NoError(t, os.WriteFile(file, []byte(soakSecrets[1]+"\n"), 0o600))
+	s.ops = &soakOps{cluster: c, url: url, secretsFile: file, purged: map[string]map[string]time.Time{}, counts: map[stepKind]int{},
 		replayed: map[string]int{}, garbled: map[string][]string{}}
 	return url
 }
 
-// soakShopSource is the shop source's entry in the daemons' configs, on
-// soakQueueA; soakQueues is the worker's queues key.
-func soakShopSource() string {
-	return fmt.Sprintf("  - {name: %s, provider: standardwebhooks, secrets: [%q], queue: %s}", soakSources[1], soakSecrets[1], soakQueueA)
+// shopSource is the shop source's entry in the daemons' configs: its
+// secrets in a secrets file, its queue soakQueueA.
+func (s *soak) shopSource() string {
+	return fmt.Sprintf("  - {name: %s, provider: standardwebhooks, secrets_file: %q, queue: %s}", soakSources[1], s.ops.secretsFile, soakQueueA)
+}
+
+// signer returns the secret a send to src signs with now, and the function
+// the send calls when it ends.
+func (s *soak) signer(src string) (string, func()) {
+	o := s.ops
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if src == soakSources[1] && o.rotated {
+		return soakNewSecret, func() {}
+	}
+	if src == soakSources[1] {
+		o.signing.Add(1)
+		return soakSecrets[1], o.signing.Done
+	}
+	return soakSecrets[soakIndex(src)], func() {}
 }
 
 // soakQueues is the workers' queues before the move.
@@ -191,6 +220,7 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 	for _, src := range soakSources {
 		ops = append(ops, step{At: between(time.Second, end-3*time.Second), Kind: stepGarbled, Source: src, Deposits: fresh(src, 1+rng.IntN(3), "")})
 	}
+	ops = append(ops, step{At: between(3*time.Second, end/2), Kind: stepRotate, Source: shop})
 	for i := range ops {
 		if (ops[i].Kind == stepSend || ops[i].Kind == stepReplay) && len(ops[i].Deposits) == 0 {
 			continue
@@ -275,6 +305,8 @@ func (s *soak) doOp(ctx context.Context, st *step) {
 		s.bulkReplay(st.Source)
 	case stepGarbled:
 		s.garbled(ctx, st)
+	case stepRotate:
+		s.rotate()
 	}
 }
 
@@ -475,10 +507,11 @@ func (s *soak) bulkReplay(src string) {
 // step's event ids: the receiver must answer 2xx, store the row failed
 // with the reason, and enqueue no job.
 func (s *soak) garbled(ctx context.Context, st *step) {
-	i := soakIndex(st.Source)
+	secret, done := s.signer(st.Source)
+	defer done()
 	for n, d := range st.Deposits {
 		req, err := webhook.NewRequest(ctx, s.urls[st.Source][n%len(s.urls[st.Source])], &webhook.Params{Provider: "standardwebhooks",
-			Secret: soakSecrets[i], EventID: d.ID, EventType: faults.DepositType, Time: time.Now(), Body: []byte(soakGarbledBody)})
+			Secret: secret, EventID: d.ID, EventType: faults.DepositType, Time: time.Now(), Body: []byte(soakGarbledBody)})
 		require.NoError(s.t, err)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -491,6 +524,29 @@ func (s *soak) garbled(ctx context.Context, st *step) {
 			s.ops.mu.Unlock()
 		}
 	}
+}
+
+// rotate rotates the shop source's secret as docs/deploying.md says: the
+// new secret is written beside the old one, first; once every running
+// receiver has logged the reload, the provider (the soak's senders) signs
+// with the new one; once every send signed with the old one has ended, the
+// old one is removed from the file. The last write happens while the
+// schedule goes on.
+func (s *soak) rotate() {
+	file := s.ops.secretsFile
+	require.NoError(s.t, os.WriteFile(file, []byte(soakNewSecret+"\n"+soakSecrets[1]+"\n"), 0o600))
+	for _, p := range s.procs[receiverRole] {
+		if !p.Exited() {
+			p.WaitLine(s.t, "secrets reloaded", `"secrets_after":2`)
+		}
+	}
+	s.ops.mu.Lock()
+	s.ops.rotated = true
+	s.ops.mu.Unlock()
+	s.sends.Go(func() {
+		s.ops.signing.Wait()
+		require.NoError(s.t, os.WriteFile(file, []byte(soakNewSecret+"\n"), 0o600))
+	})
 }
 
 // replays returns how many times inboxctl replayed the event.
@@ -520,6 +576,13 @@ func (s *soak) checkOps(ctx context.Context) string {
 	defer o.mu.Unlock()
 	if len(o.broken) > 0 {
 		return o.broken[0]
+	}
+	for i, p := range s.all {
+		for _, needle := range []string{soakNewSecret, strings.TrimPrefix(soakNewSecret, "whsec_")} {
+			if strings.Contains(p.Log(), needle) {
+				return fmt.Sprintf("the rotated secret in process %d's log", i)
+			}
+		}
 	}
 	for src, ids := range o.garbled {
 		for _, id := range ids {
@@ -571,7 +634,7 @@ func (s *soak) opsSummary() string {
 		garbled += len(ids)
 	}
 	return fmt.Sprintf("%d PostgreSQL restarts, %d starvations, queue moved %t, %d events purged, %d prunes refused, %d skewed passes, "+
-		"%d replays of one event, %d bulk replays cancelled, %d unparseable deliveries",
+		"%d replays of one event, %d bulk replays cancelled, %d unparseable deliveries, secret rotated %t",
 		o.counts[stepPGRestart], o.counts[stepStarve], o.moved, purged, o.counts[stepPrune], o.counts[stepSkewPrune],
-		len(o.replayed), o.bulks, garbled)
+		len(o.replayed), o.bulks, garbled, o.rotated)
 }

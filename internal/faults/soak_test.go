@@ -129,7 +129,7 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 	s.pool = pool
 	s.inboxctl = proctest.Build(t, "../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl")[2]
 	for i := range soakProcesses {
-		conf := setup{DB: dbURL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys, Sources: soakShopSource(),
+		conf := setup{DB: dbURL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys, Sources: s.shopSource(),
 			Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger]}", soakSources[1], faults.DepositType),
 		}
 		s.configs = append(s.configs, conf.write(t))
@@ -215,7 +215,6 @@ func (s *soak) do(ctx context.Context, st *step) {
 	t := s.t
 	switch st.Kind {
 	case stepSend:
-		i := soakIndex(st.Source)
 		var ds []faults.Deposit
 		for _, d := range st.Deposits {
 			for range st.Copies {
@@ -227,8 +226,10 @@ func (s *soak) do(ctx context.Context, st *step) {
 			s.sent[st.Source][d.ID] = d
 		}
 		s.mu.Unlock()
-		sender := &faults.Sender{Targets: s.urls[st.Source], Secret: soakSecrets[i], Workers: 4, Timeout: 5 * time.Second}
+		secret, signed := s.signer(st.Source)
+		sender := &faults.Sender{Targets: s.urls[st.Source], Secret: secret, Workers: 4, Timeout: 5 * time.Second}
 		s.sends.Go(func() {
+			defer signed()
 			rep := sender.Run(ctx, ds)
 			s.mu.Lock()
 			defer s.mu.Unlock()
