@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -32,14 +33,14 @@ import (
 // prune under a retention inside the provider's redelivery window, and a
 // retention pass on a worker clock hours ahead.
 const (
-	stepPGRestart stepKind = "pgrestart"  // pg_ctl stop -m immediate, then start
+	stepPGRestart stepKind = "pgrestart"  // Deposits sent (and acknowledged), then pg_ctl stop -m immediate at once, then start
 	stepStarve    stepKind = "starve"     // long transactions lock every account for Picks[0] ms
 	stepMove      stepKind = "move"       // the shop source moves from soakQueueA to soakQueueB
 	stepPurge     stepKind = "purge"      // inboxctl events purge of Deposits
 	stepPrune     stepKind = "prune"      // inboxctl prune under a retention inside the redelivery window
 	stepSkewPrune stepKind = "skewprune"  // a retention pass with a clock Picks[0] hours ahead
 	stepReplay    stepKind = "replay"     // inboxctl replay SOURCE EVENT_ID of each of Deposits (done by then)
-	stepBulk      stepKind = "bulkreplay" // a bulk replay of the source's poison events, cancelled at once
+	stepBulk      stepKind = "bulkreplay" // a bulk replay of the poison events, cancelled at once
 	stepGarbled   stepKind = "garbled"    // authentic deliveries whose body is not JSON, ids Deposits'
 	stepRotate    stepKind = "rotate"     // the shop source's secret rotated through its secrets file
 )
@@ -176,7 +177,7 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 	var ops []step
 	// PostgreSQL restarts, 8 s apart at least.
 	for at := between(5*time.Second, 9*time.Second); at < end-6*time.Second; at += between(8*time.Second, 16*time.Second) {
-		ops = append(ops, step{At: at, Kind: stepPGRestart})
+		ops = append(ops, step{At: at, Kind: stepPGRestart, Source: bank, Deposits: fresh(bank, 100, "")})
 	}
 	ops = append(ops, step{At: between(3*time.Second, end-5*time.Second), Kind: stepStarve, Picks: []uint64{uint64(1000 + rng.IntN(3000))}})
 	// The queue move, a burst on the old queue just before it.
@@ -216,7 +217,7 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 		at := between(end/3, end-3*time.Second)
 		ops = append(ops, step{At: at, Kind: stepReplay, Source: bank, Deposits: late(bank, at, 3)})
 	}
-	ops = append(ops, step{At: between(end/2, end-3*time.Second), Kind: stepBulk, Source: shop})
+	ops = append(ops, step{At: between(end/2, end-3*time.Second), Kind: stepBulk})
 	for _, src := range soakSources {
 		ops = append(ops, step{At: between(time.Second, end-3*time.Second), Kind: stepGarbled, Source: src, Deposits: fresh(src, 1+rng.IntN(3), "")})
 	}
@@ -274,7 +275,7 @@ func opString(st *step) string {
 		return fmt.Sprintf("%s: retention %s (inside the redelivery window)", st.Source, soakShortRetention)
 	case stepSkewPrune:
 		return fmt.Sprintf("clock +%dh", st.Picks[0])
-	case stepReplay, stepGarbled:
+	case stepReplay, stepGarbled, stepPGRestart:
 		return fmt.Sprintf("%s: %d events (%s …)", st.Source, len(st.Deposits), st.Deposits[0].ID)
 	}
 	return st.Source
@@ -288,6 +289,7 @@ func (s *soak) doOp(ctx context.Context, st *step) {
 	o.mu.Unlock()
 	switch st.Kind {
 	case stepPGRestart:
+		s.burst(ctx, st)
 		s.pgRestart(ctx)
 	case stepStarve:
 		s.starve(time.Duration(st.Picks[0]) * time.Millisecond)
@@ -302,7 +304,7 @@ func (s *soak) doOp(ctx context.Context, st *step) {
 	case stepReplay:
 		s.replayOne(st)
 	case stepBulk:
-		s.bulkReplay(st.Source)
+		s.bulkReplay()
 	case stepGarbled:
 		s.garbled(ctx, st)
 	case stepRotate:
@@ -315,6 +317,29 @@ func (o *soakOps) breaks(format string, args ...any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.broken = append(o.broken, fmt.Sprintf(format, args...))
+}
+
+// burst delivers the step's events and waits for their answers, so that
+// the workers are busy with them when the restart that follows comes: the
+// asynchronous commits of their last transactions are then in no WAL on
+// disk, and River's completer holds some of their completions in memory
+// (it completes them after the restart: the done marks were lost).
+func (s *soak) burst(ctx context.Context, st *step) {
+	s.mu.Lock()
+	for _, d := range st.Deposits {
+		s.sent[st.Source][d.ID] = d
+	}
+	s.mu.Unlock()
+	secret, signed := s.signer(st.Source)
+	defer signed()
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rep := (&faults.Sender{Targets: s.urls[st.Source], Secret: secret, Workers: 8, Timeout: 5 * time.Second}).Run(bctx, st.Deposits)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range rep.Acks {
+		s.acked[st.Source][a.ID] = true
+	}
 }
 
 // pgRestart stops the cluster with pg_ctl stop -m immediate (a crash:
@@ -488,20 +513,24 @@ func (s *soak) replayOne(st *step) {
 	}
 }
 
-// bulkReplay starts a bulk replay of src's poison events and cancels it at
-// once: whatever it replayed fails again, and nothing is applied.
-func (s *soak) bulkReplay(src string) {
-	code, out := proctest.Run(s.t, command(s.inboxctl, "replay", "--source", src, "--error", soakPoisonError, "--yes", "--config", s.configs[0]))
+// bulkReplay starts a bulk replay of every source's poison events and
+// cancels it at once: whatever it replayed fails again, and nothing is
+// applied.
+func (s *soak) bulkReplay() {
+	code, out := proctest.Run(s.t, command(s.inboxctl, "replay", "--error", soakPoisonError, "--yes", "--config", s.configs[0]))
 	s.ctlLogs = append(s.ctlLogs, out)
-	var id int64
-	if _, err := fmt.Sscanf(out[max(strings.Index(out, "replay "), 0):], "replay %d started", &id); code != 0 || err != nil {
+	m := bulkStarted.FindStringSubmatch(out)
+	if code != 0 || m == nil {
 		return // nothing to replay yet, or a terminated connection
 	}
-	s.ctl("replay", "cancel", fmt.Sprint(id))
+	s.ctl("replay", "cancel", m[1])
 	s.ops.mu.Lock()
 	s.ops.bulks++
 	s.ops.mu.Unlock()
 }
+
+// bulkStarted is inboxctl's line for a bulk replay started.
+var bulkStarted = regexp.MustCompile(`(?m)^replay (\d+) started: `)
 
 // garbled delivers, signed, a body that is not JSON under each of the
 // step's event ids: the receiver must answer 2xx, store the row failed
