@@ -514,8 +514,8 @@ func (s *soak) replayOne(st *step) {
 }
 
 // bulkReplay starts a bulk replay of every source's poison events and
-// cancels it at once: whatever it replayed fails again, and nothing is
-// applied.
+// cancels it at once (unless it has already ended): whatever it replayed
+// fails again, and nothing is applied.
 func (s *soak) bulkReplay() {
 	code, out := proctest.Run(s.t, command(s.inboxctl, "replay", "--error", soakPoisonError, "--yes", "--config", s.configs[0]))
 	s.ctlLogs = append(s.ctlLogs, out)
@@ -523,10 +523,19 @@ func (s *soak) bulkReplay() {
 	if code != 0 || m == nil {
 		return // nothing to replay yet, or a terminated connection
 	}
-	s.ctl("replay", "cancel", m[1])
-	s.ops.mu.Lock()
-	s.ops.bulks++
-	s.ops.mu.Unlock()
+	// A run that ended before the cancel came is not running any more; a
+	// cancel whose connection was terminated is tried again, twice.
+	for range 3 {
+		code, out := proctest.Run(s.t, command(s.inboxctl, "replay", "cancel", m[1], "--config", s.configs[0]))
+		s.ctlLogs = append(s.ctlLogs, out)
+		if code == 0 || strings.Contains(out, "the run is not running") {
+			s.ops.mu.Lock()
+			s.ops.bulks++
+			s.ops.mu.Unlock()
+			return
+		}
+	}
+	require.Fail(s.t, "inboxctl replay cancel "+m[1]+" failed three times")
 }
 
 // bulkStarted is inboxctl's line for a bulk replay started.
@@ -663,7 +672,7 @@ func (s *soak) opsSummary() string {
 		garbled += len(ids)
 	}
 	return fmt.Sprintf("%d PostgreSQL restarts, %d starvations, queue moved %t, %d events purged, %d prunes refused, %d skewed passes, "+
-		"%d replays of one event, %d bulk replays cancelled, %d unparseable deliveries, secret rotated %t",
+		"%d replays of one event, %d bulk replays cancelled or ended, %d unparseable deliveries, secret rotated %t",
 		o.counts[stepPGRestart], o.counts[stepStarve], o.moved, purged, o.counts[stepPrune], o.counts[stepSkewPrune],
 		len(o.replayed), o.bulks, garbled, o.rotated)
 }
