@@ -602,19 +602,29 @@ func (o *soakOps) isPurged(src, id string) bool {
 	return ok
 }
 
+// firstBroken is the first promise a step saw broken while the schedule
+// ran (an acknowledged event lost across a restart, a prune inside the
+// redelivery window, a pass on a skewed clock deleting young rows): the
+// oracle reports it before anything it finds after the tail.
+func (o *soakOps) firstBroken() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.broken) == 0 {
+		return ""
+	}
+	return o.broken[0]
+}
+
 // checkOps is the storage and operator steps' promises, after the others:
-//   - the first promise a step saw broken (an acknowledged event lost
-//     across a restart, a prune inside the redelivery window, a pass on a
-//     skewed clock deleting young rows);
+//   - the rotated secret in no process's log;
+//   - every unparseable delivery answered 2xx is stored failed with its
+//     reason, without a job, and never applied;
 //   - every purged event stays failed and erased, and never ran after its
 //     purge.
 func (s *soak) checkOps(ctx context.Context) string {
 	o := s.ops
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.broken) > 0 {
-		return o.broken[0]
-	}
 	for i, p := range s.all {
 		for _, needle := range []string{soakNewSecret, strings.TrimPrefix(soakNewSecret, "whsec_")} {
 			if strings.Contains(p.Log(), needle) {

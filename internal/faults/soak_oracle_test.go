@@ -34,8 +34,15 @@ type soakRow struct {
 //     pause_refresh + soakPauseGrace after the pause and before the resume;
 //  6. no source's secret (whole, or its key after "whsec_") in any
 //     process's log or inboxctl's output.
+//
+// Before them comes the first promise a storage or operator step saw
+// broken while the schedule ran (soakOps.firstBroken); between 5 and 6,
+// the steps' own promises (checkOps).
 func (s *soak) oracle() string {
 	ctx := context.Background()
+	if broken := s.ops.firstBroken(); broken != "" {
+		return broken
+	}
 	rows := s.readRows(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
