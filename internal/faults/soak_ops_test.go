@@ -33,7 +33,7 @@ import (
 // prune under a retention inside the provider's redelivery window, and a
 // retention pass on a worker clock hours ahead.
 const (
-	stepPGRestart stepKind = "pgrestart"  // Deposits sent (and acknowledged), then pg_ctl stop -m immediate at once, then start
+	stepPGRestart stepKind = "pgrestart"  // completions slowed, Deposits sent (and acknowledged), then pg_ctl stop -m immediate at once, then start
 	stepStarve    stepKind = "starve"     // long transactions lock every account for Picks[0] ms
 	stepMove      stepKind = "move"       // the shop source moves from soakQueueA to soakQueueB
 	stepPurge     stepKind = "purge"      // inboxctl events purge of Deposits
@@ -71,13 +71,32 @@ const soakOrphanAfter = "orphan_after: 5m"
 // config, far inside Standard Webhooks' redelivery window.
 const soakShortRetention = "2s"
 
+// soakSlowCompletions makes River's completion of a job (its running row
+// set completed) wait 300 ms, once per transaction, while
+// soak_slow_completions says so: a loaded server's slow completions, which
+// the restarts' bursts turn on, so that the completer holds completions of
+// jobs whose asynchronous commits the crash then loses.
+const soakSlowCompletions = `
+CREATE TABLE soak_slow_completions (until timestamptz NOT NULL);
+INSERT INTO soak_slow_completions VALUES ('-infinity');
+CREATE FUNCTION soak_slow_completion() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.state = 'running' AND NEW.state = 'completed' AND current_setting('soak.slowed', true) IS DISTINCT FROM 'yes'
+       AND clock_timestamp() < (SELECT until FROM soak_slow_completions) THEN
+        PERFORM set_config('soak.slowed', 'yes', true);
+        PERFORM pg_sleep(0.3);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER soak_slow_completion BEFORE UPDATE ON river_job FOR EACH ROW EXECUTE FUNCTION soak_slow_completion();`
+
 // soakOps is what the storage and operator steps need and note.
 type soakOps struct {
 	cluster *cluster
 	url     string
 
 	mu     sync.Mutex
-	purged map[string]map[string]time.Time // source → event id → when its purge ended (the soak's clock)
+	purged map[string]map[string]purgedRow // source → event id → the row right after its purge
 	broken []string                        // promises seen broken while the schedule ran, in order
 	moved  bool
 	counts map[stepKind]int
@@ -105,9 +124,14 @@ func soakCluster(s *soak) string {
 	url := c.createDB(t, "soak")
 	migrate(t, url)
 	setAsyncCommit(t, url)
+	conn, err := pgx.Connect(context.Background(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(context.Background(), soakSlowCompletions)
+	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "shop.secrets")
 	require.NoError(t, os.WriteFile(file, []byte(soakSecrets[1]+"\n"), 0o600))
-	s.ops = &soakOps{cluster: c, url: url, secretsFile: file, purged: map[string]map[string]time.Time{}, counts: map[stepKind]int{},
+	s.ops = &soakOps{cluster: c, url: url, secretsFile: file, purged: map[string]map[string]purgedRow{}, counts: map[stepKind]int{},
 		replayed: map[string]int{}, garbled: map[string][]string{}}
 	return url
 }
@@ -289,8 +313,12 @@ func (s *soak) doOp(ctx context.Context, st *step) {
 	o.mu.Unlock()
 	switch st.Kind {
 	case stepPGRestart:
+		_, err := s.pool.Exec(ctx, `UPDATE soak_slow_completions SET until = clock_timestamp() + interval '10 seconds'`)
+		require.NoError(s.t, err)
 		s.burst(ctx, st)
 		s.pgRestart(ctx)
+		_, err = s.pool.Exec(ctx, `UPDATE soak_slow_completions SET until = '-infinity'`)
+		require.NoError(s.t, err)
 	case stepStarve:
 		s.starve(time.Duration(st.Picks[0]) * time.Millisecond)
 	case stepMove:
@@ -430,8 +458,8 @@ func (s *soak) move() {
 }
 
 // purge runs inboxctl events purge on the step's events and notes those
-// it erased (an event not yet claimed then is not purged, and runs as any
-// other).
+// it erased, with their status (an event not yet claimed then is not
+// purged, and runs as any other).
 func (s *soak) purge(ctx context.Context, st *step) {
 	args := []string{"events", "purge", "--source", st.Source, "--yes"}
 	ids := make([]string, 0, len(st.Deposits))
@@ -439,20 +467,29 @@ func (s *soak) purge(ctx context.Context, st *step) {
 		ids = append(ids, d.ID)
 	}
 	s.ctl(append(args, ids...)...)
-	rows, err := s.pool.Query(ctx, `SELECT event_id FROM webhook_inbox WHERE source = $1 AND event_id = ANY($2) AND erased_at IS NOT NULL`, st.Source, ids)
+	rows, err := s.pool.Query(ctx, `SELECT event_id, status::text, clock_timestamp() FROM webhook_inbox
+WHERE source = $1 AND event_id = ANY($2) AND erased_at IS NOT NULL`, st.Source, ids)
 	require.NoError(s.t, err)
-	erased, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(s.t, err)
-	var now time.Time
-	require.NoError(s.t, s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now))
 	s.ops.mu.Lock()
 	defer s.ops.mu.Unlock()
 	if s.ops.purged[st.Source] == nil {
-		s.ops.purged[st.Source] = map[string]time.Time{}
+		s.ops.purged[st.Source] = map[string]purgedRow{}
 	}
-	for _, id := range erased {
-		s.ops.purged[st.Source][id] = now
+	for rows.Next() {
+		var id string
+		var r purgedRow
+		require.NoError(s.t, rows.Scan(&id, &r.status, &r.at))
+		s.ops.purged[st.Source][id] = r
 	}
+	require.NoError(s.t, rows.Err())
+}
+
+// purgedRow is a purged event's row right after the purge: failed when it
+// had not been done, done when it had (an erasure keeps a done row done),
+// and when that was (the database's clock).
+type purgedRow struct {
+	status string
+	at     time.Time
 }
 
 // prune runs inboxctl prune under a copy of the config whose bank source
@@ -619,8 +656,8 @@ func (o *soakOps) firstBroken() string {
 //   - the rotated secret in no process's log;
 //   - every unparseable delivery answered 2xx is stored failed with its
 //     reason, without a job, and never applied;
-//   - every purged event stays failed and erased, and never ran after its
-//     purge.
+//   - every purged event stays as its purge left it (failed, or done when
+//     it was done by then) and erased, and never ran after its purge.
 func (s *soak) checkOps(ctx context.Context) string {
 	o := s.ops
 	o.mu.Lock()
@@ -651,17 +688,17 @@ FROM webhook_inbox AS i WHERE source = $1 AND event_id = $2`, src, id, inboxstor
 		}
 	}
 	for src, ids := range o.purged {
-		for id, at := range ids {
+		for id, r := range ids {
 			var status string
 			var erased bool
 			var ran int
 			err := s.pool.QueryRow(ctx, `SELECT status::text, erased_at IS NOT NULL,
   (SELECT count(*) FROM soak_applied AS a WHERE a.source = i.source AND a.event_id = i.event_id AND a.began_at > $3)
-FROM webhook_inbox AS i WHERE source = $1 AND event_id = $2`, src, id, at).Scan(&status, &erased, &ran)
+FROM webhook_inbox AS i WHERE source = $1 AND event_id = $2`, src, id, r.at).Scan(&status, &erased, &ran)
 			require.NoError(s.t, err)
-			if status != "failed" || !erased || ran > 0 {
-				return fmt.Sprintf("purged event %s/%s: status %s, erased %t, ran %d times after its purge (want failed, erased, never)",
-					src, id, status, erased, ran)
+			if status != r.status || !erased || ran > 0 {
+				return fmt.Sprintf("purged event %s/%s: status %s, erased %t, ran %d times after its purge (want %s as the purge left it, erased, never)",
+					src, id, status, erased, ran, r.status)
 			}
 		}
 	}
