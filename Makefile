@@ -32,11 +32,10 @@ DURATION ?= 2m
 SOAK_SHORT_SEED ?= 1
 SOAK_SHORT_DURATION ?= 45s
 # make soak-mutants: the seeds tried on each mutant, in turn, and the
-# schedule's length for each try.
+# schedule's length for each try; MUTANTS (names, spaces between) runs only
+# those.
 MUTANT_SEEDS ?= 1 2 3
 MUTANT_DURATION ?= 40s
-# MUTANTS restricts make soak-mutants to these mutants (names of
-# internal/faults/mutants/*.patch without .patch); empty: all.
 MUTANTS ?=
 
 .DEFAULT_GOAL := help

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Usage: scripts/soak-mutants.sh   (make soak-mutants; DATABASE_URL set)
 #
+# MUTANTS, when set, names the mutants to run (patch names without .patch,
+# separated by spaces); the others are skipped.
+#
 # For each internal/faults/mutants/*.patch: a throwaway git worktree of HEAD
 # (commit your changes first), the patch applied, then the soak
 # (internal/faults TestSoak) run with each of MUTANT_SEEDS in turn, each
@@ -14,6 +17,7 @@ set -euo pipefail
 GO=${GO:-go}
 seeds=${MUTANT_SEEDS:-1 2 3}
 duration=${MUTANT_DURATION:-40s}
+only=${MUTANTS:-}
 root=$(git rev-parse --show-toplevel)
 work=$(mktemp -d)
 logs=$work/logs
@@ -30,9 +34,7 @@ rows=()
 missed=0
 for patch in "$root"/internal/faults/mutants/*.patch; do
 	name=$(basename "$patch" .patch)
-	if [[ -n ${MUTANTS:-} && " $MUTANTS " != *" $name "* ]]; then
-		continue
-	fi
+	[[ -z $only || " $only " == *" $name "* ]] || continue
 	wt=$work/wt-$name
 	git -C "$root" worktree add --detach --quiet "$wt" HEAD
 	git -C "$wt" apply "$patch"

@@ -31,8 +31,15 @@ type soakRow struct {
 //  5. every account's balance is the sum of its entries;
 //  6. no source's secret (whole, or its key after "whsec_") in any
 //     process's log or inboxctl's output.
+//
+// Before them comes the first promise a storage or operator step saw
+// broken while the schedule ran (soakOps.firstBroken); between 5 and 6,
+// the steps' own promises (checkOps).
 func (s *soak) oracle() string {
 	ctx := context.Background()
+	if broken := s.ops.firstBroken(); broken != "" {
+		return broken
+	}
 	rows := s.readRows(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -52,8 +59,8 @@ func (s *soak) oracle() string {
 	for _, src := range soakSources {
 		for id := range s.sent[src] {
 			r, ok := rows[src+"/"+id]
-			if !ok {
-				continue // never acknowledged (checked above) and never stored
+			if !ok || s.ops.isPurged(src, id) {
+				continue // never acknowledged (checked above) and never stored, or purged (checkOps)
 			}
 			poison := s.sched.Poison[src][id]
 			switch {
@@ -61,8 +68,8 @@ func (s *soak) oracle() string {
 				return fmt.Sprintf("poison event %s/%s: status %s, applied %d times (want failed, 0)", src, id, r.status, r.applied)
 			case !poison && r.status != "done":
 				return fmt.Sprintf("event %s/%s: status %s (%s), want done: only poison fails", src, id, r.status, r.lastError)
-			case !poison && r.applied != 1:
-				return fmt.Sprintf("event %s/%s applied %d times, want exactly once", src, id, r.applied)
+			case !poison && r.applied != 1+s.ops.replays(src, id):
+				return fmt.Sprintf("event %s/%s applied %d times, want exactly once and once more per replay (%d)", src, id, r.applied, s.ops.replays(src, id))
 			}
 		}
 	}
@@ -74,6 +81,9 @@ WHERE balance <> (SELECT coalesce(sum(amount), 0) FROM ledger_entries AS e WHERE
 	require.NoError(s.t, err)
 	if len(bad) > 0 {
 		return fmt.Sprintf("balances that are not the sum of their entries: %v", bad)
+	}
+	if broken := s.checkOps(ctx); broken != "" {
+		return broken
 	}
 	return s.checkSecrets()
 }
@@ -127,6 +137,6 @@ func (s *soak) summary() string {
 		acked += len(s.acked[src])
 		poison += len(s.sched.Poison[src])
 	}
-	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps",
-		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps))
+	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps; %s",
+		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps), s.opsSummary())
 }

@@ -76,7 +76,7 @@ func (s *step) String() string {
 	case stepTerm:
 		return fmt.Sprintf("%s %d backends (picks %v)", head, len(s.Picks), s.Picks)
 	default:
-		return fmt.Sprintf("%s %s", head, s.Source)
+		return fmt.Sprintf("%s %s", head, opString(s))
 	}
 }
 
@@ -182,6 +182,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 		s.Steps = append(s.Steps, step{At: at, Kind: stepKill, Role: role, Index: index},
 			step{At: back, Kind: stepRestart, Role: role, Index: index})
 	}
+	s.addOps(rng, end)
 	addWorkerSteps(s)
 	slices.SortStableFunc(s.Steps, func(a, b step) int { return cmp.Compare(a.At, b.At) })
 	return s

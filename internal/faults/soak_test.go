@@ -23,7 +23,7 @@ import (
 // short pause refresh.
 const (
 	soakJobTimeout = 10 * time.Second
-	soakWorkerKeys = "reaper_interval: 1s\n  orphan_after: 5s\n  pause_refresh: 250ms"
+	soakWorkerKeys = "reaper_interval: 1s\n  " + soakOrphanAfter + "\n  pause_refresh: 250ms\n  " + soakQueues
 	// soakApp is the application_name of the soak's own connections, which
 	// pg_terminate_backend spares.
 	soakApp = "hookinbox_soak"
@@ -103,17 +103,22 @@ type soak struct {
 	pausedAt map[string]time.Time
 	w        soakWorkers // the worker side's (soak_worker_test.go)
 
+	ops *soakOps // the storage and operator steps' (soak_ops_test.go)
+
 	mu    sync.Mutex
 	acked map[string]map[string]bool // source → event id answered 2xx
 	sent  map[string]map[string]faults.Deposit
 	sends sync.WaitGroup
 }
 
-// startSoak prepares the database (the ledger's, with soakTrigger) and
-// starts the receivers and the workers.
+// startSoak prepares the database (the ledger's, with soakTrigger, on the
+// soak's own cluster: soakCluster) and starts the receivers and the
+// workers.
 func startSoak(t *testing.T, sched *schedule) *soak {
-	db := ledgerDB(t)
-	cfg, err := pgxpool.ParseConfig(db.URL)
+	s := &soak{t: t, sched: sched, procs: map[string][]*proctest.Process{}, urls: map[string][]string{},
+		acked: map[string]map[string]bool{}, sent: map[string]map[string]faults.Deposit{}, pausedAt: map[string]time.Time{}}
+	dbURL := soakCluster(s)
+	cfg, err := pgxpool.ParseConfig(dbURL)
 	require.NoError(t, err)
 	cfg.ConnConfig.RuntimeParams["application_name"] = soakApp
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -123,18 +128,16 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 	require.NoError(t, err)
 	_, err = pool.Exec(context.Background(), soakWorkerTrigger)
 	require.NoError(t, err)
-	s := &soak{t: t, sched: sched, pool: pool, procs: map[string][]*proctest.Process{}, urls: map[string][]string{},
-		acked: map[string]map[string]bool{}, sent: map[string]map[string]faults.Deposit{}, pausedAt: map[string]time.Time{}}
+	s.pool = pool
 	s.inboxctl = proctest.Build(t, "../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl")[2]
 	for i := range soakProcesses {
-		conf := setup{DB: db.URL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys,
-			Sources: fmt.Sprintf("  - {name: %s, provider: standardwebhooks, secrets: [%q]}", soakSources[1], soakSecrets[1]),
-			Routes:  fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger]}", soakSources[1], faults.DepositType),
+		conf := setup{DB: dbURL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys, Sources: s.shopSource(),
+			Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger]}", soakSources[1], faults.DepositType),
 		}
 		s.configs = append(s.configs, conf.write(t))
 		s.start(receiverRole, i)
 	}
-	s.worker = s.routeSetConfig(db.URL, 0)
+	s.worker = s.routeSetConfig(dbURL, 0)
 	for i := range soakProcesses {
 		s.start(workerRole, i)
 	}
@@ -214,7 +217,6 @@ func (s *soak) do(ctx context.Context, st *step) {
 	t := s.t
 	switch st.Kind {
 	case stepSend:
-		i := soakIndex(st.Source)
 		var ds []faults.Deposit
 		for _, d := range st.Deposits {
 			for range st.Copies {
@@ -226,8 +228,10 @@ func (s *soak) do(ctx context.Context, st *step) {
 			s.sent[st.Source][d.ID] = d
 		}
 		s.mu.Unlock()
-		sender := &faults.Sender{Targets: s.urls[st.Source], Secret: soakSecrets[i], Workers: 4, Timeout: 5 * time.Second}
+		secret, signed := s.signer(st.Source)
+		sender := &faults.Sender{Targets: s.urls[st.Source], Secret: secret, Workers: 4, Timeout: 5 * time.Second}
 		s.sends.Go(func() {
+			defer signed()
 			rep := sender.Run(ctx, ds)
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -251,8 +255,10 @@ func (s *soak) do(ctx context.Context, st *step) {
 		require.NoError(t, s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now))
 		s.pauses = append(s.pauses, pauseWindow{source: st.Source, from: s.pausedAt[st.Source], resumed: now})
 		s.ctl("sources", "resume", st.Source)
-	default:
+	case stepRollout, stepRetire:
 		s.doWorker(st)
+	default:
+		s.doOp(ctx, st)
 	}
 }
 

@@ -123,12 +123,13 @@ func (s *soak) routeSetConfig(dbURL string, gen int) string {
 	if strings.Contains(dbURL, "?") {
 		sep = "&"
 	}
-	return setup{DB: fmt.Sprintf("%s%sapplication_name=soak_routes_%d", dbURL, sep, gen), Job: soakJobTimeout,
-		Worker: soakWorkerKeys, MaxConns: soakWorkerMaxConns, Handlers: "ledger, log",
-		Sources: fmt.Sprintf("  - {name: %s, provider: standardwebhooks, secrets: [%q]}", soakSources[1], soakSecrets[1]),
+	path := setup{DB: fmt.Sprintf("%s%sapplication_name=soak_routes_%d", dbURL, sep, gen), Job: soakJobTimeout,
+		Worker: soakWorkerKeys, MaxConns: soakWorkerMaxConns, Handlers: "ledger, log", Sources: s.shopSource(),
 		Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger, log]%s}",
 			soakSources[1], faults.DepositType, shopRouteOptions(gen)),
 	}.write(s.t)
+	s.onCurrentQueue(path)
+	return path
 }
 
 // doWorker runs a step of the worker side.

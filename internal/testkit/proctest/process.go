@@ -78,6 +78,16 @@ func Start(tb testing.TB, cmd *exec.Cmd) *Process {
 	return p
 }
 
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
 // PID returns the process's id.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
