@@ -72,7 +72,12 @@ type reaper struct {
 	pool        *pgxpool.Pool
 	store       *inboxstore.Store
 	orphanAfter time.Duration
-	queueFor    func(string) string
+	// stallAfter is how long an event may stay parked behind a key no
+	// running event holds before the reaper wakes it (see wakeStalled).
+	stallAfter time.Duration
+	// sequences reports whether this worker's routes sequence a source.
+	sequences func(source string) bool
+	queueFor  func(string) string
 	// queues maps each configured source to its current queue.
 	queues map[string]string
 	logger *zap.Logger
@@ -172,11 +177,17 @@ func (r *reaper) settle(ctx context.Context, tx pgx.Tx, orphans []inboxstore.Orp
 }
 
 // wakeStalled wakes the lowest parked event of each sequence key whose
-// events have been parked longer than orphanAfter, and returns how many it
-// woke. A key whose lock is taken is left alone: an event of it is running,
-// and wakes it.
+// events have been parked longer than stallAfter (a reaper pass), and
+// returns how many it woke. A key whose lock is taken is left alone: an
+// event of it is running, and wakes it. One that no running event holds
+// may still be waited for (the event ahead is pending, between attempts):
+// the woken event then counts it ahead and parks again, which costs a job.
+// But the event ahead may also have run where no route sequences its
+// source (a route change rolling out, either way) and so never wake it.
+// Every parked event of a source this worker's routes do not sequence is
+// woken at once: no run here would wake the next.
 func (r *reaper) wakeStalled(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx]) (int, error) {
-	keys, err := r.store.ListStalledSequences(ctx, tx, r.orphanAfter, reaperSequenceBatch)
+	keys, err := r.store.ListStalledSequences(ctx, tx, r.stallAfter, reaperSequenceBatch)
 	if err != nil {
 		return 0, err
 	}
@@ -189,16 +200,22 @@ func (r *reaper) wakeStalled(ctx context.Context, tx pgx.Tx, client *river.Clien
 		if !locked {
 			continue
 		}
-		row, err := r.store.WakeSequenceTx(ctx, tx, &inboxstore.WakeParams{Source: k.Source, Key: k.Key, Client: client, QueueFor: r.queueFor})
-		if err != nil {
-			return woken, err
+		all := !r.sequences(k.Source)
+		n := 0
+		for ; n == 0 || (all && n < reaperBatch); n++ {
+			row, err := r.store.WakeSequenceTx(ctx, tx, &inboxstore.WakeParams{Source: k.Source, Key: k.Key, Client: client, QueueFor: r.queueFor})
+			if err != nil {
+				return woken, err
+			}
+			if row == nil {
+				break
+			}
+			woken++
 		}
-		if row == nil {
-			continue
-		}
-		woken++
-		if err := notifyInsert(ctx, tx, client, r.queueFor(k.Source)); err != nil {
-			return woken, err
+		if n > 0 {
+			if err := notifyInsert(ctx, tx, client, r.queueFor(k.Source)); err != nil {
+				return woken, err
+			}
 		}
 	}
 	return woken, nil

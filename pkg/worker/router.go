@@ -58,6 +58,18 @@ type router struct {
 	routes []compiledRoute
 }
 
+// sequences reports whether a route of source (or of every source) has a
+// sequence option: only then may a run here wake the source's parked
+// events.
+func (r *router) sequences(source string) bool {
+	for _, c := range r.routes {
+		if (c.source == source || c.source == "*") && c.route.Sequence != nil {
+			return true
+		}
+	}
+	return false
+}
+
 type compiledRoute struct {
 	source   string
 	types    []string

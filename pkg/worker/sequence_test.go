@@ -242,3 +242,41 @@ SELECT EXISTS (SELECT 1 FROM hookinbox_sequence_park WHERE inbox_id = $1)
 type slowRetry struct{}
 
 func (slowRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now().Add(time.Hour) }
+
+func TestParkedEventsOfARouteThatNoLongerSequences(t *testing.T) {
+	t.Parallel()
+
+	// A route change that turns sequencing off (the soak's rollouts, issue
+	// 40): events the old routes parked behind their key wait for a run of
+	// the key to wake them, and under the new routes no run does. The new
+	// worker's reaper wakes every parked event of a source its routes do
+	// not sequence at its next pass; they used to wait for orphan_after.
+	b := setup(t)
+	ctx := context.Background()
+	const n = 6
+	var ids []int64
+	for i := range n {
+		ids = append(ids, b.ingestSeq(t, fmt.Sprintf("evt_%d", i), "k", i))
+	}
+	// As the old routes left them: each parked behind the key, its job
+	// completed.
+	tx, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	for i, id := range ids {
+		require.NoError(t, b.store.ParkSequenceTx(ctx, tx, &inboxstore.SequencePosition{
+			Source: "bank", Key: "k", Order: fmt.Sprint(i), ReceivedAt: time.Now(), ID: id}))
+	}
+	_, err = tx.Exec(ctx, `UPDATE river_job SET state = 'completed', finalized_at = now() WHERE kind = 'hookinbox.event'`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	b.start(t, func(c *worker.Config) {
+		c.ReaperInterval = 200 * time.Millisecond
+		c.OrphanAfter = time.Hour
+		c.Routes = []worker.Route{{Source: "bank", Handlers: []string{"effect"}}}
+	})
+	b.waitDoneCount(t, n)
+	for i := range n {
+		require.Equal(t, 1, b.effects(t, fmt.Sprintf("evt_%d", i)))
+	}
+}
