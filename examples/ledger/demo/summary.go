@@ -24,7 +24,7 @@ func waitSettled(ctx context.Context, pool *pgxpool.Pool, runID string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d %s still pending after 2 minutes", c.Pending, plural(int64(c.Pending), "event", "events"))
+			return fmt.Errorf("%d %s still pending after 2 minutes", c.Pending, plural(c.Pending, "event", "events"))
 		}
 		select {
 		case <-ctx.Done():
