@@ -648,3 +648,33 @@ func TestAnEventThatWaitedForATransactionIsNotCharged(t *testing.T) {
 		require.Equal(t, 1, b.effects(t, row.EventID))
 	}
 }
+
+func TestStopDeletesTheRecordThroughADatabaseRestart(t *testing.T) {
+	t.Parallel()
+
+	// The soak (issue 40, seed 202 at 30 minutes): a worker stopped as a
+	// route change retired it, while PostgreSQL restarted, failed to delete
+	// its routes record once ("terminating connection due to administrator
+	// command") and exited 1, leaving the record to its TTL. Here the first
+	// delete fails the same way; Stop tries again and the record goes.
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.db.Pool.Exec(ctx, `
+-- nextval is not rolled back with the refused statement.
+CREATE SEQUENCE delete_tries;
+CREATE FUNCTION refuse_first_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF nextval('delete_tries') = 1 THEN
+        RAISE EXCEPTION 'terminating connection due to administrator command' USING ERRCODE = '57P01';
+    END IF;
+    RETURN OLD;
+END $$;`)
+	require.NoError(t, err)
+	w := b.start(t, nil)
+	_, err = b.db.Pool.Exec(ctx, `CREATE TRIGGER refuse_first_delete BEFORE DELETE ON hookinbox_worker_routes FOR EACH ROW EXECUTE FUNCTION refuse_first_delete()`)
+	require.NoError(t, err)
+	require.NoError(t, w.Stop(ctx))
+	var left int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_worker_routes`).Scan(&left))
+	require.Zero(t, left, "the stopped worker's records")
+}

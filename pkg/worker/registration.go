@@ -256,13 +256,22 @@ func liveQueues(ctx context.Context, db pgx.Tx) ([]string, error) {
 }
 
 // delete deletes this worker's records, so that a worker with other routes
-// may work its queues at once.
+// may work its queues at once. A worker stopped while its database restarts
+// tries again, every quarter second, for its 5 seconds: else the record
+// outlives it until its TTL, and the successor waits that long.
 func (r *registration) delete(ctx context.Context) error {
 	// Stop may have spent ctx on a hard stop; the delete gets its own time.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := r.pool.Exec(ctx, `DELETE FROM hookinbox_worker_routes WHERE worker_id = $1`, r.id); err != nil {
-		return fmt.Errorf("worker: delete routes record: %w", err)
+	for {
+		_, err := r.pool.Exec(ctx, `DELETE FROM hookinbox_worker_routes WHERE worker_id = $1`, r.id)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("worker: delete routes record: %w", err)
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	return nil
 }
