@@ -202,7 +202,7 @@ func (r *reaper) wakeStalled(ctx context.Context, tx pgx.Tx, client *river.Clien
 		}
 		all := !r.sequences(k.Source)
 		n := 0
-		for ; n == 0 || (all && n < reaperBatch); n++ {
+		for ; n == 0 || (all && woken < reaperBatch); n++ {
 			row, err := r.store.WakeSequenceTx(ctx, tx, &inboxstore.WakeParams{Source: k.Source, Key: k.Key, Client: client, QueueFor: r.queueFor})
 			if err != nil {
 				return woken, err
