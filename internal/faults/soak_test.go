@@ -242,7 +242,11 @@ func (s *soak) do(ctx context.Context, st *step) {
 	case stepKill:
 		s.procs[st.Role][st.Index].Kill(t)
 	case stepRestart:
-		s.start(st.Role, st.Index)
+		// A rollout or a queue move may have put a live process in the
+		// killed one's place meanwhile.
+		if s.procs[st.Role][st.Index].Exited() {
+			s.start(st.Role, st.Index)
+		}
 	case stepTerm:
 		s.terminate(st.Picks)
 	case stepPause:

@@ -146,7 +146,11 @@ func (s *soak) doWorker(st *step) {
 		s.worker = config
 	case stepRetire:
 		for _, p := range s.procs[workerRole] {
-			p.Stop(s.t)
+			// One the schedule killed, and has not restarted yet, is gone
+			// already; its restart starts a worker of the newest set.
+			if !p.Exited() {
+				p.Stop(s.t)
+			}
 		}
 		s.procs[workerRole], s.w.next = s.w.next, nil
 	default:
