@@ -203,18 +203,21 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 }
 
 // errLate is what process returns when its transaction began with less
-// than half of the job's time left (see late).
-var errLate = errors.New("less than half of the job's time was left when its transaction began")
+// time left than a grouped event gets (see late).
+var errLate = errors.New("less than a grouped event's time was left when its transaction began")
 
-// late reports whether less than half of the job timeout is left of ctx:
-// an event alone begins its handlers only with at least that much, as a
-// group takes a further event only then. Its time is its own: a run that
-// waited for a transaction (the worker's are bounded, and slow events may
-// hold them until their own time is up) is put back uncharged rather than
-// run out of time its neighbours spent.
+// late reports whether less is left of ctx than a grouped event's handlers
+// get (sliceBound): an event alone begins its handlers only with at least
+// that much. Its time is its own: a run that waited for a transaction (the
+// worker's are bounded, and slow events may hold them until their own time
+// is up) is put back uncharged rather than run out of time its neighbours
+// spent. An event a group handed over to be worked alone has about half
+// the job's time left, well above that bound (see workGroup): a higher
+// bound would put it back at every run, and a slow event that a group
+// takes at each run would never run alone.
 func (w *eventWorker) late(ctx context.Context) bool {
 	deadline, ok := ctx.Deadline()
-	return ok && w.jobTimeout > 0 && time.Until(deadline) < w.jobTimeout/2
+	return ok && w.jobTimeout > 0 && time.Until(deadline) < w.sliceBound()
 }
 
 // process works one event in a transaction of its own, at its route's

@@ -160,11 +160,11 @@ func (w *eventWorker) flushGroup(ctx context.Context, group []groupRequest) ([]g
 // statement_timeout, and the group takes no further event once less than
 // half the job timeout and a slice are left. An event over its slice is
 // rolled back to its savepoint, the group ends there and commits the events
-// before it, and it and the rest are worked alone: each begins its handlers
-// only with at least half of its job's time left, else it is put back
-// uncharged and runs again with all of it (see eventWorker.late). The slow
-// event meets its own timeout there, and the others commit at their first
-// attempt.
+// before it, and it and the rest are worked alone, with about half of their
+// job's time: each begins its handlers only with at least a grouped event's
+// time left, else it is put back uncharged and runs again with all of it
+// (see eventWorker.late). The slow event meets its own timeout there, and
+// the others commit at their first attempt.
 //
 // An event of a source paused since its job was fetched is held, and one
 // fetched by a worker that has fenced itself (see registration.fenced) is
