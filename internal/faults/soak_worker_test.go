@@ -65,6 +65,18 @@ const (
 	groupSlowSleep  = 4 * time.Second
 )
 
+// hangPrefix names the accounts whose deposits hang in their handler at
+// their first attempt, past job_timeout, until their own time is up
+// (soakWorkerTrigger sleeps hangSleep while the row's attempts are below
+// 2), and are quick at their second: events that hold the worker's event
+// transactions until their deadline, so that the quick events fetched
+// behind them get one with little of their own time left (see
+// addHangScenes).
+const (
+	hangPrefix = "acc_hang_"
+	hangSleep  = soakJobTimeout + 5*time.Second
+)
+
 // flakyPrefix names the accounts whose deposits fail their first attempt
 // (soakWorkerTrigger raises an error while the row's attempts, counted by
 // the take, are below 2) and succeed at their second: handlers that fail
@@ -85,6 +97,9 @@ BEGIN
     IF NEW.account_id LIKE '%s%%' AND (SELECT attempts FROM webhook_inbox WHERE source = NEW.source AND event_id = NEW.event_id) < 2 THEN
         RAISE EXCEPTION 'soak: a flaky handler fails its first attempt';
     END IF;
+    IF NEW.account_id LIKE '%s%%' AND (SELECT attempts FROM webhook_inbox WHERE source = NEW.source AND event_id = NEW.event_id) < 2 THEN
+        PERFORM pg_sleep(%d);
+    END IF;
     RETURN NEW;
 END $$;
 CREATE TRIGGER soak_gslow BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION soak_gslow();
@@ -96,7 +111,7 @@ BEGIN
 END $$;
 CREATE TRIGGER soak_failed AFTER UPDATE ON webhook_inbox FOR EACH ROW
     WHEN (NEW.last_error IS NOT NULL AND (NEW.last_error IS DISTINCT FROM OLD.last_error OR NEW.attempts <> OLD.attempts))
-    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()), flakyPrefix)
+    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()), flakyPrefix, hangPrefix, int(hangSleep.Seconds()))
 
 // soakWorkers is the worker side's state in a soak.
 type soakWorkers struct {
@@ -224,6 +239,40 @@ func addWorkerSteps(s *schedule) {
 			n++
 		}
 		s.Steps = append(s.Steps, step{At: at, Kind: stepSend, Source: soakSources[0], What: "gslow", Copies: 1, Deposits: ds})
+	}
+	addHangScenes(s)
+}
+
+// addHangScenes adds to s, from a generator of its own, a hang scene every
+// 30 to 60 s on the first source: events that hang at their first attempt
+// until their time is up (hangPrefix), then 100 ms later quick ones. There
+// are as many hanging events as fill all but one worker's jobs and the last
+// one's event transactions: however River's fetches share them out between
+// two workers, each holds at least soakEventTxs of them in its event
+// transactions and has the rest of its jobs free. The quick events fetched
+// into those jobs wait for a transaction, and get one as the first hanging
+// event's time runs out, with about 100 ms of their own time left: the
+// promise that no attempt is charged to an event for another event's fault
+// (checkCharged) is tested by construction, not by the chance of a group
+// ending at a slow event (the soak's seed 788135 found it so). During a
+// rollout, with four workers, the scene is weaker.
+func addHangScenes(s *schedule) {
+	rng := rand.New(rand.NewPCG(s.Seed, 0x4a6e))
+	end := s.Duration - 2*time.Second
+	deposits := func(n *int, count int, account func(n int) string) []faults.Deposit {
+		ds := make([]faults.Deposit, count)
+		for i := range ds {
+			ds[i] = faults.Deposit{ID: fmt.Sprintf("%s_h%05d", soakSources[0], *n), Account: account(*n), Cents: int64(100 + rng.IntN(10000))}
+			*n++
+		}
+		return ds
+	}
+	n := 0
+	for at := 10*time.Second + time.Duration(rng.Int64N(int64(10*time.Second))); at < end-3*time.Second; at += 30*time.Second + time.Duration(rng.Int64N(int64(30*time.Second))) {
+		hang := deposits(&n, (soakProcesses-1)*workerConcurrency+soakEventTxs, func(n int) string { return fmt.Sprintf("%s%d", hangPrefix, n) })
+		quick := deposits(&n, workerConcurrency, func(int) string { return fmt.Sprintf("acc_%d", rng.IntN(soakAccount)) })
+		s.Steps = append(s.Steps, step{At: at, Kind: stepSend, Source: soakSources[0], What: "hang", Copies: 1, Deposits: hang},
+			step{At: at + 100*time.Millisecond, Kind: stepSend, Source: soakSources[0], What: "new", Copies: 1, Deposits: quick})
 	}
 }
 
@@ -356,14 +405,16 @@ ORDER BY s.began_at LIMIT 1`).Scan(&source, &eventID, &app, &began, &newer, &fir
 var timedOut = regexp.MustCompile(`deadline exceeded|statement timeout|canceling statement`)
 
 // checkCharged: no failure recorded on an event that is neither poison nor
-// slow (slowAccount's, groupSlowPrefix's) says it ran out of time. A quick
+// slow (slowAccount's, groupSlowPrefix's, hangPrefix's) says it ran out of
+// time. A quick
 // event that shared a group, a connection or a lock queue with a slow one
 // is never charged for it: it is worked alone, or snoozed uncharged when
 // its time ran out before its handlers began.
 func (s *soak) checkCharged(ctx context.Context) string {
 	rows, err := s.pool.Query(ctx, `SELECT f.source, f.event_id, f.attempts, f.error FROM soak_failures AS f
 JOIN ledger_entries AS e ON e.source = f.source AND e.event_id = f.event_id
-WHERE e.account_id NOT LIKE $1 AND e.account_id NOT LIKE $2 ORDER BY f.source, f.event_id`, slowAccount+"%", groupSlowPrefix+"%")
+WHERE e.account_id NOT LIKE $1 AND e.account_id NOT LIKE $2 AND e.account_id NOT LIKE $3 ORDER BY f.source, f.event_id`,
+		slowAccount+"%", groupSlowPrefix+"%", hangPrefix+"%")
 	require.NoError(s.t, err)
 	defer rows.Close()
 	for rows.Next() {
