@@ -27,15 +27,19 @@ type Deposit struct {
 	Cents int64
 	// Version, when not 0, is the body's data.v: a sequenced route's order.
 	Version int64
+	// Type, when not empty, is the event's type instead of DepositType
+	// (the ledger applies any type as a deposit; a route may differ).
+	Type string
 }
 
 // Body returns the deposit's JSON body as the ledger example reads it.
 func (d *Deposit) Body() []byte {
+	typ := cmp.Or(d.Type, DepositType)
 	if d.Version != 0 {
 		return fmt.Appendf(nil, `{"type":%q,"data":{"account_id":%q,"amount":"%d.%02d","v":%d}}`,
-			DepositType, d.Account, d.Cents/100, d.Cents%100, d.Version)
+			typ, d.Account, d.Cents/100, d.Cents%100, d.Version)
 	}
-	return fmt.Appendf(nil, `{"type":%q,"data":{"account_id":%q,"amount":"%d.%02d"}}`, DepositType, d.Account, d.Cents/100, d.Cents%100)
+	return fmt.Appendf(nil, `{"type":%q,"data":{"account_id":%q,"amount":"%d.%02d"}}`, typ, d.Account, d.Cents/100, d.Cents%100)
 }
 
 // Deposits returns n distinct deposits named after run, spread over as

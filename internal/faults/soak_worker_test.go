@@ -72,9 +72,15 @@ const (
 // transactions until their deadline, so that the quick events fetched
 // behind them get one with little of their own time left (see
 // addHangScenes).
+//
+// Their type is hangType, which the workers route to the ledger with a
+// lock on the account (each its own): a route with an option runs each
+// event in a transaction of its own as soon as its job starts, not in a
+// group, so that they hold the transactions from their first second.
 const (
 	hangPrefix = "acc_hang_"
 	hangSleep  = soakJobTimeout + 5*time.Second
+	hangType   = "account.deposit.hang"
 )
 
 // flakyPrefix names the accounts whose deposits fail their first attempt
@@ -130,8 +136,8 @@ func shopRouteOptions(gen int) string {
 
 // routeSetConfig writes the workers' config of route set gen: both
 // sources' routes with the log handler beside the ledger (its "event" line
-// carries the request id), the shop route with shopRouteOptions(gen), and a
-// database URL whose application_name names the set (soak_applied.app).
+// carries the request id), the shop route with shopRouteOptions(gen), the
+// hang scenes' route (hangType), and a database URL whose application_name names the set (soak_applied.app).
 func (s *soak) routeSetConfig(dbURL string, gen int) string {
 	s.w.dbURL = dbURL
 	sep := "?"
@@ -140,8 +146,8 @@ func (s *soak) routeSetConfig(dbURL string, gen int) string {
 	}
 	path := setup{DB: fmt.Sprintf("%s%sapplication_name=soak_routes_%d", dbURL, sep, gen), Job: soakJobTimeout,
 		Worker: soakWorkerKeys, MaxConns: soakWorkerMaxConns, Handlers: "ledger, log", Sources: s.shopSource(),
-		Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger, log]%s}",
-			soakSources[1], faults.DepositType, shopRouteOptions(gen)),
+		Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger, log]%s}\n    - {source: %s, types: [%q], handlers: [ledger, log], lock: {key: data.account_id}}",
+			soakSources[1], faults.DepositType, shopRouteOptions(gen), soakSources[0], hangType),
 	}.write(s.t)
 	s.onCurrentQueue(path)
 	return path
@@ -270,6 +276,9 @@ func addHangScenes(s *schedule) {
 	n := 0
 	for at := 10*time.Second + time.Duration(rng.Int64N(int64(10*time.Second))); at < end-3*time.Second; at += 30*time.Second + time.Duration(rng.Int64N(int64(30*time.Second))) {
 		hang := deposits(&n, (soakProcesses-1)*workerConcurrency+soakEventTxs, func(n int) string { return fmt.Sprintf("%s%d", hangPrefix, n) })
+		for i := range hang {
+			hang[i].Type = hangType
+		}
 		quick := deposits(&n, workerConcurrency, func(int) string { return fmt.Sprintf("acc_%d", rng.IntN(soakAccount)) })
 		s.Steps = append(s.Steps, step{At: at, Kind: stepSend, Source: soakSources[0], What: "hang", Copies: 1, Deposits: hang},
 			step{At: at + 100*time.Millisecond, Kind: stepSend, Source: soakSources[0], What: "new", Copies: 1, Deposits: quick})
