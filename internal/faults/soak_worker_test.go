@@ -73,6 +73,13 @@ const (
 // behind them get one with little of their own time left (see
 // addHangScenes).
 //
+// The events behind them are on accounts of their own (waitPrefix) whose
+// deposits take waitSleep in their handler, half a grouped event's slice:
+// quick, never slow past a slice or a job, but longer than what is left of
+// their time when they get a transaction, so that a worker that begins
+// them anyway has them run out of it. (The ledger's three statements alone
+// take a few milliseconds: that window is the chance seed 788135 met.)
+//
 // Their type is hangType, which the workers route to the ledger with a
 // lock on the account (each its own): a route with an option runs each
 // event in a transaction of its own as soon as its job starts, not in a
@@ -81,6 +88,8 @@ const (
 	hangPrefix = "acc_hang_"
 	hangSleep  = soakJobTimeout + 5*time.Second
 	hangType   = "account.deposit.hang"
+	waitPrefix = "acc_wait_"
+	waitSleep  = soakJobTimeout / 20
 )
 
 // flakyPrefix names the accounts whose deposits fail their first attempt
@@ -106,6 +115,9 @@ BEGIN
     IF NEW.account_id LIKE '%s%%' AND (SELECT attempts FROM webhook_inbox WHERE source = NEW.source AND event_id = NEW.event_id) < 2 THEN
         PERFORM pg_sleep(%d);
     END IF;
+    IF NEW.account_id LIKE '%s%%' THEN
+        PERFORM pg_sleep(%g);
+    END IF;
     RETURN NEW;
 END $$;
 CREATE TRIGGER soak_gslow BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION soak_gslow();
@@ -117,7 +129,7 @@ BEGIN
 END $$;
 CREATE TRIGGER soak_failed AFTER UPDATE ON webhook_inbox FOR EACH ROW
     WHEN (NEW.last_error IS NOT NULL AND (NEW.last_error IS DISTINCT FROM OLD.last_error OR NEW.attempts <> OLD.attempts))
-    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()), flakyPrefix, hangPrefix, int(hangSleep.Seconds()))
+    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()), flakyPrefix, hangPrefix, int(hangSleep.Seconds()), waitPrefix, waitSleep.Seconds())
 
 // soakWorkers is the worker side's state in a soak.
 type soakWorkers struct {
@@ -250,7 +262,7 @@ func addWorkerSteps(s *schedule) {
 }
 
 // addHangScenes adds to s, from a generator of its own, a hang scene every
-// 30 to 60 s on the first source: events that hang at their first attempt
+// 20 to 40 s on the first source: events that hang at their first attempt
 // until their time is up (hangPrefix), then 100 ms later quick ones. There
 // are as many hanging events as fill all but one worker's jobs and the last
 // one's event transactions: however River's fetches share them out between
@@ -274,12 +286,12 @@ func addHangScenes(s *schedule) {
 		return ds
 	}
 	n := 0
-	for at := 10*time.Second + time.Duration(rng.Int64N(int64(10*time.Second))); at < end-3*time.Second; at += 30*time.Second + time.Duration(rng.Int64N(int64(30*time.Second))) {
+	for at := 8*time.Second + time.Duration(rng.Int64N(int64(8*time.Second))); at < end-3*time.Second; at += 20*time.Second + time.Duration(rng.Int64N(int64(20*time.Second))) {
 		hang := deposits(&n, (soakProcesses-1)*workerConcurrency+soakEventTxs, func(n int) string { return fmt.Sprintf("%s%d", hangPrefix, n) })
 		for i := range hang {
 			hang[i].Type = hangType
 		}
-		quick := deposits(&n, workerConcurrency, func(int) string { return fmt.Sprintf("acc_%d", rng.IntN(soakAccount)) })
+		quick := deposits(&n, workerConcurrency, func(n int) string { return fmt.Sprintf("%s%d", waitPrefix, n) })
 		s.Steps = append(s.Steps, step{At: at, Kind: stepSend, Source: soakSources[0], What: "hang", Copies: 1, Deposits: hang},
 			step{At: at + 100*time.Millisecond, Kind: stepSend, Source: soakSources[0], What: "new", Copies: 1, Deposits: quick})
 	}
