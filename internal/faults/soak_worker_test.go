@@ -263,17 +263,22 @@ func addWorkerSteps(s *schedule) {
 
 // addHangScenes adds to s, from a generator of its own, a hang scene every
 // 20 to 40 s on the first source: events that hang at their first attempt
-// until their time is up (hangPrefix), then 100 ms later quick ones. There
-// are as many hanging events as fill all but one worker's jobs and the last
-// one's event transactions: however River's fetches share them out between
-// two workers, each holds at least soakEventTxs of them in its event
-// transactions and has the rest of its jobs free. The quick events fetched
-// into those jobs wait for a transaction, and get one as the first hanging
-// event's time runs out, with about 100 ms of their own time left: the
-// promise that no attempt is charged to an event for another event's fault
-// (checkCharged) is tested by construction, not by the chance of a group
-// ending at a slow event (the soak's seed 788135 found it so). During a
-// rollout, with four workers, the scene is weaker.
+// until their time is up (hangPrefix), then 200 to 700 ms later events that
+// take waitSleep (waitPrefix). There are as many hanging events as fill all
+// but one worker's jobs and the last one's event transactions: however
+// River's fetches share them out between two workers, each holds at least
+// soakEventTxs of them in its event transactions and has the rest of its
+// jobs free. The waiting events fetched into those jobs share a deadline a
+// little later than the hanging ones', wait for a transaction, and get one
+// as the hanging events' time runs out, with the delay between the two
+// sends left of their own time, less than they need: the first to begin
+// takes what the ones behind them have left. So the promise that no
+// attempt is charged to an event for another event's fault (checkCharged)
+// is tested by construction, not by the chance of a group ending at a slow
+// event (the soak's seed 788135 found it so). (Sent in one fetch, they
+// would share the hanging events' deadline, and have nothing left: put back
+// uncharged even by a worker that checks nothing.) During a rollout, with
+// four workers, the scene is weaker.
 func addHangScenes(s *schedule) {
 	rng := rand.New(rand.NewPCG(s.Seed, 0x4a6e))
 	end := s.Duration - 2*time.Second
@@ -293,7 +298,7 @@ func addHangScenes(s *schedule) {
 		}
 		quick := deposits(&n, workerConcurrency, func(n int) string { return fmt.Sprintf("%s%d", waitPrefix, n) })
 		s.Steps = append(s.Steps, step{At: at, Kind: stepSend, Source: soakSources[0], What: "hang", Copies: 1, Deposits: hang},
-			step{At: at + 100*time.Millisecond, Kind: stepSend, Source: soakSources[0], What: "new", Copies: 1, Deposits: quick})
+			step{At: at + 200*time.Millisecond + time.Duration(rng.Int64N(int64(500*time.Millisecond))), Kind: stepSend, Source: soakSources[0], What: "new", Copies: 1, Deposits: quick})
 	}
 }
 
