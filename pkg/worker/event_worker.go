@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
@@ -118,7 +120,7 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 		out   jobOutcome
 		woken *inboxstore.ClaimedRow
 	)
-	if w.group != nil && !w.ownTransaction(job.Args.Source, job.Args.EventType) {
+	if w.group != nil && !w.ownTransaction(job.Args.Source, job.Args.EventType) && snoozes(job.JobRow) == 0 {
 		out = w.inGroup(ctx, job)
 		if out.alone {
 			_, out = w.process(ctx, job)
@@ -162,6 +164,14 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 		// handlers never began, so the event is not charged an attempt.
 		// River runs it again at once, with all its time.
 		log.Info("event's time ran out before its handlers began; running it again, no attempt counted", zap.Error(err))
+		return river.JobSnooze(0)
+	}
+	if out.began && out.short && !out.recorded && errors.Is(ctx.Err(), context.DeadlineExceeded) && snoozes(job.JobRow) < shortRunsUncharged {
+		// Its handlers began with less than the job's time (a group spent
+		// some, or it waited for a transaction) and used it up: the time
+		// its neighbours took is not its fault. Snoozed, it runs again
+		// alone (see snoozes), with all of its time.
+		log.Info("event's time ran out, its handlers having begun with less than all of it; running it again alone, no attempt counted", zap.Error(err))
 		return river.JobSnooze(0)
 	}
 
@@ -219,6 +229,36 @@ func (w *eventWorker) late(ctx context.Context) bool {
 	deadline, ok := ctx.Deadline()
 	return ok && w.jobTimeout > 0 && time.Until(deadline) < w.sliceBound()
 }
+
+// short reports whether the run lost more than a twentieth of the job's
+// time before its handlers began: it waited for a transaction, or a group
+// spent it. Handlers that begin so and run out of time are not charged
+// (see Work); a run that began with about all of its time and still ran
+// out is.
+func (w *eventWorker) short(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && w.jobTimeout > 0 && time.Until(deadline) < w.jobTimeout-w.jobTimeout/20
+}
+
+// snoozes is how many times job was snoozed (River counts them in its
+// metadata). A job snoozed before is worked alone, not in a group, so that
+// an event put back for want of time gets all of it.
+func snoozes(job *rivertype.JobRow) int {
+	var meta struct {
+		Snoozes int `json:"snoozes"`
+	}
+	if json.Unmarshal(job.Metadata, &meta) != nil {
+		return 0
+	}
+	return meta.Snoozes
+}
+
+// shortRunsUncharged is how many times a job may be put back uncharged
+// for running out of a time it did not have (see Work): an event that
+// never gets a transaction with all of its time (the worker stays
+// contended) is then charged, so that one whose handlers hang still ends
+// failed after max_attempts.
+const shortRunsUncharged = 3
 
 // process works one event in a transaction of its own, at its route's
 // isolation level, behind its route's gates (see inOwnTransaction and
@@ -282,7 +322,7 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 		if err != nil {
 			return err
 		}
-		out.began = true
+		out.began, out.short = true, w.short(ctx)
 		return w.runGated(ctx, handlerTx{tx}, ev, gate)
 	})
 	// A hold counts only once committed.

@@ -55,6 +55,9 @@ type jobOutcome struct {
 	// error before they began (its job's time ran out while it waited for
 	// a transaction) charges the event no attempt.
 	began bool
+	// short: its handlers began with less than about all of the job's
+	// time left (see eventWorker.short).
+	short bool
 	// held: the event's source was paused before its handlers began, and
 	// its row is held for Resume.
 	held bool

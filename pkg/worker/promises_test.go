@@ -117,6 +117,64 @@ func TestSlowEventCostsItsGroupNothing(t *testing.T) {
 	}
 }
 
+func TestAnEventHandedOverByItsGroupGetsAllItsTime(t *testing.T) {
+	t.Parallel()
+
+	// The 30-minute soak (issue 40, seed 101): events whose handlers need
+	// more than their slice of a group's time are handed over to be worked
+	// alone with what the group left of the job's time. Those that needed
+	// more than that ran out of it, were charged an attempt for the time
+	// their group spent, and (fetched with others again at each retry)
+	// again at every attempt: River's backoff grew past the soak's tail,
+	// and max_attempts would fail them. Now a run that ran out of time with
+	// its handlers begun on less than about all of it is put back
+	// uncharged, and runs again alone with all of it.
+	//
+	// The long events here need 90% of the job's time, more than a group
+	// can leave them: it cuts an event at its slice, a tenth of the time,
+	// after the event began. Each delivery is one group's worth; every
+	// event must be done at its first charged attempt.
+	b := setup(t)
+	const (
+		n, every   = 24, 8
+		jobTimeout = 4 * time.Second
+	)
+	b.startDefaults(t, b.defaultsPool(t), func(c *worker.Config) {
+		c.JobTimeout = jobTimeout
+		c.MaxAttempts = 3
+		c.Registry.Register("long", func(ctx context.Context, _ pgx.Tx, _ inbox.Event) error {
+			select {
+			case <-time.After(jobTimeout * 9 / 10): // its work
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		c.Routes = []worker.Route{
+			{Source: "bank", Types: []string{"long"}, Handlers: []string{"effect", "long"}},
+			{Source: "bank", Handlers: []string{"effect"}},
+		}
+	})
+	d := &inboxstore.Delivery{Source: "bank", Provider: "standardwebhooks", Body: []byte(`{}`)}
+	for i := range n {
+		typ := "account.deposit"
+		if i%every == 0 {
+			typ = "long"
+		}
+		d.Events = append(d.Events, inboxstore.IncomingEvent{ID: fmt.Sprintf("evt_%02d", i), Type: typ, Payload: []byte(`{}`)})
+	}
+	res, err := b.ingester.Ingest(context.Background(), d)
+	require.NoError(t, err)
+	require.Equal(t, n, res.New)
+	for _, row := range res.Claimed {
+		b.waitStatus(t, row.ID, inbox.StatusDone)
+		attempts, jobErrors := b.charged(t, row.EventID)
+		require.Equal(t, 1, attempts, "%s: done at its first attempt", row.EventID)
+		require.Zero(t, jobErrors, "%s: no failed attempt charged", row.EventID)
+		require.Equal(t, 1, b.effects(t, row.EventID))
+	}
+}
+
 // gate is a handler that blocks each run until release is closed, after
 // reporting it on entered.
 type gate struct {
