@@ -280,3 +280,56 @@ func TestParkedEventsOfARouteThatNoLongerSequences(t *testing.T) {
 		require.Equal(t, 1, b.effects(t, fmt.Sprintf("evt_%d", i)))
 	}
 }
+
+func TestParkedEventsOfARouteThatNoLongerSequencesBesideOneThatDoes(t *testing.T) {
+	t.Parallel()
+
+	// Sequencing is a route's option, per source and event type: a route
+	// change may turn it off for one type of a source and keep it for
+	// another. The events the old "seq" route parked wait for a run of
+	// their key, and under the new routes none comes: a "seq" event runs
+	// unsequenced and wakes nothing. The reaper's pass must wake all of
+	// them, as it does for a source no route sequences; it woke one per
+	// key and pass (reaper_interval, 1 minute by default), because
+	// another route of the source still sequences.
+	b := setup(t)
+	ctx := context.Background()
+	const n = 6
+	var ids []int64
+	for i := range n {
+		ids = append(ids, b.ingestSeq(t, fmt.Sprintf("evt_%d", i), "k", i))
+	}
+	// As the old routes left them: each parked behind the key two hours
+	// ago, its job completed.
+	tx, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	for i, id := range ids {
+		require.NoError(t, b.store.ParkSequenceTx(ctx, tx, &inboxstore.SequencePosition{
+			Source: "bank", Key: "k", Order: fmt.Sprint(i), ReceivedAt: time.Now(), ID: id}))
+	}
+	_, err = tx.Exec(ctx, `UPDATE hookinbox_sequence_park SET parked_at = now() - interval '2 hours'`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE river_job SET state = 'completed', finalized_at = now() WHERE kind = 'hookinbox.event'`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	// One reaper pass, at start: its stall window (an hour) is past for
+	// every park.
+	b.start(t, func(c *worker.Config) {
+		c.ReaperInterval = time.Hour
+		c.OrphanAfter = time.Hour
+		c.Routes = []worker.Route{
+			{Source: "bank", Types: []string{"seq"}, Handlers: []string{"effect"}},
+			{Source: "bank", Types: []string{"other"}, Handlers: []string{"effect"},
+				Sequence: &worker.SequenceOption{Key: "data.key", Order: "data.v"}},
+		}
+	})
+	b.waitReaperRun(t)
+	var parked int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_sequence_park`).Scan(&parked))
+	require.Zero(t, parked, "events of an unsequenced route left parked after the reaper's pass")
+	b.waitDoneCount(t, n)
+	for i := range n {
+		require.Equal(t, 1, b.effects(t, fmt.Sprintf("evt_%d", i)))
+	}
+}
