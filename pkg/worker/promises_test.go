@@ -688,8 +688,8 @@ func TestAnEventThatWaitedForATransactionIsNotChargedForTheTimeItNeeds(t *testin
 	// job_timeout and half again) but well within its job_timeout: here 3 s
 	// of 6 s. Two slow neighbours hold the worker's two event transactions
 	// (max_conns 6) for 4 s of its job's 6; it gets one with 2 s left,
-	// which is more than the 0.9 s the worker asks of a run before it
-	// begins, begins, and runs out of time: charged an attempt for its
+	// more than the 0.9 s the worker asks of a run before its handlers
+	// begin; they begin and run out of time: charged an attempt for its
 	// neighbours' time, as the quick events of the soak's seed 788135
 	// were. Run again with all its time, it is done.
 	b := setup(t)
