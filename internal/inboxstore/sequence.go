@@ -255,6 +255,13 @@ type SequenceKey struct {
 // them (WakeSequenceTx), in case the event their parked events waited for
 // will never wake them (it failed for good, or was purged). First it
 // deletes the parks older than olderThan whose row is no longer pending.
+//
+// The keys whose newest park is oldest come first: a key woken at a pass
+// whose event parks again behind a head still pending (between attempts)
+// goes to the back, so that more than limit such keys, stalled at every
+// pass, never keep out a key that nothing else will wake. The list reads
+// every park (about 0.2 s for 40,000 on a busy 2-core machine), once a
+// reaper pass.
 func (s *Store) ListStalledSequences(ctx context.Context, db DBTX, olderThan time.Duration, limit int) ([]SequenceKey, error) {
 	_, err := db.Exec(ctx, `
 DELETE FROM hookinbox_sequence_park AS k
@@ -265,9 +272,11 @@ WHERE k.parked_at < now() - $1 * interval '1 millisecond'
 		return nil, fmt.Errorf("inbox: stalled sequences: %w", err)
 	}
 	rows, err := db.Query(ctx, `
-SELECT DISTINCT k.source, k.seq_key FROM hookinbox_sequence_park AS k
-WHERE k.parked_at < now() - $1 * interval '1 millisecond'
-  AND NOT EXISTS (SELECT 1 FROM hookinbox_source_pause AS p WHERE p.source = k.source)
+SELECT k.source, k.seq_key FROM hookinbox_sequence_park AS k
+WHERE NOT EXISTS (SELECT 1 FROM hookinbox_source_pause AS p WHERE p.source = k.source)
+GROUP BY k.source, k.seq_key
+HAVING min(k.parked_at) < now() - $1 * interval '1 millisecond'
+ORDER BY max(k.parked_at)
 LIMIT $2`, planned, olderThan.Milliseconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: stalled sequences: %w", err)

@@ -75,8 +75,9 @@ type reaper struct {
 	// stallAfter is how long an event may stay parked behind a key no
 	// running event holds before the reaper wakes it (see wakeStalled).
 	stallAfter time.Duration
-	// sequences reports whether this worker's routes sequence a source.
-	sequences func(source string) bool
+	// sequenced reports whether this worker's route of a source's event
+	// type sequences it.
+	sequenced func(source, eventType string) bool
 	queueFor  func(string) string
 	// queues maps each configured source to its current queue.
 	queues map[string]string
@@ -183,9 +184,11 @@ func (r *reaper) settle(ctx context.Context, tx pgx.Tx, orphans []inboxstore.Orp
 // may still be waited for (the event ahead is pending, between attempts):
 // the woken event then counts it ahead and parks again, which costs a job.
 // But the event ahead may also have run where no route sequences its
-// source (a route change rolling out, either way) and so never wake it.
-// Every parked event of a source this worker's routes do not sequence is
-// woken at once: no run here would wake the next.
+// events (a route change rolling out, either way) and so never wake it.
+// A woken event whose route here does not sequence it (its source's, or
+// only its type's: another route of the source may still sequence) will
+// wake nothing when it runs, so the key's next parked event is woken too,
+// and so on, up to reaperBatch wakes a pass over all keys.
 func (r *reaper) wakeStalled(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx]) (int, error) {
 	keys, err := r.store.ListStalledSequences(ctx, tx, r.stallAfter, reaperSequenceBatch)
 	if err != nil {
@@ -200,9 +203,8 @@ func (r *reaper) wakeStalled(ctx context.Context, tx pgx.Tx, client *river.Clien
 		if !locked {
 			continue
 		}
-		all := !r.sequences(k.Source)
 		n := 0
-		for ; n == 0 || (all && woken < reaperBatch); n++ {
+		for more := true; more && (n == 0 || woken < reaperBatch); n++ {
 			row, err := r.store.WakeSequenceTx(ctx, tx, &inboxstore.WakeParams{Source: k.Source, Key: k.Key, Client: client, QueueFor: r.queueFor})
 			if err != nil {
 				return woken, err
@@ -211,6 +213,7 @@ func (r *reaper) wakeStalled(ctx context.Context, tx pgx.Tx, client *river.Clien
 				break
 			}
 			woken++
+			more = !r.sequenced(row.Source, row.EventType)
 		}
 		if n > 0 {
 			if err := notifyInsert(ctx, tx, client, r.queueFor(k.Source)); err != nil {

@@ -58,16 +58,13 @@ type router struct {
 	routes []compiledRoute
 }
 
-// sequences reports whether a route of source (or of every source) has a
-// sequence option: only then may a run here wake the source's parked
-// events.
-func (r *router) sequences(source string) bool {
-	for _, c := range r.routes {
-		if (c.source == source || c.source == "*") && c.route.Sequence != nil {
-			return true
-		}
-	}
-	return false
+// sequenced reports whether the route of source's eventType events has a
+// sequence option: only then does a run here wake the next parked event of
+// its key. Sequencing is a route's, not a source's: a source may have a
+// sequenced route and one that is not.
+func (r *router) sequenced(source, eventType string) bool {
+	route, ok := r.matchRoute(source, eventType)
+	return ok && route.route.Sequence != nil
 }
 
 type compiledRoute struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/internal/testkit/bulkload"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -279,4 +280,122 @@ func TestParkedEventsOfARouteThatNoLongerSequences(t *testing.T) {
 	for i := range n {
 		require.Equal(t, 1, b.effects(t, fmt.Sprintf("evt_%d", i)))
 	}
+}
+
+func TestParkedEventsOfARouteThatNoLongerSequencesBesideOneThatDoes(t *testing.T) {
+	t.Parallel()
+
+	// Sequencing is a route's option, per source and event type: a route
+	// change may turn it off for one type of a source and keep it for
+	// another. The events the old "seq" route parked wait for a run of
+	// their key, and under the new routes none comes: a "seq" event runs
+	// unsequenced and wakes nothing. The reaper's pass must wake all of
+	// them, as it does for a source no route sequences; it woke one per
+	// key and pass (reaper_interval, 1 minute by default), because
+	// another route of the source still sequences.
+	b := setup(t)
+	ctx := context.Background()
+	const n = 6
+	var ids []int64
+	for i := range n {
+		ids = append(ids, b.ingestSeq(t, fmt.Sprintf("evt_%d", i), "k", i))
+	}
+	// As the old routes left them: each parked behind the key two hours
+	// ago, its job completed.
+	tx, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	for i, id := range ids {
+		require.NoError(t, b.store.ParkSequenceTx(ctx, tx, &inboxstore.SequencePosition{
+			Source: "bank", Key: "k", Order: fmt.Sprint(i), ReceivedAt: time.Now(), ID: id}))
+	}
+	_, err = tx.Exec(ctx, `UPDATE hookinbox_sequence_park SET parked_at = now() - interval '2 hours'`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE river_job SET state = 'completed', finalized_at = now() WHERE kind = 'hookinbox.event'`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	// One reaper pass, at start: its stall window (an hour) is past for
+	// every park.
+	b.start(t, func(c *worker.Config) {
+		c.ReaperInterval = time.Hour
+		c.OrphanAfter = time.Hour
+		c.Routes = []worker.Route{
+			{Source: "bank", Types: []string{"seq"}, Handlers: []string{"effect"}},
+			{Source: "bank", Types: []string{"other"}, Handlers: []string{"effect"},
+				Sequence: &worker.SequenceOption{Key: "data.key", Order: "data.v"}},
+		}
+	})
+	b.waitReaperRun(t)
+	var parked int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_sequence_park`).Scan(&parked))
+	require.Zero(t, parked, "events of an unsequenced route left parked after the reaper's pass")
+	b.waitDoneCount(t, n)
+	for i := range n {
+		require.Equal(t, 1, b.effects(t, fmt.Sprintf("evt_%d", i)))
+	}
+}
+
+func TestAStrandedKeyIsWokenBesideManyThatWait(t *testing.T) {
+	t.Parallel()
+
+	// The reaper wakes at most reaperSequenceBatch (100) stalled keys a
+	// pass. A key whose head is pending between attempts (River's backoff:
+	// hours, at the last of the default ten) stays stalled at every pass
+	// once its followers have been parked a reaper pass: its lowest is
+	// woken and parks again behind the head, its other followers stay as
+	// old as they were. Past a few thousand parks the stalled keys are
+	// listed in key order (an index scan), so the same first hundred
+	// filled every pass, and a key whose parked event nothing else will
+	// wake (its head ran under routes that did not sequence: a rollout)
+	// waited, parked, for as long as they waited, here behind 5,000 keys
+	// parked half an hour after it.
+	b := setup(t)
+	ctx := context.Background()
+	const waiting = 5000
+	first, err := bulkload.ReserveIDs(ctx, b.db.Pool, 3*waiting)
+	require.NoError(t, err)
+	received := time.Now()
+	require.NoError(t, bulkload.Load(ctx, b.db.Pool, 3*waiting, func(i int) (*bulkload.Row, error) {
+		payload := fmt.Appendf(nil, `{"data":{"key":"k%05d","v":%d}}`, i/3, i%3)
+		return &bulkload.Row{ID: first + int64(i), ReceivedAt: received, Delivery: &inboxstore.Delivery{
+			Source: "bank", Provider: "standardwebhooks", Body: payload,
+			Events: []inboxstore.IncomingEvent{{ID: fmt.Sprintf("k%05d_%d", i/3, i%3), Type: "seq", Payload: payload}},
+		}}, nil
+	}))
+	// Each key's head (v 0) pending between attempts, its two followers
+	// parked behind it half an hour ago.
+	_, err = b.db.Pool.Exec(ctx, `
+INSERT INTO hookinbox_sequence_park (inbox_id, source, seq_key, ord, received_at, parked_at)
+SELECT $1 + g, 'bank', format('k%s', lpad((g / 3)::text, 5, '0')), g % 3, $2, now() - interval '30 minutes'
+FROM generate_series(0, $3 - 1) AS g WHERE g % 3 <> 0`, first, received, 3*waiting)
+	require.NoError(t, err)
+	// The stranded event, parked an hour ago, its job completed.
+	stranded := b.ingestSeq(t, "stranded", "zzz", 1)
+	tx, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, b.store.ParkSequenceTx(ctx, tx, &inboxstore.SequencePosition{
+		Source: "bank", Key: "zzz", Order: "1", ReceivedAt: time.Now(), ID: stranded}))
+	_, err = tx.Exec(ctx, `UPDATE hookinbox_sequence_park SET parked_at = now() - interval '1 hour' WHERE inbox_id = $1`, stranded)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE river_job SET state = 'completed', finalized_at = now() WHERE kind = 'hookinbox.event'`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	// As autovacuum would have by now.
+	_, err = b.db.Pool.Exec(ctx, `ANALYZE hookinbox_sequence_park`)
+	require.NoError(t, err)
+
+	// Reaper passes every second, each waking a hundred keys.
+	b.sequenced(t, worker.SequenceOption{}, func(c *worker.Config) {
+		c.ReaperInterval = time.Second
+		c.OrphanAfter = 10 * time.Minute
+	})
+	poll(t, 60*time.Second, "three reaper passes", func() (bool, error) {
+		var n int
+		err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'hookinbox.reaper' AND state = 'completed'`).Scan(&n)
+		return n >= 3, err
+	})
+	var parked bool
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM hookinbox_sequence_park WHERE inbox_id = $1)`, stranded).Scan(&parked))
+	require.False(t, parked, "the key stalled longest was not woken by three reaper passes")
+	b.waitStatus(t, stranded, inbox.StatusDone)
 }
