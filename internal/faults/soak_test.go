@@ -325,12 +325,13 @@ func (s *soak) quietTail() time.Duration {
 // pending returns the soak's events not done nor failed.
 func (s *soak) pending() []string {
 	// Each with what it waits for: its attempts and last error, and its
-	// job's state, attempt, errors and when River runs it next.
+	// newest job's state, attempt, errors and when River runs it next.
 	rows, err := s.pool.Query(context.Background(), `SELECT format('%s/%s %s (attempts %s, last error %s; job %s, attempt %s, %s errors, runs in %ss)',
     i.source, i.event_id, i.status, i.attempts, coalesce(left(i.last_error, 60), 'none'),
     coalesce(j.state::text, 'none'), j.attempt, coalesce(array_length(j.errors, 1), 0),
     round(extract(epoch FROM j.scheduled_at - now())))
-FROM webhook_inbox AS i LEFT JOIN river_job AS j ON j.id = i.river_job_id
+FROM webhook_inbox AS i LEFT JOIN LATERAL (SELECT * FROM river_job WHERE kind = 'hookinbox.event' AND (args->>'inbox_id')::bigint = i.id
+    ORDER BY id DESC LIMIT 1) AS j ON true
 WHERE i.status NOT IN ('done', 'failed') ORDER BY i.id LIMIT 10`)
 	require.NoError(s.t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
