@@ -67,7 +67,7 @@ TEST_FIRST := $(addprefix ./,$(wildcard internal/faults pkg/worker pkg/daemon ex
 # other package was linked or run while internal/faults and pkg/worker ran.
 # At least 4 at once (GOMAXPROCS when it is larger): the CPU the waits leave
 # goes to the other packages' links and tests. Each package's tests still
-# run -parallel GOMAXPROCS at a time; a run peaked at about 65 connections
+# run -parallel GOMAXPROCS at a time; a run peaked at about 70 connections
 # to its PostgreSQL, under the shared server's 100. The price is
 # contention: on a machine already loaded (a run at load 26 to 36 failed
 # pkg/daemon's TestReceiverUnderAttack, whose unattacked twin answered 31 %
