@@ -73,6 +73,9 @@ func (s *soak) oracle() string {
 			}
 		}
 	}
+	if broken := s.checkTraffic(ctx, rows); broken != "" {
+		return broken
+	}
 	var bad []string
 	brows, err := s.pool.Query(ctx, `SELECT account_id FROM ledger_accounts AS a
 WHERE balance <> (SELECT coalesce(sum(amount), 0) FROM ledger_entries AS e WHERE e.account_id = a.account_id)`)
@@ -137,6 +140,6 @@ func (s *soak) summary() string {
 		acked += len(s.acked[src])
 		poison += len(s.sched.Poison[src])
 	}
-	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps; %s",
-		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps), s.opsSummary())
+	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps; %s; %s",
+		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps), s.opsSummary(), s.trafficSummary())
 }

@@ -103,7 +103,8 @@ type soak struct {
 	pausedAt map[string]time.Time
 	w        soakWorkers // the worker side's (soak_worker_test.go)
 
-	ops *soakOps // the storage and operator steps' (soak_ops_test.go)
+	ops *soakOps     // the storage and operator steps' (soak_ops_test.go)
+	tr  *soakTraffic // the batches, twins, sequencing scenes and bulk replays of done events (soak_traffic_test.go)
 
 	mu    sync.Mutex
 	acked map[string]map[string]bool // source → event id answered 2xx
@@ -129,10 +130,11 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 	_, err = pool.Exec(context.Background(), soakWorkerTrigger)
 	require.NoError(t, err)
 	s.pool = pool
+	s.tr = s.startTraffic()
 	s.inboxctl = proctest.Build(t, "../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl")[2]
 	for i := range soakProcesses {
-		conf := setup{DB: dbURL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys, Sources: s.shopSource(),
-			Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger]}", soakSources[1], faults.DepositType),
+		conf := setup{DB: dbURL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys, Sources: s.shopSource() + trafficSources(),
+			Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger]}", soakSources[1], faults.DepositType) + trafficRoutes("ledger"),
 		}
 		s.configs = append(s.configs, conf.write(t))
 		s.start(receiverRole, i)
@@ -262,7 +264,9 @@ func (s *soak) do(ctx context.Context, st *step) {
 	case stepRollout, stepRetire:
 		s.doWorker(st)
 	default:
-		s.doOp(ctx, st)
+		if !s.doTraffic(ctx, st) {
+			s.doOp(ctx, st)
+		}
 	}
 }
 
@@ -322,10 +326,12 @@ func (s *soak) quietTail() time.Duration {
 	return time.Since(began)
 }
 
-// pending returns the soak's events not done nor failed.
+// pending returns the soak's events not done nor failed, and its bulk
+// replays still running.
 func (s *soak) pending() []string {
-	rows, err := s.pool.Query(context.Background(), `SELECT source || '/' || event_id || ' ' || status::text
-FROM webhook_inbox WHERE status NOT IN ('done', 'failed') ORDER BY id LIMIT 10`)
+	rows, err := s.pool.Query(context.Background(), `(SELECT source || '/' || event_id || ' ' || status::text
+FROM webhook_inbox WHERE status NOT IN ('done', 'failed') ORDER BY id LIMIT 10)
+UNION ALL (SELECT 'bulk replay ' || id || ' running' FROM hookinbox_replay WHERE state = 'running')`)
 	require.NoError(s.t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(s.t, err)

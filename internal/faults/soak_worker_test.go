@@ -124,9 +124,9 @@ func (s *soak) routeSetConfig(dbURL string, gen int) string {
 		sep = "&"
 	}
 	path := setup{DB: fmt.Sprintf("%s%sapplication_name=soak_routes_%d", dbURL, sep, gen), Job: soakJobTimeout,
-		Worker: soakWorkerKeys, MaxConns: soakWorkerMaxConns, Handlers: "ledger, log", Sources: s.shopSource(),
+		Worker: soakWorkerKeys, MaxConns: soakWorkerMaxConns, Handlers: "ledger, log", Sources: s.shopSource() + trafficSources(),
 		Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger, log]%s}",
-			soakSources[1], faults.DepositType, shopRouteOptions(gen)),
+			soakSources[1], faults.DepositType, shopRouteOptions(gen)) + trafficRoutes("ledger, log"),
 	}.write(s.t)
 	s.onCurrentQueue(path)
 	return path
