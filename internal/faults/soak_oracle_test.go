@@ -33,8 +33,9 @@ type soakRow struct {
 //     process's log or inboxctl's output.
 //
 // Before them comes the first promise a storage or operator step saw
-// broken while the schedule ran (soakOps.firstBroken); between 5 and 6,
-// the steps' own promises (checkOps).
+// broken while the schedule ran (soakOps.firstBroken); between 4 and 5,
+// the batches', twins', sequencing scenes' and bulk replays' promises
+// (checkTraffic); between 5 and 6, the steps' own promises (checkOps).
 func (s *soak) oracle() string {
 	ctx := context.Background()
 	if broken := s.ops.firstBroken(); broken != "" {

@@ -31,7 +31,7 @@ const (
 
 // TestSoak is the soak (issue 40): two receivers and two ledger workers on
 // one database play a schedule drawn from a seed (soakSchedule) of traffic
-// on two sources, SIGKILLs and restarts, pg_terminate_backend of random
+// on four sources (two more of them in soak_traffic_test.go), SIGKILLs and restarts, pg_terminate_backend of random
 // backends, and pauses and resumes through inboxctl; after a quiet tail the
 // oracle (soakOracle) checks the promises from the database and the
 // processes' logs. `make soak` runs it (SOAK=1, SEED, DURATION);
