@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -144,6 +145,7 @@ type soakTraffic struct {
 // promise checked: all were in the inbox, pending, before any ran).
 type seqScene struct {
 	ids      []string
+	resumed  time.Time // by the database's clock, just before the resume
 	cancel   context.CancelFunc
 	done     chan struct{}
 	complete bool
@@ -504,6 +506,7 @@ func (s *soak) seqSend(ctx context.Context, st *step) {
 	s.tr.mu.Lock()
 	s.tr.scenes = append(s.tr.scenes, scene)
 	s.tr.mu.Unlock()
+	s.waitPauseSeen(src)
 	secret, signed := s.signer(src)
 	sender := &faults.Sender{Targets: s.urls[src], Secret: secret, Workers: 1, Timeout: 5 * time.Second}
 	s.sends.Go(func() {
@@ -517,6 +520,36 @@ func (s *soak) seqSend(ctx context.Context, st *step) {
 		s.mu.Unlock()
 		scene.complete = len(rep.Acks) == len(st.Deposits)
 	})
+}
+
+// waitPauseSeen waits until every running worker's last word on src is
+// "source paused" (its view has the pause: it holds src's events from now
+// on), seqResumeWait at most: a scene's first version must not run before
+// the others are in the inbox.
+func (s *soak) waitPauseSeen(src string) {
+	seen := func(p *proctest.Process) bool {
+		paused := false
+		for _, line := range strings.Split(p.Log(), "\n") {
+			var l logLine
+			if !strings.Contains(line, `"source paused`) && !strings.Contains(line, `"source resumed"`) || json.Unmarshal([]byte(line), &l) != nil || l.Source != src {
+				continue
+			}
+			paused = l.Msg != "source resumed"
+		}
+		return paused
+	}
+	for began := time.Now(); time.Since(began) < seqResumeWait; {
+		all := true
+		for _, p := range append(slices.Clone(s.procs[workerRole]), s.w.next...) {
+			if !p.Exited() && !seen(p) {
+				all = false
+			}
+		}
+		if all {
+			return
+		}
+		<-time.After(50 * time.Millisecond) // polling a condition with a deadline
+	}
 }
 
 // seqResumeWait bounds how long a resume waits for its scene's
@@ -539,6 +572,7 @@ func (s *soak) seqResume(ctx context.Context) {
 		scene.cancel()
 		<-scene.done
 	}
+	require.NoError(s.t, s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&scene.resumed))
 	s.do(ctx, &step{Kind: stepResume, Source: soakSources[1]})
 	for began := time.Now(); scene.complete && time.Since(began) < seqResumeWait; {
 		var left int
@@ -765,6 +799,13 @@ WHERE a.event_id = ANY($1) GROUP BY 1`, s.completeSceneIDs())
 		}
 	}
 	slices.Sort(runs)
+	early := 0
+	for _, sc := range s.tr.scenes {
+		var n int
+		require.NoError(s.t, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM soak_applied WHERE source = $1 AND event_id = ANY($2) AND began_at < $3`,
+			soakSources[1], sc.ids, sc.resumed).Scan(&n))
+		early += n
+	}
 	tr := s.tr
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
@@ -780,8 +821,8 @@ WHERE a.event_id = ANY($1) GROUP BY 1`, s.completeSceneIDs())
 		}
 	}
 	return fmt.Sprintf("traffic: %s; %d batch items and %d store events acknowledged; %d sequencing scenes, %d acknowledged whole, "+
-		"%d runs of theirs under a route set that sequences shop, checked for order (runs by route set: %s)",
-		strings.Join(kinds, ", "), len(tr.cardAcked), s.ackedStoreEvents(), len(tr.scenes), complete, checked, strings.Join(runs, ", "))
+		"%d runs of theirs under a route set that sequences shop, checked for order (runs by route set: %s; %d began before their resume)",
+		strings.Join(kinds, ", "), len(tr.cardAcked), s.ackedStoreEvents(), len(tr.scenes), complete, checked, strings.Join(runs, ", "), early)
 }
 
 // completeSceneIDs are the events of the scenes acknowledged whole.
