@@ -600,7 +600,7 @@ func (s *soak) seqResume(ctx context.Context) {
 // and lets it run to its end. When card has done events, the replay must
 // find some (a replay that cannot select done rows finds none).
 func (s *soak) bulkDone(ctx context.Context) {
-	for try := 0; try < 3; try++ {
+	for range 3 {
 		var done int
 		require.NoError(s.t, s.pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox WHERE source = $1 AND status = 'done' AND erased_at IS NULL`,
 			cardSource).Scan(&done))
