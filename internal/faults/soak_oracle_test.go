@@ -33,8 +33,9 @@ type soakRow struct {
 //     process's log or inboxctl's output.
 //
 // Before them comes the first promise a storage or operator step saw
-// broken while the schedule ran (soakOps.firstBroken); between 5 and 6,
-// the steps' own promises (checkOps).
+// broken while the schedule ran (soakOps.firstBroken); between 4 and 5,
+// the batches', twins', sequencing scenes' and bulk replays' promises
+// (checkTraffic); between 5 and 6, the steps' own promises (checkOps).
 func (s *soak) oracle() string {
 	ctx := context.Background()
 	if broken := s.ops.firstBroken(); broken != "" {
@@ -72,6 +73,9 @@ func (s *soak) oracle() string {
 				return fmt.Sprintf("event %s/%s applied %d times, want exactly once and once more per replay (%d)", src, id, r.applied, s.ops.replays(src, id))
 			}
 		}
+	}
+	if broken := s.checkTraffic(ctx, rows); broken != "" {
+		return broken
 	}
 	var bad []string
 	brows, err := s.pool.Query(ctx, `SELECT account_id FROM ledger_accounts AS a
@@ -137,6 +141,6 @@ func (s *soak) summary() string {
 		acked += len(s.acked[src])
 		poison += len(s.sched.Poison[src])
 	}
-	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps; %s",
-		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps), s.opsSummary())
+	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps; %s; %s",
+		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps), s.opsSummary(), s.trafficSummary())
 }

@@ -76,6 +76,9 @@ func (s *step) String() string {
 	case stepTerm:
 		return fmt.Sprintf("%s %d backends (picks %v)", head, len(s.Picks), s.Picks)
 	default:
+		if tr := trafficString(s); tr != "" {
+			return fmt.Sprintf("%s %s", head, tr)
+		}
 		return fmt.Sprintf("%s %s", head, opString(s))
 	}
 }
@@ -184,6 +187,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 	}
 	s.addOps(rng, end)
 	addWorkerSteps(s)
+	addTrafficSteps(s)
 	slices.SortStableFunc(s.Steps, func(a, b step) int { return cmp.Compare(a.At, b.At) })
 	return s
 }

@@ -31,7 +31,7 @@ const (
 
 // TestSoak is the soak (issue 40): two receivers and two ledger workers on
 // one database play a schedule drawn from a seed (soakSchedule) of traffic
-// on two sources, SIGKILLs and restarts, pg_terminate_backend of random
+// on four sources (two more of them in soak_traffic_test.go), SIGKILLs and restarts, pg_terminate_backend of random
 // backends, and pauses and resumes through inboxctl; after a quiet tail the
 // oracle (soakOracle) checks the promises from the database and the
 // processes' logs. `make soak` runs it (SOAK=1, SEED, DURATION);
@@ -103,7 +103,8 @@ type soak struct {
 	pausedAt map[string]time.Time
 	w        soakWorkers // the worker side's (soak_worker_test.go)
 
-	ops *soakOps // the storage and operator steps' (soak_ops_test.go)
+	ops *soakOps     // the storage and operator steps' (soak_ops_test.go)
+	tr  *soakTraffic // the batches, twins, sequencing scenes and bulk replays of done events (soak_traffic_test.go)
 
 	mu    sync.Mutex
 	acked map[string]map[string]bool // source → event id answered 2xx
@@ -129,10 +130,11 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 	_, err = pool.Exec(context.Background(), soakWorkerTrigger)
 	require.NoError(t, err)
 	s.pool = pool
+	s.tr = s.startTraffic()
 	s.inboxctl = proctest.Build(t, "../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl")[2]
 	for i := range soakProcesses {
-		conf := setup{DB: dbURL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys, Sources: s.shopSource(),
-			Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger]}", soakSources[1], faults.DepositType),
+		conf := setup{DB: dbURL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys, Sources: s.shopSource() + trafficSources(),
+			Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger]}", soakSources[1], faults.DepositType) + trafficRoutes("ledger"),
 		}
 		s.configs = append(s.configs, conf.write(t))
 		s.start(receiverRole, i)
@@ -262,7 +264,9 @@ func (s *soak) do(ctx context.Context, st *step) {
 	case stepRollout, stepRetire:
 		s.doWorker(st)
 	default:
-		s.doOp(ctx, st)
+		if !s.doTraffic(ctx, st) {
+			s.doOp(ctx, st)
+		}
 	}
 }
 
@@ -322,17 +326,19 @@ func (s *soak) quietTail() time.Duration {
 	return time.Since(began)
 }
 
-// pending returns the soak's events not done nor failed.
+// pending returns the soak's events not done nor failed, and its bulk
+// replays still running.
 func (s *soak) pending() []string {
-	// Each with what it waits for: its attempts and last error, and its
-	// newest job's state, attempt, errors and when River runs it next.
-	rows, err := s.pool.Query(context.Background(), `SELECT format('%s/%s %s (attempts %s, last error %s; job %s, attempt %s, %s errors, runs in %ss)',
+	// Each event with what it waits for: its attempts and last error, and
+	// its newest job's state, attempt, errors and when River runs it next.
+	rows, err := s.pool.Query(context.Background(), `(SELECT format('%s/%s %s (attempts %s, last error %s; job %s, attempt %s, %s errors, runs in %ss)',
     i.source, i.event_id, i.status, i.attempts, coalesce(left(i.last_error, 60), 'none'),
     coalesce(j.state::text, 'none'), j.attempt, coalesce(array_length(j.errors, 1), 0),
     round(extract(epoch FROM j.scheduled_at - now())))
 FROM webhook_inbox AS i LEFT JOIN LATERAL (SELECT * FROM river_job WHERE kind = 'hookinbox.event' AND (args->>'inbox_id')::bigint = i.id
     ORDER BY id DESC LIMIT 1) AS j ON true
-WHERE i.status NOT IN ('done', 'failed') ORDER BY i.id LIMIT 10`)
+WHERE i.status NOT IN ('done', 'failed') ORDER BY i.id LIMIT 10)
+UNION ALL (SELECT 'bulk replay ' || id || ' running' FROM hookinbox_replay WHERE state = 'running')`)
 	require.NoError(s.t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(s.t, err)

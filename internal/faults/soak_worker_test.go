@@ -149,7 +149,8 @@ func shopRouteOptions(gen int) string {
 // routeSetConfig writes the workers' config of route set gen: both
 // sources' routes with the log handler beside the ledger (its "event" line
 // carries the request id), the shop route with shopRouteOptions(gen), the
-// hang scenes' route (hangType), and a database URL whose application_name names the set (soak_applied.app).
+// hang scenes' route (hangType), the traffic sources' routes, and a
+// database URL whose application_name names the set (soak_applied.app).
 func (s *soak) routeSetConfig(dbURL string, gen int) string {
 	s.w.dbURL = dbURL
 	sep := "?"
@@ -157,9 +158,9 @@ func (s *soak) routeSetConfig(dbURL string, gen int) string {
 		sep = "&"
 	}
 	path := setup{DB: fmt.Sprintf("%s%sapplication_name=soak_routes_%d", dbURL, sep, gen), Job: soakJobTimeout,
-		Worker: soakWorkerKeys, MaxConns: soakWorkerMaxConns, Handlers: "ledger, log", Sources: s.shopSource(),
+		Worker: soakWorkerKeys, MaxConns: soakWorkerMaxConns, Handlers: "ledger, log", Sources: s.shopSource() + trafficSources(),
 		Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger, log]%s}\n    - {source: %s, types: [%q], handlers: [ledger, log], lock: {key: data.account_id}}",
-			soakSources[1], faults.DepositType, shopRouteOptions(gen), soakSources[0], hangType),
+			soakSources[1], faults.DepositType, shopRouteOptions(gen), soakSources[0], hangType) + trafficRoutes("ledger, log"),
 	}.write(s.t)
 	s.onCurrentQueue(path)
 	return path
