@@ -304,6 +304,8 @@ func opString(st *step) string {
 		return fmt.Sprintf("clock +%dh", st.Picks[0])
 	case stepReplay, stepGarbled, stepPGRestart:
 		return fmt.Sprintf("%s: %d events (%s …)", st.Source, len(st.Deposits), st.Deposits[0].ID)
+	case stepFeedDown:
+		return outboxString(st)
 	}
 	return st.Source
 }

@@ -184,6 +184,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 	}
 	s.addOps(rng, end)
 	addWorkerSteps(s)
+	addOutboxSteps(s)
 	slices.SortStableFunc(s.Steps, func(a, b step) int { return cmp.Compare(a.At, b.At) })
 	return s
 }

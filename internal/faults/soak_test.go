@@ -103,7 +103,8 @@ type soak struct {
 	pausedAt map[string]time.Time
 	w        soakWorkers // the worker side's (soak_worker_test.go)
 
-	ops *soakOps // the storage and operator steps' (soak_ops_test.go)
+	ops *soakOps    // the storage and operator steps' (soak_ops_test.go)
+	out *soakOutbox // the outbox side's (soak_outbox_test.go)
 
 	mu    sync.Mutex
 	acked map[string]map[string]bool // source → event id answered 2xx
@@ -129,10 +130,12 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 	_, err = pool.Exec(context.Background(), soakWorkerTrigger)
 	require.NoError(t, err)
 	s.pool = pool
+	s.out = startOutbox(s)
 	s.inboxctl = proctest.Build(t, "../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl")[2]
 	for i := range soakProcesses {
-		conf := setup{DB: dbURL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys, Sources: s.shopSource(),
-			Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger]}", soakSources[1], faults.DepositType),
+		conf := setup{DB: dbURL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys + s.out.workerKeys(), Sources: s.shopSource(),
+			Route:  soakRouteDestinations,
+			Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger]%s}", soakSources[1], faults.DepositType, soakRouteDestinations),
 		}
 		s.configs = append(s.configs, conf.write(t))
 		s.start(receiverRole, i)
@@ -261,6 +264,8 @@ func (s *soak) do(ctx context.Context, st *step) {
 		s.ctl("sources", "resume", st.Source)
 	case stepRollout, stepRetire:
 		s.doWorker(st)
+	case stepFeedDown:
+		s.out.feedDown(time.Duration(st.Picks[0]) * time.Millisecond)
 	default:
 		s.doOp(ctx, st)
 	}
@@ -322,10 +327,12 @@ func (s *soak) quietTail() time.Duration {
 	return time.Since(began)
 }
 
-// pending returns the soak's events not done nor failed.
+// pending returns the soak's events not done nor failed, then its outbox
+// messages not delivered nor failed.
 func (s *soak) pending() []string {
-	rows, err := s.pool.Query(context.Background(), `SELECT source || '/' || event_id || ' ' || status::text
-FROM webhook_inbox WHERE status NOT IN ('done', 'failed') ORDER BY id LIMIT 10`)
+	rows, err := s.pool.Query(context.Background(), `(SELECT source || '/' || event_id || ' ' || status::text
+FROM webhook_inbox WHERE status NOT IN ('done', 'failed') ORDER BY id LIMIT 10)
+UNION ALL (`+outboxPending+` ORDER BY id LIMIT 10)`)
 	require.NoError(s.t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(s.t, err)

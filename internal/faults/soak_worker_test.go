@@ -124,9 +124,10 @@ func (s *soak) routeSetConfig(dbURL string, gen int) string {
 		sep = "&"
 	}
 	path := setup{DB: fmt.Sprintf("%s%sapplication_name=soak_routes_%d", dbURL, sep, gen), Job: soakJobTimeout,
-		Worker: soakWorkerKeys, MaxConns: soakWorkerMaxConns, Handlers: "ledger, log", Sources: s.shopSource(),
-		Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger, log]%s}",
-			soakSources[1], faults.DepositType, shopRouteOptions(gen)),
+		Worker: soakWorkerKeys + s.out.workerKeys(), MaxConns: soakWorkerMaxConns, Handlers: "ledger, log", Sources: s.shopSource(),
+		Route: soakRouteDestinations,
+		Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger, log]%s%s}",
+			soakSources[1], faults.DepositType, shopRouteOptions(gen), soakRouteDestinations),
 	}.write(s.t)
 	s.onCurrentQueue(path)
 	return path
