@@ -3,6 +3,7 @@ package faults_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -206,9 +207,11 @@ type soakMessage struct {
 //     feed, and in the stream;
 //  4. the stream holds a key twice only when the second copy came later
 //     than the stream's duplicate window after the first (JetStream's
-//     Nats-Msg-Id deduplication, docs/nats.md); the feed, at least once
-//     with a stable key (docs/handlers.md), may receive re-sends, each the
-//     same body (promise 2).
+//     Nats-Msg-Id deduplication, docs/nats.md), a window that
+//     create_stream made twice the relay's lease at least (2 minutes at
+//     least), and every copy carries its key as Nats-Msg-Id; the feed, at
+//     least once with a stable key (docs/handlers.md), may receive
+//     re-sends, each the same body (promise 2).
 func (s *soak) checkOutbox(ctx context.Context) string {
 	msgs := s.readMessages(ctx)
 	var missing string
@@ -265,11 +268,19 @@ ORDER BY 1 LIMIT 1`, []string{soakFeed, soakStream}).Scan(&missing)
 		}
 	}
 	window := s.streamWindow(ctx)
-	for key, cs := range inStream {
-		for i := 1; i < len(cs); i++ {
-			if gap := cs[i].at.Sub(cs[i-1].at); gap <= window {
-				return fmt.Sprintf("the stream holds %s twice (seq %d and %d, %s apart), inside its duplicate window of %s", key, cs[i-1].seq, cs[i].seq, gap, window)
-			}
+	if least := max(2*time.Minute, 2*soakRelayLease); window < least {
+		return fmt.Sprintf("the stream's duplicate window is %s, less than twice the relay's lease (2 minutes at least): %s", window, least)
+	}
+	for _, c := range stored {
+		cs := inStream[c.key]
+		if i := slices.IndexFunc(cs, func(o streamCopy) bool { return o.seq == c.seq }); i > 0 && c.at.Sub(cs[i-1].at) <= window {
+			return fmt.Sprintf("the stream holds %s twice (seq %d and %d, %s apart), inside its duplicate window of %s",
+				c.key, cs[i-1].seq, c.seq, c.at.Sub(cs[i-1].at), window)
+		}
+	}
+	for _, c := range stored {
+		if c.msgID != c.key {
+			return fmt.Sprintf("the stream holds %s (seq %d) with Nats-Msg-Id %q, not its key", c.key, c.seq, c.msgID)
 		}
 	}
 	return ""
@@ -299,10 +310,11 @@ func (s *soak) readMessages(ctx context.Context) map[string]*soakMessage {
 
 // streamCopy is a message the stream holds.
 type streamCopy struct {
-	key  string // its Nats-Msg-Id
-	seq  uint64
-	at   time.Time // when the stream stored it (the server's clock)
-	data []byte
+	key   string // the message's key, from its subject's source and its payload's event_id
+	msgID string // its Nats-Msg-Id
+	seq   uint64
+	at    time.Time // when the stream stored it (the server's clock)
+	data  []byte
 }
 
 // jetStream connects to the soak's NATS server; close the connection when
@@ -327,7 +339,12 @@ func (s *soak) readStream(ctx context.Context) []streamCopy {
 	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
 		m, err := st.GetMsg(ctx, seq)
 		require.NoError(s.t, err, "stream %s, seq %d", s.out.stream, seq)
-		out = append(out, streamCopy{key: m.Header.Get(nats.MsgIdHdr), seq: seq, at: m.Time, data: m.Data})
+		var p struct {
+			EventID string `json:"event_id"`
+		}
+		_ = json.Unmarshal(m.Data, &p) // a body that is not the ledger's has no key: no committed run wrote it
+		source := strings.Split(m.Subject, ".")[1]
+		out = append(out, streamCopy{key: source + ":" + p.EventID + ":" + soakStream, msgID: m.Header.Get(nats.MsgIdHdr), seq: seq, at: m.Time, data: m.Data})
 	}
 	return out
 }
