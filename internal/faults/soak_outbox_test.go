@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,7 +36,8 @@ import (
 // documents it (a re-send later than its duplicate window).
 
 const (
-	stepFeedDown stepKind = "feeddown" // the feed answers 503 (Retry-After: 1) for Picks[0] ms
+	stepFeedDown  stepKind = "feeddown"  // the feed answers 503 (Retry-After: 1) for Picks[0] ms
+	stepFeedCrash stepKind = "feedcrash" // PostgreSQL crashes as the feed receives a message for the first time, then starts
 )
 
 // The destinations, as the workers' config names them.
@@ -93,6 +95,10 @@ type soakOutbox struct {
 	stream, prefix string
 
 	mu       sync.Mutex
+	crash    func()              // armed by feedCrash: called at the next first receipt of a message
+	fired    chan struct{}       // closed when crash was called
+	crashes  int                 // feedCrash steps, and of them
+	onFirst  int                 // those whose crash came at a first receipt
 	down     int                 // outages in progress
 	received map[string][][]byte // the feed's 2xx deliveries: key → bodies, in order
 	refused  int                 // deliveries answered 503
@@ -131,7 +137,52 @@ func (o *soakOutbox) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := r.Header.Get("webhook-id")
+	first := len(o.received[key]) == 0
 	o.received[key] = append(o.received[key], body)
+	if first && o.crash != nil {
+		o.crash()
+		o.crash = nil
+		o.onFirst++
+		close(o.fired)
+	}
+}
+
+// feedCrash crashes PostgreSQL the moment the feed receives a message for
+// the first time: SIGQUIT to the postmaster, an immediate stop (what is
+// not in the WAL on disk is gone), sent from the feed's handler before it
+// answers; then starts it again (pgRestartBy, whose promise holds here
+// too). The message's run committed with synchronous_commit = off, and
+// the relay's claim, which commits durably after it, is what made the run
+// durable before the message left: a claim that did not would let the
+// crash lose a run whose message was delivered. With no first receipt
+// within 10 s, it crashes PostgreSQL all the same.
+func (s *soak) feedCrash(ctx context.Context) {
+	o := s.out
+	s.pgRestartBy(ctx, func() {
+		pid, _, ok := s.ops.cluster.pidFile()
+		require.True(s.t, ok, "the server's postmaster.pid")
+		quit := func() { _ = syscall.Kill(pid, syscall.SIGQUIT) }
+		o.mu.Lock()
+		o.crashes++
+		o.crash, o.fired = quit, make(chan struct{})
+		fired := o.fired
+		o.mu.Unlock()
+		select {
+		case <-fired:
+		case <-time.After(10 * time.Second): // a bound: traffic runs throughout
+			o.mu.Lock()
+			if o.crash != nil {
+				o.crash = nil
+				quit()
+			}
+			o.mu.Unlock()
+		}
+		deadline := time.Now().Add(time.Minute)
+		for syscall.Kill(pid, 0) == nil {
+			require.True(s.t, time.Now().Before(deadline), "PostgreSQL still up a minute after SIGQUIT")
+			<-time.After(20 * time.Millisecond) // polling a condition with a deadline
+		}
+	})
 }
 
 // workerKeys are the worker: keys of the destinations and the relay's
@@ -163,7 +214,8 @@ func (o *soakOutbox) feedDown(d time.Duration) {
 }
 
 // addOutboxSteps adds the outbox side's steps to s, from a generator of
-// their own: a feed outage of 1 to 3 s every 6 to 12 s, and every 5 to
+// their own: a feed outage of 1 to 3 s every 6 to 12 s, a PostgreSQL
+// crash at a first receipt (feedCrash) every 18 to 30 s, and every 5 to
 // 10 s a send on the first source of 3 to 6 deposits that fail after
 // their send (afterSendPrefix), each on an account of its own.
 func addOutboxSteps(s *schedule) {
@@ -172,6 +224,9 @@ func addOutboxSteps(s *schedule) {
 	end := s.Duration - 2*time.Second
 	for at := between(3*time.Second, 8*time.Second); at < end-3*time.Second; at += between(6*time.Second, 12*time.Second) {
 		s.Steps = append(s.Steps, step{At: at, Kind: stepFeedDown, Source: soakFeed, Picks: []uint64{uint64(1000 + rng.IntN(2000))}})
+	}
+	for at := between(8*time.Second, 16*time.Second); at < end-6*time.Second; at += between(18*time.Second, 30*time.Second) {
+		s.Steps = append(s.Steps, step{At: at, Kind: stepFeedCrash, Source: soakFeed})
 	}
 	n := 0
 	for at := between(time.Second, 5*time.Second); at < end-3*time.Second; at += between(5*time.Second, 10*time.Second) {
@@ -187,6 +242,9 @@ func addOutboxSteps(s *schedule) {
 
 // outboxString is how the schedule prints an outbox step.
 func outboxString(st *step) string {
+	if st.Kind == stepFeedCrash {
+		return "PostgreSQL crashes at the feed's next first receipt"
+	}
 	return fmt.Sprintf("%s answers 503 for %d ms", st.Source, st.Picks[0])
 }
 
@@ -375,6 +433,7 @@ func (s *soak) outboxSummary() string {
 		deliveries += len(bodies)
 		resent += len(bodies) - 1
 	}
-	return fmt.Sprintf("%d outbox messages (%d claims), feed: %d deliveries (%d re-sends), %d refused in %d outages; stream %s",
-		messages, attempts, deliveries, resent, o.refused, o.outages, strings.TrimPrefix(o.stream, "T_"))
+	return fmt.Sprintf("%d outbox messages (%d claims), feed: %d deliveries (%d re-sends), %d refused in %d outages; "+
+		"%d PostgreSQL crashes at a delivery (%d at a first receipt); stream %s",
+		messages, attempts, deliveries, resent, o.refused, o.outages, o.crashes, o.onFirst, strings.TrimPrefix(o.stream, "T_"))
 }

@@ -266,6 +266,8 @@ func (s *soak) do(ctx context.Context, st *step) {
 		s.doWorker(st)
 	case stepFeedDown:
 		s.out.feedDown(time.Duration(st.Picks[0]) * time.Millisecond)
+	case stepFeedCrash:
+		s.feedCrash(ctx)
 	default:
 		s.doOp(ctx, st)
 	}
