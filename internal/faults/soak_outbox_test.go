@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -66,13 +67,16 @@ const afterSendPrefix = "acc_oflaky_"
 // (soak_run, a random UUID added to the JSON payload), so that each run's
 // message differs from any other run's of the same event and key: a
 // delivered payload that is not the committed row's is a run that did not
-// commit (rolled back, or lost in a crash). And it fails the first attempt
-// of afterSendPrefix's deposits at their second message.
+// commit (rolled back, or lost in a crash). It stamps it too with the WAL
+// position of its insert (soak_lsn), which precedes its run's commit
+// record: the feed checks, as it receives the message, that the server
+// has flushed its WAL past it. And it fails the first attempt of
+// afterSendPrefix's deposits at their second message.
 var soakOutboxTrigger = fmt.Sprintf(`
 CREATE FUNCTION soak_outbox_run() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    NEW.payload := convert_to(jsonb_set(convert_from(NEW.payload, 'UTF8')::jsonb, '{soak_run}',
-        to_jsonb(gen_random_uuid()::text))::text, 'UTF8');
+    NEW.payload := convert_to((convert_from(NEW.payload, 'UTF8')::jsonb || jsonb_build_object(
+        'soak_run', gen_random_uuid()::text, 'soak_lsn', pg_current_wal_insert_lsn()::text))::text, 'UTF8');
     RETURN NEW;
 END $$;
 CREATE TRIGGER soak_outbox_run BEFORE INSERT ON hookinbox_outbox FOR EACH ROW EXECUTE FUNCTION soak_outbox_run();
@@ -90,6 +94,7 @@ CREATE TRIGGER soak_after_send AFTER INSERT ON hookinbox_outbox FOR EACH ROW EXE
 // soakOutbox is the outbox side's state in a soak: the feed, what it
 // received, and the stream.
 type soakOutbox struct {
+	pool           *pgxpool.Pool // the soak's
 	feed           *httptest.Server
 	natsURL        string
 	stream, prefix string
@@ -99,6 +104,7 @@ type soakOutbox struct {
 	fired    chan struct{}       // closed when crash was called
 	crashes  int                 // feedCrash steps, and of them
 	onFirst  int                 // those whose crash came at a first receipt
+	early    string              // the first message received before its run was flushed, and the WAL positions
 	down     int                 // outages in progress
 	received map[string][][]byte // the feed's 2xx deliveries: key → bodies, in order
 	refused  int                 // deliveries answered 503
@@ -109,7 +115,7 @@ type soakOutbox struct {
 // the soak fails, saying why, when there is none) and the stream's name
 // (deleted when the soak ends), and adds soakOutboxTrigger.
 func startOutbox(s *soak) *soakOutbox {
-	o := &soakOutbox{received: map[string][][]byte{}}
+	o := &soakOutbox{pool: s.pool, received: map[string][][]byte{}}
 	o.natsURL = natstest.Required(s.t)
 	o.stream, o.prefix = natstest.Stream(s.t, o.natsURL)
 	o.feed = httptest.NewServer(http.HandlerFunc(o.serve))
@@ -121,13 +127,19 @@ func startOutbox(s *soak) *soakOutbox {
 
 // serve is the feed: it records each delivery by its webhook-id (the
 // message's key) and answers 200, or 503 with Retry-After: 1 during an
-// outage.
+// outage. Before it answers, it checks that the message's run is durable:
+// the server's WAL flushed past the message's insert (soak_lsn). The
+// relay's claim, which commits durably after the run, makes it so before
+// the message leaves; a flushed position only moves forward, so a check
+// that comes late can miss a message sent too early, never blame one sent
+// in time. (The check is skipped while the server is down.)
 func (o *soakOutbox) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	o.checkFlushed(r.Header.Get("webhook-id"), body)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.down > 0 {
@@ -144,6 +156,29 @@ func (o *soakOutbox) serve(w http.ResponseWriter, r *http.Request) {
 		o.crash = nil
 		o.onFirst++
 		close(o.fired)
+	}
+}
+
+// checkFlushed notes the first message received whose insert's WAL
+// position (soak_lsn) the server has not flushed yet.
+func (o *soakOutbox) checkFlushed(key string, body []byte) {
+	var p struct {
+		LSN string `json:"soak_lsn"`
+	}
+	if json.Unmarshal(body, &p) != nil || p.LSN == "" {
+		return // not a stamped message: promise 2 names it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var flushed string
+	var durable bool
+	if o.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text, pg_current_wal_flush_lsn() >= $1::pg_lsn`, p.LSN).Scan(&flushed, &durable) != nil {
+		return // the server is down (a crash of the schedule's)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !durable && o.early == "" {
+		o.early = fmt.Sprintf("the feed received %s before its run was durable: inserted at WAL %s, flushed to %s", key, p.LSN, flushed)
 	}
 }
 
@@ -215,7 +250,7 @@ func (o *soakOutbox) feedDown(d time.Duration) {
 
 // addOutboxSteps adds the outbox side's steps to s, from a generator of
 // their own: a feed outage of 1 to 3 s every 6 to 12 s, a PostgreSQL
-// crash at a first receipt (feedCrash) every 18 to 30 s, and every 5 to
+// crash at a first receipt (feedCrash) every 40 to 60 s, and every 5 to
 // 10 s a send on the first source of 3 to 6 deposits that fail after
 // their send (afterSendPrefix), each on an account of its own.
 func addOutboxSteps(s *schedule) {
@@ -225,7 +260,7 @@ func addOutboxSteps(s *schedule) {
 	for at := between(3*time.Second, 8*time.Second); at < end-3*time.Second; at += between(6*time.Second, 12*time.Second) {
 		s.Steps = append(s.Steps, step{At: at, Kind: stepFeedDown, Source: soakFeed, Picks: []uint64{uint64(1000 + rng.IntN(2000))}})
 	}
-	for at := between(8*time.Second, 16*time.Second); at < end-6*time.Second; at += between(18*time.Second, 30*time.Second) {
+	for at := between(8*time.Second, 16*time.Second); at < end-6*time.Second; at += between(40*time.Second, 60*time.Second) {
 		s.Steps = append(s.Steps, step{At: at, Kind: stepFeedCrash, Source: soakFeed})
 	}
 	n := 0
@@ -258,8 +293,9 @@ type soakMessage struct {
 // first broken one, or "":
 //  1. every applied deposit (a ledger entry) wrote its message to each
 //     destination in its transaction;
-//  2. no message of a run that did not commit is delivered: every body the
-//     feed received, and every message in the stream, is a committed row's
+//  2. no message of a run that did not commit is delivered: none reached
+//     the feed before its run was flushed (serve), and every body the feed
+//     received, and every message in the stream, is a committed row's
 //     payload, stamped by its run (soakOutboxTrigger);
 //  3. every committed message is delivered: marked so, received by the
 //     feed, and in the stream;
@@ -285,6 +321,9 @@ ORDER BY 1 LIMIT 1`, []string{soakFeed, soakStream}).Scan(&missing)
 	o := s.out
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.early != "" {
+		return o.early
+	}
 	for _, key := range slices.Sorted(func(yield func(string) bool) {
 		for k := range o.received {
 			if !yield(k) {
