@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -37,7 +38,7 @@ import (
 // documents it (a re-send later than its duplicate window).
 
 const (
-	stepFeedDown  stepKind = "feeddown"  // the feed answers 503 (Retry-After: 1) for Picks[0] ms
+	stepFeedDown  stepKind = "feeddown"  // from its next delivery on, the feed answers 503 (Retry-After: 1) for Picks[0] ms
 	stepFeedCrash stepKind = "feedcrash" // PostgreSQL crashes as the feed receives a message for the first time, then starts
 )
 
@@ -105,6 +106,7 @@ type soakOutbox struct {
 	crashes  int                 // feedCrash steps, and of them
 	onFirst  int                 // those whose crash came at a first receipt
 	early    string              // the first message received before its run was flushed, and the WAL positions
+	downNext time.Duration       // an outage that begins at the next delivery, armed by feedDown
 	down     int                 // outages in progress
 	received map[string][][]byte // the feed's 2xx deliveries: key → bodies, in order
 	refused  int                 // deliveries answered 503
@@ -127,7 +129,7 @@ func startOutbox(s *soak) *soakOutbox {
 
 // serve is the feed: it records each delivery by its webhook-id (the
 // message's key) and answers 200, or 503 with Retry-After: 1 during an
-// outage. Before it answers, it checks that the message's run is durable:
+// outage (one feedDown armed begins with this delivery). Before it answers, it checks that the message's run is durable:
 // the server's WAL flushed past the message's insert (soak_lsn). The
 // relay's claim, which commits durably after the run, makes it so before
 // the message leaves; a flushed position only moves forward, so a check
@@ -142,6 +144,16 @@ func (o *soakOutbox) serve(w http.ResponseWriter, r *http.Request) {
 	o.checkFlushed(r.Header.Get("webhook-id"), body)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if d := o.downNext; d > 0 {
+		o.downNext = 0
+		o.down++
+		o.outages++
+		time.AfterFunc(d, func() { // the schedule's fault lasts d
+			o.mu.Lock()
+			o.down--
+			o.mu.Unlock()
+		})
+	}
 	if o.down > 0 {
 		o.refused++
 		w.Header().Set("Retry-After", "1")
@@ -235,17 +247,13 @@ func (o *soakOutbox) workerKeys() string {
 // a route's handlers.
 const soakRouteDestinations = ", destinations: [" + soakFeed + ", " + soakStream + "]"
 
-// feedDown makes the feed answer 503 for d.
+// feedDown makes the feed answer 503 for d from its next delivery on, so
+// that the outage refuses one delivery at least (one still armed when the
+// next comes is replaced).
 func (o *soakOutbox) feedDown(d time.Duration) {
 	o.mu.Lock()
-	o.down++
-	o.outages++
+	o.downNext = d
 	o.mu.Unlock()
-	time.AfterFunc(d, func() { // the schedule's fault lasts d
-		o.mu.Lock()
-		o.down--
-		o.mu.Unlock()
-	})
 }
 
 // addOutboxSteps adds the outbox side's steps to s, from a generator of
@@ -280,7 +288,7 @@ func outboxString(st *step) string {
 	if st.Kind == stepFeedCrash {
 		return "PostgreSQL crashes at the feed's next first receipt"
 	}
-	return fmt.Sprintf("%s answers 503 for %d ms", st.Source, st.Picks[0])
+	return fmt.Sprintf("%s answers 503 for %d ms from its next delivery", st.Source, st.Picks[0])
 }
 
 // soakMessage is a committed outbox row, as the oracle reads it.
@@ -324,13 +332,7 @@ ORDER BY 1 LIMIT 1`, []string{soakFeed, soakStream}).Scan(&missing)
 	if o.early != "" {
 		return o.early
 	}
-	for _, key := range slices.Sorted(func(yield func(string) bool) {
-		for k := range o.received {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, key := range slices.Sorted(maps.Keys(o.received)) {
 		m := msgs[key]
 		for _, body := range o.received[key] {
 			if m == nil || m.destination != soakFeed || !bytes.Equal(body, m.payload) {
@@ -347,13 +349,7 @@ ORDER BY 1 LIMIT 1`, []string{soakFeed, soakStream}).Scan(&missing)
 	for _, c := range stored {
 		inStream[c.key] = append(inStream[c.key], c)
 	}
-	for _, key := range slices.Sorted(func(yield func(string) bool) {
-		for k := range msgs {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, key := range slices.Sorted(maps.Keys(msgs)) {
 		m := msgs[key]
 		switch {
 		case m.status != "delivered":
