@@ -84,6 +84,7 @@ type setup struct {
 	Worker   string        // one more worker key ("reaper_interval: 2s")
 	Database string        // more database keys, in flow style ("durability: {require: server_loss}")
 	Handlers string        // the bank route's handlers; default "ledger"
+	Route    string        // more keys of the bank route, in flow style (", destinations: [feed]")
 }
 
 // write writes the config and returns its path.
@@ -136,10 +137,10 @@ worker:
   soft_stop_timeout: 5s
   %s
   routes:
-    - {source: bank, types: [%q], handlers: [%s]}
+    - {source: bank, types: [%q], handlers: [%s]%s}
 %s
 %s`, s.DB, maxConns, s.Database, listen, flushers, s.Receiver, secret, source, s.Sources, timeouts, workerKeys,
-		faults.DepositType, s.Handlers, s.Routes, s.Extra), 0o600))
+		faults.DepositType, s.Handlers, s.Route, s.Routes, s.Extra), 0o600))
 	return path
 }
 

@@ -304,6 +304,8 @@ func opString(st *step) string {
 		return fmt.Sprintf("clock +%dh", st.Picks[0])
 	case stepReplay, stepGarbled, stepPGRestart:
 		return fmt.Sprintf("%s: %d events (%s …)", st.Source, len(st.Deposits), st.Deposits[0].ID)
+	case stepFeedDown, stepFeedCrash:
+		return outboxString(st)
 	}
 	return st.Source
 }
@@ -378,6 +380,12 @@ func (s *soak) burst(ctx context.Context, st *step) {
 // event acknowledged before the stop must still be in the inbox, received
 // before the stop (not claimed anew by a resend since).
 func (s *soak) pgRestart(ctx context.Context) {
+	s.pgRestartBy(ctx, func() { s.ops.cluster.stop(s.t, "immediate") })
+}
+
+// pgRestartBy is pgRestart with crash, which returns once the server is
+// down, in place of pg_ctl stop -m immediate.
+func (s *soak) pgRestartBy(ctx context.Context, crash func()) {
 	var before time.Time
 	require.NoError(s.t, s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&before))
 	s.mu.Lock()
@@ -388,7 +396,7 @@ func (s *soak) pgRestart(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
-	s.ops.cluster.stop(s.t, "immediate")
+	crash()
 	s.ops.cluster.start(s.t)
 	s.pool.Reset()
 	for src, ids := range acked {

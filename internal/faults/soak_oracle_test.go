@@ -89,6 +89,9 @@ WHERE balance <> (SELECT coalesce(sum(amount), 0) FROM ledger_entries AS e WHERE
 	if broken := s.checkOps(ctx); broken != "" {
 		return broken
 	}
+	if broken := s.checkOutbox(ctx); broken != "" {
+		return broken
+	}
 	return s.checkSecrets()
 }
 
@@ -141,6 +144,6 @@ func (s *soak) summary() string {
 		acked += len(s.acked[src])
 		poison += len(s.sched.Poison[src])
 	}
-	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps; %s; %s",
-		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps), s.opsSummary(), s.trafficSummary())
+	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps; %s; %s; %s",
+		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps), s.opsSummary(), s.trafficSummary(), s.outboxSummary())
 }

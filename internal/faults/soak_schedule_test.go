@@ -188,6 +188,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 	s.addOps(rng, end)
 	addWorkerSteps(s)
 	addTrafficSteps(s)
+	addOutboxSteps(s)
 	slices.SortStableFunc(s.Steps, func(a, b step) int { return cmp.Compare(a.At, b.At) })
 	return s
 }

@@ -105,6 +105,7 @@ type soak struct {
 
 	ops *soakOps     // the storage and operator steps' (soak_ops_test.go)
 	tr  *soakTraffic // the batches, twins, sequencing scenes and bulk replays of done events (soak_traffic_test.go)
+	out *soakOutbox  // the outbox side's (soak_outbox_test.go)
 
 	mu    sync.Mutex
 	acked map[string]map[string]bool // source → event id answered 2xx
@@ -131,10 +132,12 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 	require.NoError(t, err)
 	s.pool = pool
 	s.tr = s.startTraffic()
+	s.out = startOutbox(s)
 	s.inboxctl = proctest.Build(t, "../../cmd/receiver", "../../examples/ledger", "../../cmd/inboxctl")[2]
 	for i := range soakProcesses {
-		conf := setup{DB: dbURL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys, Sources: s.shopSource() + trafficSources(),
-			Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger]}", soakSources[1], faults.DepositType) + trafficRoutes("ledger"),
+		conf := setup{DB: dbURL, Listen: freePort(t), Job: soakJobTimeout, Worker: soakWorkerKeys + s.out.workerKeys(), Sources: s.shopSource() + trafficSources(),
+			Route:  soakRouteDestinations,
+			Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger]%s}", soakSources[1], faults.DepositType, soakRouteDestinations) + trafficRoutes("ledger", soakRouteDestinations),
 		}
 		s.configs = append(s.configs, conf.write(t))
 		s.start(receiverRole, i)
@@ -263,6 +266,10 @@ func (s *soak) do(ctx context.Context, st *step) {
 		s.ctl("sources", "resume", st.Source)
 	case stepRollout, stepRetire:
 		s.doWorker(st)
+	case stepFeedDown:
+		s.out.feedDown(time.Duration(st.Picks[0]) * time.Millisecond)
+	case stepFeedCrash:
+		s.feedCrash(ctx)
 	default:
 		if !s.doTraffic(ctx, st) {
 			s.doOp(ctx, st)
@@ -326,8 +333,8 @@ func (s *soak) quietTail() time.Duration {
 	return time.Since(began)
 }
 
-// pending returns the soak's events not done nor failed, and its bulk
-// replays still running.
+// pending returns the soak's events not done nor failed, its bulk
+// replays still running, and its outbox messages not delivered nor failed.
 func (s *soak) pending() []string {
 	// Each event with what it waits for: its attempts and last error, and
 	// its newest job's state, attempt, errors and when River runs it next.
@@ -338,7 +345,8 @@ func (s *soak) pending() []string {
 FROM webhook_inbox AS i LEFT JOIN LATERAL (SELECT * FROM river_job WHERE kind = 'hookinbox.event' AND (args->>'inbox_id')::bigint = i.id
     ORDER BY id DESC LIMIT 1) AS j ON true
 WHERE i.status NOT IN ('done', 'failed') ORDER BY i.id LIMIT 10)
-UNION ALL (SELECT 'bulk replay ' || id || ' running' FROM hookinbox_replay WHERE state = 'running')`)
+UNION ALL (SELECT 'bulk replay ' || id || ' running' FROM hookinbox_replay WHERE state = 'running')
+UNION ALL (`+outboxPending+` ORDER BY id LIMIT 10)`)
 	require.NoError(s.t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(s.t, err)

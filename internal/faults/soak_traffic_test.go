@@ -166,10 +166,11 @@ func trafficSources() string {
 		"\n  - {name: %s, provider: shopify, secrets: [%q]}", cardSource, cardSecret, cardUser, cardPassword, storeSource, storeSecret)
 }
 
-// trafficRoutes are the new sources' routes, to handlers.
-func trafficRoutes(handlers string) string {
-	return fmt.Sprintf("\n    - {source: %s, types: [%s], handlers: [%s]}\n    - {source: %s, types: [%q], handlers: [%s]}",
-		cardSource, cardCategory, handlers, storeSource, storeTopic, handlers)
+// trafficRoutes are the new sources' routes, to handlers, with options (more
+// keys in flow style, the destinations).
+func trafficRoutes(handlers, options string) string {
+	return fmt.Sprintf("\n    - {source: %s, types: [%s], handlers: [%s]%s}\n    - {source: %s, types: [%q], handlers: [%s]%s}",
+		cardSource, cardCategory, handlers, options, storeSource, storeTopic, handlers, options)
 }
 
 // cardEventID is the inbox's id of a card item: Marqeta's

@@ -158,9 +158,10 @@ func (s *soak) routeSetConfig(dbURL string, gen int) string {
 		sep = "&"
 	}
 	path := setup{DB: fmt.Sprintf("%s%sapplication_name=soak_routes_%d", dbURL, sep, gen), Job: soakJobTimeout,
-		Worker: soakWorkerKeys, MaxConns: soakWorkerMaxConns, Handlers: "ledger, log", Sources: s.shopSource() + trafficSources(),
-		Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger, log]%s}\n    - {source: %s, types: [%q], handlers: [ledger, log], lock: {key: data.account_id}}",
-			soakSources[1], faults.DepositType, shopRouteOptions(gen), soakSources[0], hangType) + trafficRoutes("ledger, log"),
+		Worker: soakWorkerKeys + s.out.workerKeys(), MaxConns: soakWorkerMaxConns, Handlers: "ledger, log", Sources: s.shopSource() + trafficSources(),
+		Route: soakRouteDestinations,
+		Routes: fmt.Sprintf("    - {source: %s, types: [%q], handlers: [ledger, log]%s%s}\n    - {source: %s, types: [%q], handlers: [ledger, log], lock: {key: data.account_id}%s}",
+			soakSources[1], faults.DepositType, shopRouteOptions(gen), soakRouteDestinations, soakSources[0], hangType, soakRouteDestinations) + trafficRoutes("ledger, log", soakRouteDestinations),
 	}.write(s.t)
 	s.onCurrentQueue(path)
 	return path

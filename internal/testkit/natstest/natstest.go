@@ -75,6 +75,23 @@ func URL(tb testing.TB) string {
 	return Start(tb).URL()
 }
 
+// Required is URL for a test that must not skip without NATS (the soak,
+// whose promises include the outbox's NATS destination): where URL would
+// skip, because no server answers and there is no nats-server binary to
+// start, it fails tb, saying so.
+func Required(tb testing.TB) string {
+	tb.Helper()
+	env := os.Getenv(EnvURL)
+	if env == "" {
+		localOnce.Do(func() { localOK = probe(LocalURL) == nil })
+	}
+	if (env == "start" || env == "" && !localOK) && Find() == "" {
+		tb.Fatalf("natstest: this test needs NATS with JetStream: none answers on %s and there is no nats-server binary to start one "+
+			"(apt-get install nats-server, which .ci/run does; or set %s to a server's URL)", LocalURL, EnvURL)
+	}
+	return URL(tb)
+}
+
 // probe reports whether url answers with JetStream enabled.
 func probe(url string) error {
 	nc, err := nats.Connect(url, nats.Timeout(probeTimeout), nats.NoReconnect())
