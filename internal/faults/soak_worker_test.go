@@ -65,13 +65,14 @@ const (
 	groupSlowSleep  = 4 * time.Second
 )
 
-// hangPrefix names the accounts whose deposits hang in their handler at
-// their first attempt, past job_timeout, until their own time is up
-// (soakWorkerTrigger sleeps hangSleep while the row's attempts are below
-// 2), and are quick at their second: events that hold the worker's event
-// transactions until their deadline, so that the quick events fetched
-// behind them get one with little of their own time left (see
-// addHangScenes).
+// hangPrefix names the accounts whose deposits hang in their handler, past
+// job_timeout, until their own time is up, when their run begins within
+// hangWithin of their receipt (soakWorkerTrigger sleeps hangSleep), and
+// are quick in any later run (a rerun, or a run that waited: a scene holds
+// the workers' transactions for one job's time, not more): events that
+// hold the worker's event transactions until their deadline, so that the
+// quick events fetched behind them get one with little of their own time
+// left (see addHangScenes).
 //
 // The events behind them are on accounts of their own (waitPrefix) whose
 // deposits take waitSleep in their handler, half a grouped event's slice:
@@ -87,6 +88,7 @@ const (
 const (
 	hangPrefix = "acc_hang_"
 	hangSleep  = soakJobTimeout + 5*time.Second
+	hangWithin = 5 * time.Second
 	hangType   = "account.deposit.hang"
 	waitPrefix = "acc_wait_"
 	waitSleep  = soakJobTimeout / 20
@@ -112,7 +114,7 @@ BEGIN
     IF NEW.account_id LIKE '%s%%' AND (SELECT attempts FROM webhook_inbox WHERE source = NEW.source AND event_id = NEW.event_id) < 2 THEN
         RAISE EXCEPTION 'soak: a flaky handler fails its first attempt';
     END IF;
-    IF NEW.account_id LIKE '%s%%' AND (SELECT attempts FROM webhook_inbox WHERE source = NEW.source AND event_id = NEW.event_id) < 2 THEN
+    IF NEW.account_id LIKE '%s%%' AND (SELECT received_at FROM webhook_inbox WHERE source = NEW.source AND event_id = NEW.event_id) > now() - interval '%d seconds' THEN
         PERFORM pg_sleep(%d);
     END IF;
     IF NEW.account_id LIKE '%s%%' THEN
@@ -129,7 +131,7 @@ BEGIN
 END $$;
 CREATE TRIGGER soak_failed AFTER UPDATE ON webhook_inbox FOR EACH ROW
     WHEN (NEW.last_error IS NOT NULL AND (NEW.last_error IS DISTINCT FROM OLD.last_error OR NEW.attempts <> OLD.attempts))
-    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()), flakyPrefix, hangPrefix, int(hangSleep.Seconds()), waitPrefix, waitSleep.Seconds())
+    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()), flakyPrefix, hangPrefix, int(hangWithin.Seconds()), int(hangSleep.Seconds()), waitPrefix, waitSleep.Seconds())
 
 // soakWorkers is the worker side's state in a soak.
 type soakWorkers struct {
@@ -263,8 +265,10 @@ func addWorkerSteps(s *schedule) {
 	addHangScenes(s)
 }
 
-// addHangScenes adds to s, from a generator of its own, a hang scene every
-// 20 to 40 s on the first source: events that hang at their first attempt
+// addHangScenes adds to s, from a generator of its own, a hang scene 8 to
+// 16 s into the schedule and then every 60 to 120 s (each holds the
+// workers' event transactions for a job's time: more often, the 30-minute
+// soak's workers fell behind its traffic), on the first source: events that hang at their first attempt
 // until their time is up (hangPrefix), then 200 to 700 ms later events that
 // take waitSleep (waitPrefix). There are as many hanging events as fill all
 // but one worker's jobs and the last one's event transactions: however
@@ -293,7 +297,7 @@ func addHangScenes(s *schedule) {
 		return ds
 	}
 	n := 0
-	for at := 8*time.Second + time.Duration(rng.Int64N(int64(8*time.Second))); at < end-3*time.Second; at += 20*time.Second + time.Duration(rng.Int64N(int64(20*time.Second))) {
+	for at := 8*time.Second + time.Duration(rng.Int64N(int64(8*time.Second))); at < end-3*time.Second; at += time.Minute + time.Duration(rng.Int64N(int64(time.Minute))) {
 		hang := deposits(&n, (soakProcesses-1)*workerConcurrency+soakEventTxs, func(n int) string { return fmt.Sprintf("%s%d", hangPrefix, n) })
 		for i := range hang {
 			hang[i].Type = hangType
