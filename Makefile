@@ -60,24 +60,6 @@ build: ## build the commands and examples into bin/
 # the end while the other slot sat idle. Longest first, as measured on
 # 2026-12-04 (docs/development.md); ./... adds the rest once each.
 TEST_FIRST := $(addprefix ./,$(wildcard internal/faults pkg/worker pkg/daemon examples/ledger internal/receiver internal/inboxstore internal/replay cmd/inboxctl internal/relay))
-# go test's -p (default GOMAXPROCS, 2 here) bounds the programs it runs at
-# once, compiler, linker and test binaries alike. A test binary holds its
-# slot while its tests wait on PostgreSQL, subprocesses and River (the three
-# longest packages used 44-48 CPU-seconds in 104-157 s), so with -p 2 no
-# other package was linked or run while internal/faults and pkg/worker ran.
-# At least 4 at once (GOMAXPROCS when it is larger) when the machine has
-# CPU to spare (its 1-minute load average below its CPU count, read when
-# make starts): the CPU the waits leave goes to the other packages' links
-# and tests. Each package's tests still run -parallel GOMAXPROCS at a time;
-# a run peaked at about 70 connections to its PostgreSQL, under the shared
-# server's 100. On a machine already loaded, -p 4 only adds contention: two
-# clean-clone runs at load 15 to 36 failed pkg/daemon's
-# TestReceiverUnderAttack (legit deliveries answered in time: 97 and 28 %,
-# the unattacked twin's 98 and 31 %), so there go test's default stands.
-# TEST_P=N sets it.
-ifndef TEST_P
-TEST_P := $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2); l=$$(cut -d. -f1 /proc/loadavg 2>/dev/null || echo $$n); if [ "$$l" -lt "$$n" ]; then echo $$(( n < 4 ? 4 : n )); else echo $$n; fi)
-endif
 # Every run links a -race test binary per package (about 50 MB each);
 # -ldflags=-w leaves their DWARF out, which nothing reads (stack traces and
 # race reports keep file:line: they come from the runtime's own tables):
@@ -85,7 +67,7 @@ endif
 TEST_LDFLAGS ?= -w
 
 test: ## run all tests, the bench module's too (private PostgreSQL unless DATABASE_URL is set; TESTFLAGS=-race)
-	scripts/with-postgres.sh sh -c 'set -e; $(GO) test -count=1 -p $(TEST_P) $(TESTFLAGS) -ldflags=$(TEST_LDFLAGS) -timeout 10m $(TEST_FIRST) ./...; cd bench && $(GO) test -count=1 -p $(TEST_P) $(TESTFLAGS) -ldflags=$(TEST_LDFLAGS) -timeout 10m ./...'
+	scripts/with-postgres.sh sh -c 'set -e; $(GO) test -count=1 $(TESTFLAGS) -ldflags=$(TEST_LDFLAGS) -timeout 10m $(TEST_FIRST) ./...; cd bench && $(GO) test -count=1 $(TESTFLAGS) -ldflags=$(TEST_LDFLAGS) -timeout 10m ./...'
 
 # The docs check's tests (also part of make test): README.md's, docs/'s and
 # the chart README's commands, metrics, alerts, config keys and links

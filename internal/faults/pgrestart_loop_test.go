@@ -15,24 +15,14 @@ import (
 
 // restartHealBound bounds the time from a restart to every row pending at
 // the restart done: River's completer retries a completion for at most
-// about 37 s, the reaper acts 5 s after it at its next pass (1 min under
-// the defaults); a completion given up is rescued once rescue_after (4 s)
-// has passed.
+// about 37 s, the reaper acts 5 s after it at its next pass (1 min); a
+// completion given up is rescued once rescue_after (4 s) has passed.
 const restartHealBound = 2 * time.Minute
-
-// restartReaper is the worker's reaper_interval in scenarios 3 and 10: the
-// default (1 min) in make faults, whose table reports the recover figure an
-// operator gets; 2 s in make test, where a done mark lost in a restart
-// waited out the rest of the default's minute (1m4s of scenario 10's 78 s
-// in a run on 2026-12-05). The reaper's rule and what the scenarios assert
-// are the same at either interval.
-var restartReaper = size("reaper_interval: 2s", "")
 
 // TestPostgresImmediateStops is scenario 10: the database server of a
 // receiver and a ledger worker is stopped with pg_ctl stop -m immediate
 // under load, again and again (20 times in make faults), with the default
-// reaper settings (in make faults; see restartReaper). After each restart
-// it measures the time until every row
+// reaper settings. After each restart it measures the time until every row
 // pending at the restart is done: a done mark lost with an asynchronous
 // commit whose job River's completer completed after the restart waits
 // for the reaper's next pass. The worst of those times is the row's
@@ -42,7 +32,7 @@ func TestPostgresImmediateStops(t *testing.T) {
 	row := record(t, "10 PostgreSQL immediate stops, lost done marks")
 	c := newCluster(t, "max_connections = 40")
 	dbURL := c.createDB(t, "faults")
-	config := setup{DB: dbURL, Job: 3 * time.Second, Worker: restartReaper}.write(t)
+	config := setup{DB: dbURL, Job: 3 * time.Second}.write(t)
 	migrate(t, dbURL)
 	_, target := startReceiver(t, config)
 	worker, _ := startWorker(t, config)

@@ -33,8 +33,7 @@ import (
 // entries and the balances measure those). The 2 minute bound holds by
 // construction: the completer retries for at most about 37 s, the reaper
 // acts 5 s (worker.LostCommitGraceDefault) after the completion at its
-// next pass (reaper_interval: 1m in make faults, 2 s in make test: see
-// restartReaper); a completion given up is a running job
+// next pass (reaper_interval: 1m); a completion given up is a running job
 // that River's rescuer takes back once rescue_after (4 s) has passed.
 func TestPostgresRestart(t *testing.T) {
 	t.Parallel()
@@ -42,7 +41,7 @@ func TestPostgresRestart(t *testing.T) {
 	began := time.Now()
 	c := newCluster(t, "max_connections = 40")
 	dbURL := c.createDB(t, "faults")
-	config := setup{DB: dbURL, Job: 3 * time.Second, Worker: restartReaper}.write(t)
+	config := setup{DB: dbURL, Job: 3 * time.Second}.write(t)
 	migrate(t, dbURL)
 	t.Logf("%s: cluster up", time.Since(began))
 	receiver, target := startReceiver(t, config)

@@ -328,25 +328,12 @@ func TestWorker(t *testing.T) {
 		id := res.Claimed[0].ID
 		b.start(t, nil)
 		// The old worker snoozes it (River counts no attempt) and leaves the
-		// row pending, instead of failing it as unrouted. A snooze holds the
-		// job for 5 s; the test makes a snoozed job available at once (what
-		// River UI's retry button does) rather than wait that out each time.
+		// row pending, instead of failing it as unrouted.
 		jobID := b.row(t, id).JobID
-		wakeSnoozed := func() (int, error) {
-			var (
-				snoozes int
-				held    bool // snoozed: waiting for a time to come
-			)
-			err := b.db.Pool.QueryRow(context.Background(), `
-SELECT coalesce((metadata ->> 'snoozes')::int, 0), state IN ('available', 'scheduled') AND scheduled_at > now()
-FROM river_job WHERE id = $1`, jobID).Scan(&snoozes, &held)
-			if err == nil && held {
-				_, err = b.client.JobRetry(context.Background(), jobID)
-			}
-			return snoozes, err
-		}
 		poll(t, 30*time.Second, "the job to be snoozed twice", func() (bool, error) {
-			snoozes, err := wakeSnoozed()
+			var snoozes int
+			err := b.db.Pool.QueryRow(context.Background(),
+				`SELECT coalesce((metadata ->> 'snoozes')::int, 0) FROM river_job WHERE id = $1`, jobID).Scan(&snoozes)
 			return snoozes >= 2, err
 		})
 		r := b.row(t, id)
@@ -358,12 +345,7 @@ FROM river_job WHERE id = $1`, jobID).Scan(&snoozes, &held)
 			c.Sources = map[string]string{"bank": river.QueueDefault, "shop": river.QueueDefault}
 			c.Routes = append([]worker.Route{{Source: "shop", Handlers: []string{"effect"}}}, routes...)
 		})
-		poll(t, 30*time.Second, "the row to be done", func() (bool, error) {
-			if _, err := wakeSnoozed(); err != nil {
-				return false, err
-			}
-			return b.row(t, id).Status == inbox.StatusDone, nil
-		})
+		require.Equal(t, inbox.StatusDone, b.waitStatus(t, id, inbox.StatusDone).Status)
 		require.Equal(t, 1, b.effects(t, "evt_new_source"))
 	})
 

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -81,46 +82,33 @@ func packageKey(pkg string) string {
 	return abs
 }
 
-// buildAll compiles pkgs, each with its own go command and all at once,
-// into a folder of their own, and records the outcome of each. Each binary
-// comes from `go run -exec cp PKG DEST`: since Go 1.24 the go command keeps
-// the executables go run links in its build cache, so a package already
-// linked from the same source, by an earlier test process of this run or
-// of an earlier run, is copied from the cache instead of linked again (a
-// link of one of the daemons is 2 to 3 CPU-seconds; make test links a dozen
-// of them); cp copies it out of the cache, or out of go run's work folder
-// before go run deletes it. The binaries carry no DWARF (-ldflags=-w):
+// buildAll compiles pkgs with one go build into a folder of their own and
+// records the outcome of each. The binaries carry no DWARF (-ldflags=-w):
 // nothing debugs them, leaving it out spares a sixth of each link's CPU,
 // and stack traces come from the runtime's own line table, which stays.
 func buildAll(pkgs []string) {
-	dir, err := os.MkdirTemp("", "proctest-")
-	if err != nil {
+	record := func(err error) {
 		for _, pkg := range pkgs {
 			built[pkg] = binary{err: err}
 		}
+	}
+	dir, err := os.MkdirTemp("", "proctest-")
+	if err != nil {
+		record(err)
 		return
 	}
 	dirs = append(dirs, dir)
-	results := make([]binary, len(pkgs))
-	var wg sync.WaitGroup
-	for i, pkg := range pkgs {
-		wg.Go(func() { results[i] = buildOne(pkg, filepath.Join(dir, path.Base(filepath.ToSlash(pkg)))) })
+	args := append([]string{"build", "-ldflags=-w", "-o", dir + string(filepath.Separator)}, pkgs...)
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		record(fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, out))
+		return
 	}
-	wg.Wait()
-	for i, pkg := range pkgs {
-		built[pkg] = results[i]
+	for _, pkg := range pkgs {
+		bin := filepath.Join(dir, path.Base(filepath.ToSlash(pkg)))
+		if _, err := os.Stat(bin); err != nil {
+			built[pkg] = binary{err: fmt.Errorf("go build %s: no binary: %w", pkg, err)}
+			continue
+		}
+		built[pkg] = binary{path: bin}
 	}
-}
-
-// buildOne links the main package pkg (or takes it from the build cache)
-// and copies the binary to bin.
-func buildOne(pkg, bin string) binary {
-	cmd := exec.Command("go", "run", "-ldflags=-w", "-exec", "cp", pkg, bin)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return binary{err: fmt.Errorf("go build %s: %w\n%s", pkg, err, out)}
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return binary{err: fmt.Errorf("go build %s: no binary: %w", pkg, err)}
-	}
-	return binary{path: bin}
 }

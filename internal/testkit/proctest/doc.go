@@ -6,10 +6,7 @@
 // binaries' paths; every test that asks for a package again gets the same
 // binary, and a failed build fails every test that asks for it, with the
 // compiler's output. The binaries stay in a folder under os.TempDir, one per
-// test process. They are copied out of the go command's build cache, which
-// keeps what go run links: a binary whose source did not change since a
-// test process of this run or of an earlier one linked it is not linked
-// again.
+// test process.
 //
 // Start runs an *exec.Cmd in the background and captures its standard
 // output and error together, line by line. The test waits on what the
