@@ -120,7 +120,8 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 		out   jobOutcome
 		woken *inboxstore.ClaimedRow
 	)
-	if w.group != nil && !w.ownTransaction(job.Args.Source, job.Args.EventType) && snoozes(job.JobRow) == 0 {
+	snoozed := snoozes(job.JobRow)
+	if w.group != nil && !w.ownTransaction(job.Args.Source, job.Args.EventType) && snoozed == 0 {
 		out = w.inGroup(ctx, job)
 		if out.alone {
 			_, out = w.process(ctx, job)
@@ -166,7 +167,7 @@ func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArg
 		log.Info("event's time ran out before its handlers began; running it again, no attempt counted", zap.Error(err))
 		return river.JobSnooze(0)
 	}
-	if out.began && out.short && !out.recorded && errors.Is(ctx.Err(), context.DeadlineExceeded) && snoozes(job.JobRow) < shortRunsUncharged {
+	if out.began && out.short && !out.recorded && errors.Is(ctx.Err(), context.DeadlineExceeded) && snoozed < shortRunsUncharged {
 		// Its handlers began with less than the job's time (a group spent
 		// some, or it waited for a transaction) and used it up: the time
 		// its neighbours took is not its fault. Snoozed, it runs again

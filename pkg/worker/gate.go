@@ -65,10 +65,7 @@ func (w *eventWorker) isolationFor(route *compiledRoute) Isolation {
 // sequenceFor is the sequence option of the route of source's eventType
 // events, nil when it has none.
 func (w *eventWorker) sequenceFor(source, eventType string) *SequenceOption {
-	if route, ok := w.router.matchRoute(source, eventType); ok {
-		return route.route.Sequence
-	}
-	return nil
+	return w.router.sequenceOf(source, eventType)
 }
 
 // ownTransaction reports whether the job's events need a transaction of

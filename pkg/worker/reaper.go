@@ -75,10 +75,10 @@ type reaper struct {
 	// stallAfter is how long an event may stay parked behind a key no
 	// running event holds before the reaper wakes it (see wakeStalled).
 	stallAfter time.Duration
-	// sequenced reports whether this worker's route of a source's event
-	// type sequences it.
-	sequenced func(source, eventType string) bool
-	queueFor  func(string) string
+	// sequenceOf is the sequence option of this worker's route of a
+	// source's event type (router.sequenceOf).
+	sequenceOf func(source, eventType string) *SequenceOption
+	queueFor   func(string) string
 	// queues maps each configured source to its current queue.
 	queues map[string]string
 	logger *zap.Logger
@@ -213,7 +213,7 @@ func (r *reaper) wakeStalled(ctx context.Context, tx pgx.Tx, client *river.Clien
 				break
 			}
 			woken++
-			more = !r.sequenced(row.Source, row.EventType)
+			more = r.sequenceOf(row.Source, row.EventType) == nil
 		}
 		if n > 0 {
 			if err := notifyInsert(ctx, tx, client, r.queueFor(k.Source)); err != nil {

@@ -58,13 +58,15 @@ type router struct {
 	routes []compiledRoute
 }
 
-// sequenced reports whether the route of source's eventType events has a
-// sequence option: only then does a run here wake the next parked event of
-// its key. Sequencing is a route's, not a source's: a source may have a
-// sequenced route and one that is not.
-func (r *router) sequenced(source, eventType string) bool {
-	route, ok := r.matchRoute(source, eventType)
-	return ok && route.route.Sequence != nil
+// sequenceOf is the sequence option of the route of source's eventType
+// events, nil when it has none: only a route that has one wakes the next
+// parked event of its key when its run ends. Sequencing is a route's, not
+// a source's: a source may have a sequenced route and one that is not.
+func (r *router) sequenceOf(source, eventType string) *SequenceOption {
+	if route, ok := r.matchRoute(source, eventType); ok {
+		return route.route.Sequence
+	}
+	return nil
 }
 
 type compiledRoute struct {

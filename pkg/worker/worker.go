@@ -408,7 +408,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	}
 	river.AddWorker(workers, ew)
 	river.AddWorker(workers, &reaper{pool: pool, store: store, orphanAfter: c.OrphanAfter, stallAfter: min(c.OrphanAfter, c.ReaperInterval),
-		sequenced: router.sequenced, queueFor: c.QueueFor, queues: sourceQueues(c.Sources, c.QueueFor), logger: c.Logger.Named("reaper")})
+		sequenceOf: router.sequenceOf, queueFor: c.QueueFor, queues: sourceQueues(c.Sources, c.QueueFor), logger: c.Logger.Named("reaper")})
 	// A bulk replay hands its run to a new job well before the job timeout.
 	river.AddWorker(workers, replay.NewWorker(pool, &replay.WorkerConfig{
 		QueueFor: c.QueueFor, Slice: min(replay.SliceDefault, c.JobTimeout/2), Logger: c.Logger.Named("replay"),
