@@ -64,29 +64,3 @@ SELECT source, 'failed', count(*), min(received_at) FROM webhook_inbox WHERE sta
 // reaper), only the reaper's stalled pass, in a worker, wakes them.
 const unclaimable = `(i.held_at IS NOT NULL OR NOT ` + notPaused + `
     OR EXISTS (SELECT 1 FROM hookinbox_sequence_park AS k WHERE k.inbox_id = i.id))`
-
-// QueueDepth is the River jobs of one queue in one unfinished state.
-type QueueDepth struct {
-	Queue string `json:"queue"`
-	// State is available, scheduled, retryable, running or pending.
-	State string `json:"state"`
-	Count int64  `json:"count"`
-}
-
-// QueueDepths counts River's unfinished jobs of every kind by queue and
-// state. It reads river_job, which River owns, because River's client has
-// no count: an inbox's backlog and its queues' depth are read together.
-func (s *Store) QueueDepths(ctx context.Context) ([]QueueDepth, error) {
-	rows, err := s.pool.Query(ctx, `
-SELECT queue, state::text, count(*) FROM river_job
-WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending')
-GROUP BY queue, state`)
-	if err != nil {
-		return nil, fmt.Errorf("inbox: queue depths: %w", err)
-	}
-	depths, err := pgx.CollectRows(rows, pgx.RowToStructByPos[QueueDepth])
-	if err != nil {
-		return nil, fmt.Errorf("inbox: queue depths: %w", err)
-	}
-	return depths, nil
-}

@@ -404,19 +404,6 @@ WHERE id = $1 AND status <> 'done'`, planned, id, jobID, reason, final, nullTime
 	return nil
 }
 
-// newestJob is a lateral subquery that finds row i's newest River event job
-// (a job's args carry its row's inbox_id) through river_job_inbox_id_idx,
-// migration 0008's expression index on River's table. The row keeps no link
-// of its own: writing one after River's insert cost the receiver an UPDATE
-// per group (issue 11). River's GIN index on args would serve too, at about
-// 6x the cost per row (measured on a 100k backlog). "id + 0" keeps the
-// planner from walking river_job's primary key backwards instead. A job
-// River has pruned is not found.
-const newestJob = `
-SELECT id, state, errors, queue, finalized_at FROM river_job
-WHERE kind = '` + JobKind + `' AND (args->>'inbox_id')::bigint = i.id
-ORDER BY id + 0 DESC LIMIT 1`
-
 // Orphan is a pending row the reaper found with no job that will settle it.
 type Orphan struct {
 	ID      int64
@@ -540,8 +527,7 @@ ORDER BY i.received_at`, q.LostCommitGrace.Milliseconds()); err != nil {
 JOIN unnest($3::text[], $4::text[]) AS m (source, queue) ON m.source = i.source
 WHERE i.status = 'pending' AND `+notPaused+`
   AND j.state IN ('available', 'retryable', 'scheduled') AND j.queue = ANY($2::text[]) AND j.queue <> m.queue
-  AND i.id IN (SELECT (w.args->>'inbox_id')::bigint FROM river_job AS w
-               WHERE w.state IN ('available', 'retryable', 'scheduled') AND w.queue = ANY($2::text[]) AND w.kind = '`+JobKind+`')`, dead, sources, queues); err != nil {
+  AND i.id IN (`+waitingInboxIDs("$2")+`)`, dead, sources, queues); err != nil {
 		return nil, err
 	}
 	return all, nil
@@ -549,8 +535,8 @@ WHERE i.status = 'pending' AND `+notPaused+`
 
 // orphanColumns is the head of ListOrphans' statements.
 const orphanColumns = `
-SELECT i.id, i.source, i.event_id, coalesce(j.id, 0), coalesce(j.state::text, ''), coalesce(j.queue, ''),
-       coalesce(j.errors[array_length(j.errors, 1)]->>'error', ''), i.event_type, coalesce(i.request_id, '')
+SELECT i.id, i.source, i.event_id, coalesce(j.id, 0), coalesce(j.state, ''), coalesce(j.queue, ''),
+       coalesce(j.last_error, ''), i.event_type, coalesce(i.request_id, '')
 FROM webhook_inbox AS i
 LEFT JOIN LATERAL (` + newestJob + `) AS j ON true`
 
@@ -562,63 +548,6 @@ const notPaused = `NOT EXISTS (SELECT 1 FROM hookinbox_source_pause AS p WHERE p
 // wakes them; the reaper wakes a stalled key on its own
 // (ListStalledSequences).
 const notParked = `NOT EXISTS (SELECT 1 FROM hookinbox_sequence_park AS k WHERE k.inbox_id = i.id)`
-
-// deadQueues returns the queues where jobs wait (available, retryable or
-// scheduled) that are not live. It skips through River's fetching index,
-// (state, queue, …), one probe per state and queue, whatever the number of
-// waiting jobs.
-func (s *Store) deadQueues(ctx context.Context, db DBTX, live []string) ([]string, error) {
-	rows, err := db.Query(ctx, `
-WITH RECURSIVE waiting AS (
-    (SELECT state, queue FROM river_job ORDER BY state, queue LIMIT 1)
-    UNION ALL
-    SELECT n.state, n.queue FROM waiting AS w,
-    LATERAL (SELECT state, queue FROM river_job WHERE (state, queue) > (w.state, w.queue) ORDER BY state, queue LIMIT 1) AS n
-)
-SELECT DISTINCT queue FROM waiting
-WHERE state IN ('available', 'retryable', 'scheduled') AND queue <> ALL($1::text[])
-ORDER BY queue`, planned, live)
-	if err != nil {
-		return nil, fmt.Errorf("inbox: dead queues: %w", err)
-	}
-	dead, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("inbox: dead queues: %w", err)
-	}
-	return dead, nil
-}
-
-// Move is a job MoveJobs moves: the job of an Orphan whose queue is no
-// longer its source's.
-type Move struct {
-	JobID    int64
-	From, To string
-}
-
-// MoveJobs moves each job of moves from its queue to its source's, in the
-// caller's transaction, and returns how many it moved. A job is moved only
-// while it still waits (available, retryable or scheduled) on From and no
-// live worker works From (liveQueues): the statement locks the job row, so
-// a job River fetched meanwhile (running) is left alone, and a move is
-// never made twice. River's producers on To find it at their next fetch.
-func (s *Store) MoveJobs(ctx context.Context, db DBTX, moves []Move, liveQueues []string) (int, error) {
-	if len(moves) == 0 {
-		return 0, nil
-	}
-	ids, from, to := make([]int64, len(moves)), make([]string, len(moves)), make([]string, len(moves))
-	for i, m := range moves {
-		ids[i], from[i], to[i] = m.JobID, m.From, m.To
-	}
-	tag, err := db.Exec(ctx, `
-UPDATE river_job AS j SET queue = m.dest
-FROM unnest($1::bigint[], $2::text[], $3::text[]) AS m (id, origin, dest)
-WHERE j.id = m.id AND j.queue = m.origin AND j.state IN ('available', 'retryable', 'scheduled')
-  AND m.origin <> ALL($4::text[])`, planned, ids, from, to, liveQueues)
-	if err != nil {
-		return 0, fmt.Errorf("inbox: move jobs: %w", err)
-	}
-	return int(tag.RowsAffected()), nil
-}
 
 // Now returns the database's clock, which stamps received_at. An
 // operator's relative time ("since 1h") is resolved against it, never

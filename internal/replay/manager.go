@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
@@ -246,11 +247,8 @@ func (m *Manager) Resume(ctx context.Context, id int64) (*Run, error) {
 	var run *Run
 	err := inboxstore.BeginDurableFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		var state string
-		var jobLive bool
-		err := tx.QueryRow(ctx, `
-SELECT r.state, coalesce(j.state::text, '') NOT IN ('', 'completed', 'discarded', 'cancelled')
-FROM hookinbox_replay AS r LEFT JOIN river_job AS j ON j.id = r.river_job_id
-WHERE r.id = $1 FOR UPDATE OF r`, id).Scan(&state, &jobLive)
+		var jobID *int64
+		err := tx.QueryRow(ctx, `SELECT state, river_job_id FROM hookinbox_replay WHERE id = $1 FOR UPDATE`, id).Scan(&state, &jobID)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return ErrNotFound
@@ -258,13 +256,35 @@ WHERE r.id = $1 FOR UPDATE OF r`, id).Scan(&state, &jobLive)
 			return fmt.Errorf("replay: resume: %w", err)
 		case State(state) == StateDone:
 			return ErrFinished
-		case State(state) == StateRunning && jobLive:
-			return ErrStillRunning
+		case State(state) == StateRunning:
+			live, err := m.jobLive(ctx, tx, jobID)
+			if err != nil {
+				return err
+			}
+			if live {
+				return ErrStillRunning
+			}
 		}
 		run, err = m.enqueue(ctx, tx, id)
 		return err
 	})
 	return run, err
+}
+
+// jobLive reports whether the run's job jobID (nil for none) is unfinished,
+// read through River's API in tx: a job River has pruned is not.
+func (m *Manager) jobLive(ctx context.Context, tx pgx.Tx, jobID *int64) (bool, error) {
+	if jobID == nil {
+		return false, nil
+	}
+	job, err := m.client.JobGetTx(ctx, tx, *jobID)
+	switch {
+	case errors.Is(err, rivertype.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("replay: resume: job: %w", err)
+	}
+	return !slices.Contains([]rivertype.JobState{rivertype.JobStateCompleted, rivertype.JobStateDiscarded, rivertype.JobStateCancelled}, job.State), nil
 }
 
 // ReplayEvent replays one event at once: its row goes back to pending with

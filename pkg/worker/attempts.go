@@ -14,8 +14,9 @@ import (
 // Resume, the reaper, each from its own process's configuration, which may
 // differ from the worker's. The worker does not trust the stamp: before an
 // event's job runs, alignAttempts makes the job's budget the worker's, on
-// the job row (so River UI shows attempt/max as the worker will apply it)
-// and on the in-memory row River's executor decides on when the run fails
+// the job row (so River UI shows attempt/max as the worker will apply it;
+// inboxstore.Store.SetJobMaxAttempts, River's schema adapter) and on the
+// in-memory row River's executor decides on when the run fails
 // (River hands Work the very *rivertype.JobRow it reads after Work returns:
 // retry below MaxAttempts, discard at it). A stamp that agrees costs
 // nothing.
@@ -30,7 +31,7 @@ func (w *eventWorker) alignAttempts(ctx context.Context, job *rivertype.JobRow) 
 	}
 	stamped := job.MaxAttempts
 	job.MaxAttempts = w.maxAttempts
-	if _, err := w.pool.Exec(ctx, `UPDATE river_job SET max_attempts = $2 WHERE id = $1`, job.ID, w.maxAttempts); err != nil {
+	if err := w.store.SetJobMaxAttempts(ctx, w.pool, job.ID, w.maxAttempts); err != nil {
 		w.logger.Warn("could not set the job's max_attempts to worker.max_attempts", zap.Int64("job_id", job.ID),
 			zap.Int("stamped", stamped), zap.Int("max_attempts", w.maxAttempts), zap.Error(err))
 	}

@@ -216,7 +216,7 @@ func (r *reaper) wakeStalled(ctx context.Context, tx pgx.Tx, client *river.Clien
 			more = r.sequenceOf(row.Source, row.EventType) == nil
 		}
 		if n > 0 {
-			if err := notifyInsert(ctx, tx, client, r.queueFor(k.Source)); err != nil {
+			if err := r.store.NotifyInsertTx(ctx, tx, client.Schema(), r.queueFor(k.Source)); err != nil {
 				return woken, err
 			}
 		}

@@ -19,13 +19,6 @@ import (
 // its key that comes before it wakes it with a new job.
 var errParked = errors.New("event parked behind its sequence key")
 
-// riverInsertTopic is the channel River's producers listen on for inserted
-// jobs (River's notifier.NotificationTopicInsert, behind the client's
-// schema). A wake notifies it itself: River's own insert notification is
-// rate-limited per client and queue to one per fetch_cooldown, and a
-// woken event must never wait for a poll.
-const riverInsertTopic = "river_insert"
-
 // sequenceInlineBudget is how long a job that ran an event of a key goes
 // on running the key's next events itself, each woken in the transaction
 // of the one before (see eventWorker.runInline). Past it, the woken
@@ -144,7 +137,9 @@ func (w *eventWorker) wakeSequence(ctx context.Context, tx pgx.Tx, pos *inboxsto
 	if err != nil || woken == nil {
 		return nil, err
 	}
-	return woken, notifyInsert(ctx, tx, client, w.queueFor(pos.Source))
+	// River's own notification of the insert may have been dropped by its
+	// per-queue rate limit: a woken event must never wait for a poll.
+	return woken, w.store.NotifyInsertTx(ctx, tx, client.Schema(), w.queueFor(pos.Source))
 }
 
 // runInline runs, in job's Work, the events its key's runs wake, one after
@@ -175,17 +170,6 @@ func (w *eventWorker) runInline(ctx context.Context, job *river.Job[inboxstore.J
 			return
 		}
 	}
-}
-
-// notifyInsert tells River's producers of queue, in every worker, that a
-// job waits there, once tx commits (see riverInsertTopic).
-func notifyInsert(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], queue string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify(concat(coalesce(nullif($1, ''), current_schema()), '.', $2::text), json_build_object('queue', $3::text)::text)`,
-		client.Schema(), riverInsertTopic, queue)
-	if err != nil {
-		return fmt.Errorf("sequence: notify: %w", err)
-	}
-	return nil
 }
 
 // sequenceError is a sequenced event's failure: recording it also wakes
