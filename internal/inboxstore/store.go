@@ -63,8 +63,10 @@ type ClaimedRow struct {
 
 // Claim applies the inbox's key policy to the deliveries' events (see
 // Delivery) and inserts them in one statement, in the caller's transaction
-// or on db alone. It enqueues no job: the Ingester claims and enqueues
-// together. now may be zero for the database's clock.
+// or on db alone: the one claim statement (claim) without the Ingester's
+// transaction, retries or job. The product claims through the Ingester;
+// tests use Claim for rows that have no job (orphans) or a pinned arrival
+// time. now may be zero for the database's clock.
 func (s *Store) Claim(ctx context.Context, db DBTX, deliveries []*Delivery, now time.Time) ([]ClaimedRow, error) {
 	return s.claim(ctx, db, deliveryEvents(deliveries), now)
 }
