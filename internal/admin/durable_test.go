@@ -34,7 +34,7 @@ func TestActionsCommitDurably(t *testing.T) {
 	require.NoError(t, err)
 	tx, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
-	_, err = inboxstore.New(db.Pool).TakeForWork(ctx, tx, res.Claimed[0].ID, time.Time{})
+	_, err = inboxstore.New(db.Pool).Take(ctx, tx, []int64{res.Claimed[0].ID}, []int64{0}, time.Time{})
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	recorded := dbtest.RecordSynchronousCommit(t, db, "hookinbox_source_pause", "webhook_inbox", "river_job")

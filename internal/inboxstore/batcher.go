@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -186,50 +184,51 @@ func (b *Batcher) Queued() int { return b.engine.Waiting() }
 // submitted (the HTTP server has shut down first).
 func (b *Batcher) Stop() { b.engine.Stop() }
 
-// flush commits a group, one result per delivery. A group that fails
-// because of its data (a constraint, a value jsonb refuses) is retried one
-// delivery at a time, so that one bad event fails only its own delivery; a
-// group that fails for any other reason (the database is down, the
-// deadline passed, COMMIT failed) fails every delivery in it. ctx has the
-// earliest of the deliveries' deadlines.
+// flush commits a group, one result per delivery, through the one claim
+// (Ingester.claim), whatever the group's size. A group of several that
+// fails because of its data (PgData: a constraint, a value jsonb refuses
+// that quarantine did not catch) is claimed again one delivery at a time,
+// so that one bad event fails only its own delivery; a group that fails for
+// any other reason (the database is down, the deadline passed, COMMIT
+// failed) fails every delivery in it. ctx has the earliest of the
+// deliveries' deadlines; a lone delivery's claim runs in its own context.
 func (b *Batcher) flush(ctx context.Context, group []groupRequest) ([]groupcommit.Result[*IngestResult], error) {
 	n := 0
-	for _, r := range group {
+	events := make([][]newEvent, len(group))
+	for i, r := range group {
 		n += len(r.Item)
+		events[i] = r.Item
 	}
 	if b.config.ObserveGroup != nil {
 		b.config.ObserveGroup(n)
 	}
-	results := make([]groupcommit.Result[*IngestResult], len(group))
 	if len(group) == 1 {
-		ctx, span := b.startCommit(group[0].Ctx, group, n)
-		res, err := b.ingester.ingest(ctx, group[0].Item)
-		endSpan(span, err)
-		results[0] = groupcommit.Result[*IngestResult]{Value: res, Err: err}
-		return results, nil
+		ctx = group[0].Ctx
 	}
-
 	ctx, span := b.startCommit(ctx, group, n)
-	events := make([][]newEvent, len(group))
-	for i, r := range group {
-		events[i] = r.Item
-	}
-	claimed, err := b.ingester.ingestGroup(ctx, events)
+	claimed, err := b.ingester.claim(ctx, events, false)
 	endSpan(span, err)
-	if err == nil {
+	results := make([]groupcommit.Result[*IngestResult], len(group))
+	switch {
+	case err == nil:
 		for i, res := range claimed {
 			results[i].Value = res
 		}
 		return results, nil
-	}
-	if !isDataError(err) {
+	case len(group) == 1:
+		results[0].Err = err
+		return results, nil
+	case ClassifyPg(err) != PgData:
 		b.config.Logger.Warn("group commit failed; every delivery in it is refused", zap.Int("deliveries", len(group)), zap.Error(err))
 		return nil, err
 	}
 	b.config.Logger.Info("group commit refused by its data; retrying its deliveries one by one", zap.Int("deliveries", len(group)), zap.Error(err))
 	for i, r := range group {
-		res, err := b.ingester.ingest(r.Ctx, r.Item)
-		results[i] = groupcommit.Result[*IngestResult]{Value: res, Err: err}
+		res, err := b.ingester.claim(r.Ctx, [][]newEvent{r.Item}, false)
+		results[i].Err = err
+		if err == nil {
+			results[i].Value = res[0]
+		}
 	}
 	return results, nil
 }
@@ -271,18 +270,10 @@ func endSpan(span trace.Span, err error) {
 	}
 	if err != nil {
 		msg := err.Error()
-		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
-			msg = "inbox: PostgreSQL error SQLSTATE " + pgErr.Code
+		if code := SQLState(err); code != "" {
+			msg = "inbox: PostgreSQL error SQLSTATE " + code
 		}
 		span.SetStatus(codes.Error, msg)
 	}
 	span.End()
-}
-
-// isDataError reports an error caused by the rows themselves (SQLSTATE
-// class 22, data exception, or 23, integrity constraint violation), which
-// another group without the offending rows would not hit.
-func isDataError(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgerrcode.IsDataException(pgErr.Code) || pgerrcode.IsIntegrityConstraintViolation(pgErr.Code))
 }

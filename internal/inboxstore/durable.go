@@ -55,10 +55,16 @@ func ClaimLevel(session string, keepRemoteWrite bool) string {
 
 // BeginDurableFunc runs fn in a transaction begun with DurableTxOptions on
 // db (a pool or a connection), remote_write raised to on, committing when
-// fn returns nil and rolling back otherwise, as pgx.BeginTxFunc does.
+// fn returns nil and rolling back otherwise, as pgx.BeginTxFunc does. A
+// transaction rolled back by a conflict (PgConflict) runs again, fn with it,
+// by the one retry policy (RetryConflicts, ConflictAttemptsDefault runs):
+// fn must be safe to run again after a rollback. It is the control plane's
+// transaction (the admin actions, replays, pauses, the outbox relay's claim).
 func BeginDurableFunc(ctx context.Context, db interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }, fn func(pgx.Tx) error,
 ) error {
-	return pgx.BeginTxFunc(ctx, db, DurableTxOptions(false), fn)
+	return RetryConflicts(ctx, ConflictAttemptsDefault, func() error {
+		return pgx.BeginTxFunc(ctx, db, DurableTxOptions(false), fn)
+	}, nil)
 }

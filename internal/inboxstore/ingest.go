@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
@@ -63,34 +61,12 @@ type IngestResult struct {
 }
 
 // Ingest applies the inbox's key policy to the delivery's events (see
-// Delivery), claims them with one INSERT … ON CONFLICT DO NOTHING, enqueues
-// a River job for each newly claimed pending row, links the jobs, and
-// commits. Only after Ingest returns nil may the caller acknowledge the
-// delivery.
-//
-// A payload that PostgreSQL's jsonb refuses although Go's decoder accepted
-// it (an unpaired surrogate escape, say) fails the statement; Ingest then
-// finds the offending events, records them as failed with the database's
-// reason, and claims again, so that one bad event neither loses the others
-// nor makes the provider retry forever.
+// Delivery), claims them, enqueues a River job for each newly claimed
+// pending row, and commits: IngestGroup of a group of one (the single case
+// is a slice of one, as River's Insert is its InsertMany's). Only after
+// Ingest returns nil may the caller acknowledge the delivery.
 func (in *Ingester) Ingest(ctx context.Context, delivery *Delivery) (*IngestResult, error) {
-	return in.ingest(ctx, delivery.events())
-}
-
-// ingest is Ingest of events the key policy made.
-func (in *Ingester) ingest(ctx context.Context, events []newEvent) (*IngestResult, error) {
-	res, err := in.ingestOnce(ctx, events)
-	if err == nil || !isDataException(err) {
-		return res, err
-	}
-	if !in.quarantine(ctx, events) {
-		return nil, err
-	}
-	return in.ingestOnce(ctx, events)
-}
-
-func (in *Ingester) ingestOnce(ctx context.Context, events []newEvent) (*IngestResult, error) {
-	results, err := in.ingestGroup(ctx, [][]newEvent{events})
+	results, err := in.IngestGroup(ctx, []*Delivery{delivery})
 	if err != nil {
 		return nil, err
 	}
@@ -103,29 +79,68 @@ func (in *Ingester) ingestOnce(ctx context.Context, events []newEvent) (*IngestR
 // whose event is also in an earlier delivery of the group sees it as a
 // duplicate. On error nothing of the group was committed, or, for an error
 // during COMMIT, it is unknown whether it was: the caller must not
-// acknowledge any of them.
+// acknowledge any of them. See claim for what it does with a conflict or a
+// payload PostgreSQL refuses.
 func (in *Ingester) IngestGroup(ctx context.Context, group []*Delivery) ([]*IngestResult, error) {
+	return in.claim(ctx, deliveryGroup(group), false)
+}
+
+// IngestGroupDry says what IngestGroup would do with group, changing
+// nothing: it is the same claim (same statement, same key policy, same
+// counts), rolled back instead of committed and enqueuing no job, so its
+// results' Claimed stay empty (no row was kept). A claim that commits
+// meanwhile may take an event it called new.
+func (in *Ingester) IngestGroupDry(ctx context.Context, group []*Delivery) ([]*IngestResult, error) {
+	return in.claim(ctx, deliveryGroup(group), true)
+}
+
+// deliveryGroup is each delivery's events, after the key policy.
+func deliveryGroup(group []*Delivery) [][]newEvent {
 	events := make([][]newEvent, len(group))
 	for i, d := range group {
 		events[i] = d.events()
 	}
-	return in.ingestGroup(ctx, events)
+	return events
 }
 
-// ingestGroup is IngestGroup of events the key policy made.
-func (in *Ingester) ingestGroup(ctx context.Context, group [][]newEvent) ([]*IngestResult, error) {
-	// A deadlock or serialization failure rolled everything back: the
-	// transaction can simply run again. Claims insert in key order, so only
-	// twin keys can still deadlock, and rarely.
-	for attempt := 1; ; attempt++ {
-		results, err := in.ingestGroupOnce(ctx, group)
-		if err == nil || !isTransient(err) || attempt == 3 {
-			return results, err
-		}
+// errDryRun rolls a dry claim's transaction back.
+var errDryRun = errors.New("inbox: dry run")
+
+// claim is the one claim, of one delivery's events or of a group's: every
+// path that inserts into webhook_inbox (Ingest, IngestGroup, IngestGroupDry,
+// the Batcher) comes here, and through claimOnce to the one statement
+// (Store.claim).
+//
+// A conflict (PgConflict: a deadlock, a serialization failure) rolled
+// everything back: the transaction runs again (RetryConflicts). Claims
+// insert in key order, so only twin keys can still deadlock, and rarely.
+//
+// A payload that PostgreSQL's jsonb refuses although Go's decoder accepted
+// it (an unpaired surrogate escape, say) fails the statement (PgData); claim
+// then finds the offending events, records them as failed with the
+// database's reason, and claims again, so that one bad event neither loses
+// the others nor makes the provider retry forever.
+//
+// With dry the transaction is rolled back and nothing is enqueued.
+func (in *Ingester) claim(ctx context.Context, group [][]newEvent, dry bool) ([]*IngestResult, error) {
+	try := func() ([]*IngestResult, error) {
+		var results []*IngestResult
+		err := RetryConflicts(ctx, ConflictAttemptsDefault, func() error {
+			var err error
+			results, err = in.claimOnce(ctx, group, dry)
+			return err
+		}, nil)
+		return results, err
 	}
+	results, err := try()
+	if err == nil || ClassifyPg(err) != PgData || !in.quarantine(ctx, group) {
+		return results, err
+	}
+	return try()
 }
 
-func (in *Ingester) ingestGroupOnce(ctx context.Context, group [][]newEvent) ([]*IngestResult, error) {
+// claimOnce runs the claim's transaction once.
+func (in *Ingester) claimOnce(ctx context.Context, group [][]newEvent, dry bool) ([]*IngestResult, error) {
 	var all []newEvent
 	if len(group) == 1 {
 		all = group[0]
@@ -145,13 +160,18 @@ func (in *Ingester) ingestGroupOnce(ctx context.Context, group [][]newEvent) ([]
 		if err != nil {
 			return err
 		}
-		if err := in.store.enqueueTx(ctx, tx, in.river, rows, in.config.QueueFor, 0, jobMetadata(all)); err != nil {
-			return err
+		if !dry {
+			if err := in.store.enqueueTx(ctx, tx, in.river, rows, in.config.QueueFor, 0, jobMetadata(all)); err != nil {
+				return err
+			}
 		}
 		outcomes, claimed, err = in.classify(ctx, tx, all, rows)
+		if err == nil && dry {
+			return errDryRun
+		}
 		return err
 	})
-	if err != nil {
+	if err != nil && !(dry && errors.Is(err, errDryRun)) {
 		return nil, err
 	}
 	results := make([]*IngestResult, len(group))
@@ -162,7 +182,9 @@ func (in *Ingester) ingestGroupOnce(ctx context.Context, group [][]newEvent) ([]
 			switch outcomes[start+j] {
 			case outcomeNew:
 				res.New++
-				res.Claimed = append(res.Claimed, claimed[[2]string{ev.Source, ev.EventID}])
+				if !dry {
+					res.Claimed = append(res.Claimed, claimed[[2]string{ev.Source, ev.EventID}])
+				}
 			case outcomeDuplicate:
 				res.Duplicates++
 			case outcomeTwin:
@@ -288,107 +310,22 @@ func jobMetadata(events []newEvent) map[[2]string][]byte {
 	return out
 }
 
-// quarantine marks each event whose payload jsonb refuses as failed, and
-// reports whether it found any.
-func (in *Ingester) quarantine(ctx context.Context, events []newEvent) bool {
+// quarantine marks each event of group whose payload jsonb refuses as
+// failed, and reports whether it found any.
+func (in *Ingester) quarantine(ctx context.Context, group [][]newEvent) bool {
 	found := false
-	for i := range events {
-		ev := &events[i]
-		if ev.FailReason != "" || ev.Payload == nil {
-			continue
-		}
-		if err := in.store.checkJSONB(ctx, ev.Payload); err != nil {
-			ev.FailReason = "payload rejected by PostgreSQL jsonb: " + err.Error()
-			ev.Payload = nil
-			found = true
+	for _, events := range group {
+		for i := range events {
+			ev := &events[i]
+			if ev.FailReason != "" || ev.Payload == nil {
+				continue
+			}
+			if err := in.store.checkJSONB(ctx, ev.Payload); err != nil {
+				ev.FailReason = "payload rejected by PostgreSQL jsonb: " + err.Error()
+				ev.Payload = nil
+				found = true
+			}
 		}
 	}
 	return found
-}
-
-// isTransient reports a SQLSTATE class 40 error (deadlock, serialization
-// failure): the transaction was rolled back and may be retried as is.
-func isTransient(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgerrcode.IsTransactionRollback(pgErr.Code)
-}
-
-// isDataException reports a SQLSTATE class 22 error: bad data, not a
-// database that is down.
-func isDataException(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgerrcode.IsDataException(pgErr.Code)
-}
-
-// IngestGroupDry says what IngestGroup would do with group, changing
-// nothing: each delivery's events are keyed by the same key policy, and an
-// event counts as a duplicate when its (source, event_id) is in the inbox or
-// earlier in the group, as a twin when only its twin key is, and as new
-// otherwise (its result's Claimed stays empty: no row was inserted). It
-// only reads, so a claim that commits meanwhile may take an event it
-// called new.
-func (in *Ingester) IngestGroupDry(ctx context.Context, group []*Delivery) ([]*IngestResult, error) {
-	var all []newEvent
-	for _, d := range group {
-		all = append(all, d.events()...)
-	}
-	sources, ids, twins := make([]string, len(all)), make([]string, len(all)), make([]*string, len(all))
-	for i := range all {
-		sources[i], ids[i] = all[i].Source, all[i].EventID
-		if all[i].TwinKey != "" {
-			twins[i] = &all[i].TwinKey
-		}
-	}
-	rows, err := in.pool.Query(ctx, `
-SELECT u.ord,
-       EXISTS (SELECT 1 FROM webhook_inbox AS i WHERE i.source = u.source AND i.event_id = u.event_id),
-       u.twin_key IS NOT NULL AND EXISTS (SELECT 1 FROM webhook_inbox AS i WHERE i.source = u.source AND i.twin_key = u.twin_key)
-FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS u(source, event_id, twin_key, ord)`,
-		planned, sources, ids, twins)
-	if err != nil {
-		return nil, fmt.Errorf("inbox: look up listed events: %w", err)
-	}
-	outcomes := make([]outcome, len(all))
-	for rows.Next() {
-		var ord int
-		var byID, byTwin bool
-		if err := rows.Scan(&ord, &byID, &byTwin); err != nil {
-			return nil, fmt.Errorf("inbox: look up listed events: %w", err)
-		}
-		switch {
-		case byID:
-			outcomes[ord-1] = outcomeDuplicate
-		case byTwin:
-			outcomes[ord-1] = outcomeTwin
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inbox: look up listed events: %w", err)
-	}
-	// Within the group, the first event of a key is the one a claim inserts.
-	seenIDs, seenTwins := map[[2]string]bool{}, map[[2]string]bool{}
-	results := make([]*IngestResult, len(group))
-	k := 0
-	for i, d := range group {
-		res := &IngestResult{}
-		for range d.Events {
-			ev := all[k]
-			id, twin := [2]string{ev.Source, ev.EventID}, [2]string{ev.Source, ev.TwinKey}
-			switch {
-			case outcomes[k] == outcomeDuplicate || seenIDs[id]:
-				res.Duplicates++
-			case outcomes[k] == outcomeTwin || ev.TwinKey != "" && seenTwins[twin]:
-				res.Twins++
-			default:
-				res.New++
-			}
-			seenIDs[id] = true
-			if ev.TwinKey != "" {
-				seenTwins[twin] = true
-			}
-			k++
-		}
-		results[i] = res
-	}
-	return results, nil
 }

@@ -98,12 +98,12 @@ func TestDoneClearsLastError(t *testing.T) {
 		require.Equal(t, "first try failed", info.AttemptErrors[0].Error)
 	}
 
-	t.Run("TakeForWork", func(t *testing.T) {
+	t.Run("TakeOfOne", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		id := failedOnce(t, b)
 		require.NoError(t, pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
-			ev, err := b.store.TakeForWork(ctx, tx, id, time.Time{})
+			ev, err := takeOne(ctx, b.store, tx, id)
 			require.NoError(t, err)
 			require.Equal(t, "first try failed", ev.LastError, "the event as it was")
 			return nil
@@ -111,12 +111,12 @@ func TestDoneClearsLastError(t *testing.T) {
 		requireDoneWithHistory(t, b)
 	})
 
-	t.Run("TakeManyForWork", func(t *testing.T) {
+	t.Run("Take", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		id := failedOnce(t, b)
 		require.NoError(t, pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
-			taken, err := b.store.TakeManyForWork(ctx, tx, []int64{id}, []int64{1}, time.Time{})
+			taken, err := b.store.Take(ctx, tx, []int64{id}, []int64{1}, time.Time{})
 			require.NoError(t, err)
 			require.Equal(t, "first try failed", taken[id].Event.LastError)
 			return nil
@@ -129,9 +129,9 @@ func TestDoneClearsLastError(t *testing.T) {
 		b := setup(t)
 		id := failedOnce(t, b)
 		require.NoError(t, pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
-			taken, err := b.store.TakeManyForWork(ctx, tx, []int64{id}, []int64{1}, time.Time{})
+			taken, err := b.store.Take(ctx, tx, []int64{id}, []int64{1}, time.Time{})
 			require.NoError(t, err)
-			return b.store.UndoTakes(ctx, tx, []*inboxstore.Taken{taken[id]})
+			return b.store.UndoTakes(ctx, tx, []*inboxstore.Taken{taken[id]}, nil, time.Time{})
 		}))
 		got, err := b.store.Get(ctx, b.db.Pool, id)
 		require.NoError(t, err)

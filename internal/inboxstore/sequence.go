@@ -118,7 +118,7 @@ func (q *SequenceQuery) exprs(alias string, first int) (key, order string, args 
 // LocateSequence reads the sequence key and order of the row id, in tx,
 // without counting anything: the key is what a worker locks before it
 // counts (CountSequenceAhead). It returns ErrNotFound when the row is done,
-// erased or gone (nothing to run, as TakeForWork), and
+// erased or gone (nothing to run, as Take), and
 // ErrNoSequencePosition when the row has no key or no usable order.
 func (s *Store) LocateSequence(ctx context.Context, tx pgx.Tx, id int64, q *SequenceQuery) (*SequencePosition, error) {
 	key, order, args, err := q.exprs("w", 2)

@@ -63,8 +63,10 @@ type ClaimedRow struct {
 
 // Claim applies the inbox's key policy to the deliveries' events (see
 // Delivery) and inserts them in one statement, in the caller's transaction
-// or on db alone. It enqueues no job: the Ingester claims and enqueues
-// together. now may be zero for the database's clock.
+// or on db alone: the one claim statement (claim) without the Ingester's
+// transaction, retries or job. The product claims through the Ingester;
+// tests use Claim for rows that have no job (orphans) or a pinned arrival
+// time. now may be zero for the database's clock.
 func (s *Store) Claim(ctx context.Context, db DBTX, deliveries []*Delivery, now time.Time) ([]ClaimedRow, error) {
 	return s.claim(ctx, db, deliveryEvents(deliveries), now)
 }
@@ -215,31 +217,6 @@ func WorkTxOptions(asyncCommit bool) pgx.TxOptions {
 	return pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
 }
 
-// TakeForWork locks the row, checks that it is not done, and marks it
-// done, in one statement: a worker's whole start of work is one round trip.
-// A row that ends done has no last_error (its failed attempts stay in its
-// attempt history).
-// The caller then runs the handlers in tx; if they fail, tx rolls back and
-// the done mark with it. The returned event carries the row as it was before
-// the mark (status pending or failed, the earlier attempts).
-//
-// It returns ErrNotFound when there is nothing to do: the row is done
-// already (a stray or replayed job), erased (its payload purged), or gone
-// (pruned). A concurrent worker
-// holding the row makes this wait; once that one commits, the row is done
-// and this returns ErrNotFound.
-func (s *Store) TakeForWork(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (*Event, error) {
-	taken, err := s.TakeManyForWork(ctx, tx, []int64{id}, []int64{0}, now)
-	if err != nil {
-		return nil, err
-	}
-	t := taken[id]
-	if t == nil {
-		return nil, ErrNotFound
-	}
-	return t.Event, nil
-}
-
 // legacyDelivery returns, from webhook_inbox AS i, the bytes a row received
 // before migration 0011 kept in the row itself; deliveryColumns reads a
 // row's payload, body and headers from its webhook_inbox_delivery AS d,
@@ -249,8 +226,8 @@ const (
 	deliveryColumns = `coalesce(d.payload, m.legacy_payload), coalesce(d.body, m.legacy_body), coalesce(d.headers, m.legacy_headers)`
 )
 
-// Taken is a row TakeManyForWork took: the event as it was before the
-// done mark, and what UndoTake needs to put the row back.
+// Taken is a row Take took: the event as it was before the done mark, and
+// what UndoTakes needs to put the row back.
 type Taken struct {
 	// Event is the row as it was before the mark.
 	Event *Event
@@ -261,14 +238,24 @@ type Taken struct {
 	processedAt *time.Time
 }
 
-// TakeManyForWork is the one take, for a group of jobs or one (TakeForWork),
-// in one statement: it locks the rows of ids that are not done, in id order
-// (so that concurrent groups over overlapping rows cannot deadlock on
-// them), marks them done, and returns them by id, each with the job of
-// jobIDs (parallel to ids) it was taken for. A row that is done already or
-// gone is absent from the map; of several jobs for one row, the last one is
+// Take is the one take, of one job's row (a slice of one) or of a group's,
+// in one statement, in tx: a worker's whole start of work is one round
+// trip. It locks the rows of ids that are not done, in id order (so that
+// concurrent groups over overlapping rows cannot deadlock on them), marks
+// them done, and returns them by id, each with the job of jobIDs (parallel
+// to ids) it was taken for, and its event as it was before the mark
+// (status pending or failed, the earlier attempts, the request id). A row
+// that ends done has no last_error (its failed attempts stay in its attempt
+// history). The caller then runs the handlers in tx; if they fail, tx rolls
+// back and the done mark with it (or the caller puts the row back with
+// UndoTakes).
+//
+// A row with nothing to do is absent from the map: done already (a stray
+// or replayed job), erased (its payload purged), or gone (pruned). A
+// concurrent worker holding a row makes Take wait; once that one commits,
+// the row is done and absent. Of several jobs for one row, the last one is
 // the row's.
-func (s *Store) TakeManyForWork(ctx context.Context, tx pgx.Tx, ids, jobIDs []int64, now time.Time) (map[int64]*Taken, error) {
+func (s *Store) Take(ctx context.Context, tx pgx.Tx, ids, jobIDs []int64, now time.Time) (map[int64]*Taken, error) {
 	rows, err := tx.Query(ctx, `
 WITH wanted AS (
     SELECT DISTINCT ON (id) id, job_id FROM unnest($1::bigint[], $2::bigint[]) AS u(id, job_id) ORDER BY id, job_id DESC
@@ -327,50 +314,45 @@ type TakeFailure struct {
 	Final bool
 }
 
-// UndoTake puts back a row TakeManyForWork took, after its handlers' writes
-// were rolled back to a savepoint, in the group's transaction. With a
-// failure, the row keeps the counted attempt and the error, and returns to
-// the status it had, or becomes failed when the failure is final. With nil
-// (the event is to be worked again at once, alone) the row is as it was
-// before the take.
-func (s *Store) UndoTake(ctx context.Context, tx pgx.Tx, t *Taken, failure *TakeFailure, now time.Time) error {
-	attempts, reason, final := t.Event.Attempts, t.Event.LastError, false
-	if failure != nil {
-		attempts, reason, final = attempts+1, failure.Reason, failure.Final
-	}
-	_, err := tx.Exec(ctx, `
-UPDATE webhook_inbox
-SET last_error = nullif($2, ''), attempts = $7,
-    status = CASE WHEN $3 THEN 'failed' ELSE $4 END,
-    processed_at = CASE WHEN $3 THEN coalesce($5::timestamptz, now()) ELSE $6::timestamptz END,
-    attempt_errors = CASE WHEN $8 THEN `+appendAttemptError("$5::timestamptz", "$7::int", "$9::bigint", "$2")+` ELSE attempt_errors END
-WHERE id = $1`, planned, t.Event.ID, reason, final, string(t.Event.Status), nullTime(now), t.processedAt, attempts,
-		failure != nil, t.JobID)
-	if err != nil {
-		return fmt.Errorf("inbox: undo take: %w", err)
-	}
-	return nil
-}
-
-// UndoTakes puts back rows TakeManyForWork took, in the group's
-// transaction, in one statement: each row is as it was before the take, to
-// be worked again (UndoTake with a nil failure, for many rows).
-func (s *Store) UndoTakes(ctx context.Context, tx pgx.Tx, ts []*Taken) error {
+// UndoTakes puts back rows Take took, in the group's transaction, in one
+// statement, after their handlers' writes were rolled back to a savepoint.
+// failures is nil or parallel to ts. With a failure, a row keeps the
+// counted attempt and the error (in last_error and its attempt history),
+// and returns to the status it had, or becomes failed when the failure is
+// final. With none (the event is to be worked again, alone) the row is as
+// it was before the take. now may be zero for the database's clock.
+func (s *Store) UndoTakes(ctx context.Context, tx pgx.Tx, ts []*Taken, failures []*TakeFailure, now time.Time) error {
 	if len(ts) == 0 {
 		return nil
 	}
-	ids, attempts := make([]int64, len(ts)), make([]int32, len(ts))
-	reasons, statuses := make([]string, len(ts)), make([]string, len(ts))
-	processed := make([]*time.Time, len(ts))
+	if failures != nil && len(failures) != len(ts) {
+		return fmt.Errorf("inbox: undo takes: %d failures for %d rows", len(failures), len(ts))
+	}
+	n := len(ts)
+	var (
+		ids, jobIDs       = make([]int64, n), make([]int64, n)
+		attempts          = make([]int32, n)
+		reasons, statuses = make([]string, n), make([]string, n)
+		processed         = make([]*time.Time, n)
+		failed, final     = make([]bool, n), make([]bool, n)
+	)
 	for i, t := range ts {
-		ids[i], attempts[i], reasons[i] = t.Event.ID, int32(t.Event.Attempts), t.Event.LastError
+		ids[i], jobIDs[i], attempts[i], reasons[i] = t.Event.ID, t.JobID, int32(t.Event.Attempts), t.Event.LastError
 		statuses[i], processed[i] = string(t.Event.Status), t.processedAt
+		if failures != nil && failures[i] != nil {
+			f := failures[i]
+			attempts[i], reasons[i], failed[i], final[i] = attempts[i]+1, f.Reason, true, f.Final
+		}
 	}
 	_, err := tx.Exec(ctx, `
 UPDATE webhook_inbox AS i
-SET last_error = nullif(u.reason, ''), attempts = u.attempts, status = u.status, processed_at = u.processed_at
-FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::timestamptz[]) AS u(id, reason, attempts, status, processed_at)
-WHERE i.id = u.id`, planned, ids, reasons, attempts, statuses, processed)
+SET last_error = nullif(u.reason, ''), attempts = u.attempts,
+    status = CASE WHEN u.final THEN 'failed' ELSE u.status END,
+    processed_at = CASE WHEN u.final THEN coalesce($9::timestamptz, now()) ELSE u.processed_at END,
+    attempt_errors = CASE WHEN u.failed THEN `+appendAttemptError("$9::timestamptz", "u.attempts", "u.job_id", "u.reason")+` ELSE attempt_errors END
+FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::bool[], $7::bool[], $8::bigint[])
+     AS u(id, reason, attempts, status, processed_at, failed, final, job_id)
+WHERE i.id = u.id`, planned, ids, reasons, attempts, statuses, processed, failed, final, jobIDs, nullTime(now))
 	if err != nil {
 		return fmt.Errorf("inbox: undo takes: %w", err)
 	}
@@ -627,7 +609,7 @@ ORDER BY id`, filter.Source, filter.EventIDPrefix)
 func (s *Store) checkJSONB(ctx context.Context, payload []byte) error {
 	var ok bool
 	err := s.pool.QueryRow(ctx, "SELECT $1::text::jsonb IS NOT NULL", string(payload)).Scan(&ok)
-	if err != nil && isDataException(err) {
+	if err != nil && ClassifyPg(err) == PgData {
 		return err
 	}
 	return nil

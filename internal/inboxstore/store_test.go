@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
@@ -293,7 +294,20 @@ func TestCheckConstraint(t *testing.T) {
 	require.ErrorContains(t, err, "webhook_inbox_status_check")
 }
 
-func TestStoreTakeForWork(t *testing.T) {
+// takeOne takes one row (Take of a slice of one), and returns its event as
+// it was, or inbox.ErrNotFound when there was nothing to take.
+func takeOne(ctx context.Context, store *inboxstore.Store, tx pgx.Tx, id int64) (*inboxstore.Event, error) {
+	taken, err := store.Take(ctx, tx, []int64{id}, []int64{0}, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	if taken[id] == nil {
+		return nil, inbox.ErrNotFound
+	}
+	return taken[id].Event, nil
+}
+
+func TestStoreTake(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
@@ -307,7 +321,7 @@ func TestStoreTakeForWork(t *testing.T) {
 
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		ev, err := b.store.TakeForWork(ctx, tx, id, time.Time{})
+		ev, err := takeOne(ctx, b.store, tx, id)
 		require.NoError(t, err)
 		require.Equal(t, inbox.StatusFailed, ev.Status, "as it was before the mark: a replay")
 		require.Equal(t, 1, ev.Attempts)
@@ -328,7 +342,7 @@ func TestStoreTakeForWork(t *testing.T) {
 		require.NoError(t, err)
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		_, err = b.store.TakeForWork(ctx, tx, res.Claimed[0].ID, time.Time{})
+		_, err = takeOne(ctx, b.store, tx, res.Claimed[0].ID)
 		require.NoError(t, err)
 		require.NoError(t, tx.Rollback(ctx))
 		got, err := b.store.Get(ctx, b.db.Pool, res.Claimed[0].ID)
@@ -345,7 +359,7 @@ func TestStoreTakeForWork(t *testing.T) {
 		id := res.Claimed[0].ID
 		first, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		_, err = b.store.TakeForWork(ctx, first, id, time.Time{})
+		_, err = takeOne(ctx, b.store, first, id)
 		require.NoError(t, err)
 
 		second := make(chan error, 1)
@@ -356,7 +370,7 @@ func TestStoreTakeForWork(t *testing.T) {
 				return
 			}
 			defer tx.Rollback(ctx)
-			_, err = b.store.TakeForWork(ctx, tx, id, time.Time{})
+			_, err = takeOne(ctx, b.store, tx, id)
 			second <- err
 		}()
 		b.db.WaitForLockWaiters(t, 1)
@@ -379,7 +393,7 @@ WHERE EXISTS (SELECT 1 FROM webhook_inbox AS i WHERE i.id = d.inbox_id AND i.leg
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer tx.Rollback(ctx)
-		ev, err := b.store.TakeForWork(ctx, tx, res.Claimed[0].ID, time.Time{})
+		ev, err := takeOne(ctx, b.store, tx, res.Claimed[0].ID)
 		require.NoError(t, err)
 		require.Equal(t, string(d.Body), string(ev.Body))
 		require.JSONEq(t, string(d.Events[0].Payload), string(ev.Payload))
@@ -395,7 +409,7 @@ INSERT INTO webhook_inbox (source, provider, event_id, legacy_payload, legacy_bo
 VALUES ('bank', 'standardwebhooks', 'old_1', '{"old":true}', 'old bytes', '{"Webhook-Id":"old_1"}') RETURNING id`).Scan(&id))
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
-		taken, err := b.store.TakeManyForWork(ctx, tx, []int64{id}, []int64{7}, time.Time{})
+		taken, err := b.store.Take(ctx, tx, []int64{id}, []int64{7}, time.Time{})
 		require.NoError(t, err)
 		require.Contains(t, taken, id)
 		ev := taken[id].Event
@@ -419,7 +433,7 @@ SELECT count(*) FROM webhook_inbox WHERE id = $1 AND num_nonnulls(legacy_payload
 		tx, err := b.db.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer tx.Rollback(ctx)
-		_, err = b.store.TakeForWork(ctx, tx, 424242, time.Time{})
+		_, err = takeOne(ctx, b.store, tx, 424242)
 		require.ErrorIs(t, err, inbox.ErrNotFound)
 	})
 }
@@ -465,7 +479,7 @@ func TestKeyLookupsAreNotCachedAsGenericPlans(t *testing.T) {
 		require.NoError(t, err)
 		_, err = b.store.ExistingEventIDs(ctx, tx, []string{"bank"}, []string{"msg_0"})
 		require.NoError(t, err)
-		_, err = b.store.TakeForWork(ctx, tx, id, time.Time{})
+		_, err = takeOne(ctx, b.store, tx, id)
 		require.NoError(t, err)
 		require.NoError(t, b.store.SetNote(ctx, tx, id, "a note"))
 		require.NoError(t, b.store.RecordFailure(ctx, tx, id, 0, "x", false, time.Time{}))

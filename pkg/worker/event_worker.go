@@ -312,8 +312,9 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 		}
 		// One round trip locks the row, checks it, and marks it done; the
 		// handlers' failure rolls the mark back with everything else.
-		ev, err := w.store.TakeForWork(ctx, tx, job.Args.InboxID, time.Time{})
-		skipped = errors.Is(err, inbox.ErrNotFound)
+		taken, err := w.store.Take(ctx, tx, []int64{job.Args.InboxID}, []int64{job.ID}, time.Time{})
+		t := taken[job.Args.InboxID]
+		skipped = err == nil && t == nil
 		if skipped {
 			// Done already (a stray job, or a retry of a job whose commit
 			// landed), or pruned: never run the effect twice. River
@@ -324,7 +325,7 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 			return err
 		}
 		out.began, out.short = true, w.short(ctx)
-		return w.runGated(ctx, handlerTx{tx}, ev, gate)
+		return w.runGated(ctx, handlerTx{tx}, t.Event, gate)
 	})
 	// A hold counts only once committed.
 	out.held = out.held && err == nil

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"go.uber.org/zap"
@@ -18,22 +15,6 @@ import (
 	"github.com/hookinbox/hookinbox/pkg/effect"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
-
-// Backoff between runs of a transaction that met a serialization failure or
-// a deadlock: doubling from the base, capped, with full jitter.
-const (
-	conflictBackoffBase = 2 * time.Millisecond
-	conflictBackoffMax  = 250 * time.Millisecond
-)
-
-// isConflict reports whether err is a serialization failure or a deadlock:
-// the SQLSTATEs a handler transaction is run again for, at once, because
-// they say nothing about the event, only that it met a concurrent
-// transaction.
-func isConflict(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.SerializationFailure || pgErr.Code == pgerrcode.DeadlockDetected)
-}
 
 // isSnooze reports whether err asks River to snooze the job.
 func isSnooze(err error) bool {
@@ -78,28 +59,17 @@ func (w *eventWorker) ownTransaction(source, eventType string) bool {
 // inOwnTransaction runs fn in a transaction of the route's isolation level,
 // and runs it again, after a short backoff, when it fails with a
 // serialization failure (40001) or a deadlock (40P01), up to
-// serializationRetriesDefault times. Those runs roll back before the event's
+// serializationRetriesDefault times (inboxstore.RetryConflicts, the one
+// retry policy). Those runs roll back before the event's
 // row is marked, so they spend none of its attempts.
 func (w *eventWorker) inOwnTransaction(ctx context.Context, job *river.Job[inboxstore.JobArgs], fn func(pgx.Tx) error) error {
 	route, _ := w.router.matchRoute(job.Args.Source, job.Args.EventType)
 	opts := txOptions(w.asyncCommit, w.isolationFor(route))
-	for try := 0; ; try++ {
-		err := w.inTx(ctx, opts, fn)
-		if err == nil || !isConflict(err) || try >= serializationRetriesDefault {
-			return err
-		}
-		backoff := min(conflictBackoffBase<<try, conflictBackoffMax)
-		backoff = time.Duration(rand.Int64N(int64(backoff))) + 1 //nolint:gosec // jitter, not a secret
-		w.logger.Debug("transaction conflict; running it again", zap.Int64("inbox_id", job.Args.InboxID),
-			zap.Int("retry", try+1), zap.Duration("backoff", backoff), zap.Error(err))
-		timer := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return err
-		case <-timer.C:
-		}
-	}
+	return inboxstore.RetryConflicts(ctx, serializationRetriesDefault+1, func() error { return w.inTx(ctx, opts, fn) },
+		func(retry int, backoff time.Duration, err error) {
+			w.logger.Debug("transaction conflict; running it again", zap.Int64("inbox_id", job.Args.InboxID),
+				zap.Int("retry", retry), zap.Duration("backoff", backoff), zap.Error(err))
+		})
 }
 
 // runGated runs ev's route in tx, behind the route's lock gate; a

@@ -8,9 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
@@ -195,7 +193,7 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 	}
 	deadline, _ := ctx.Deadline()
 	err = w.inTx(ctx, inboxstore.WorkTxOptions(w.asyncCommit), func(tx pgx.Tx) error {
-		taken, err := w.store.TakeManyForWork(ctx, tx, ids, jobIDs, time.Time{})
+		taken, err := w.store.Take(ctx, tx, ids, jobIDs, time.Time{})
 		if err != nil {
 			return err
 		}
@@ -248,7 +246,7 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 			hctx, cancel := w.eventSlice(hctx, deadline)
 			began := time.Now()
 			herr := w.runHandlers(hctx, etx, t.Event)
-			slow := hctx.Err() != nil || isQueryCanceled(herr)
+			slow := hctx.Err() != nil || inboxstore.ClassifyPg(herr) == inboxstore.PgCanceled
 			cancel()
 			outcomes[i].began = true
 			spans.record(i, herr)
@@ -271,7 +269,7 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 				return fmt.Errorf("event %d ran %s of its %s slice and failed (%w): %w", job.Args.InboxID,
 					time.Since(began).Round(time.Millisecond), w.jobTimeout/groupSliceDivisor, herr, err)
 			}
-			if slow || isLockConflict(herr) {
+			if slow || inboxstore.ClassifyPg(herr).Contended() {
 				// The row's done mark is rolled back below with those of
 				// the events after it; all are worked alone once this
 				// group has committed and released its locks.
@@ -285,12 +283,12 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 				continue
 			}
 			final := inbox.IsPermanent(herr) || job.Attempt >= job.MaxAttempts
-			if err := w.store.UndoTake(ctx, tx, t, &inboxstore.TakeFailure{Reason: herr.Error(), Final: final}, time.Time{}); err != nil {
+			if err := w.store.UndoTakes(ctx, tx, []*inboxstore.Taken{t}, []*inboxstore.TakeFailure{{Reason: herr.Error(), Final: final}}, time.Time{}); err != nil {
 				return err
 			}
 			outcomes[i] = jobOutcome{err: herr, recorded: true, began: true}
 		}
-		if err := w.store.UndoTakes(ctx, tx, undo); err != nil {
+		if err := w.store.UndoTakes(ctx, tx, undo, nil, time.Time{}); err != nil {
 			return err
 		}
 		for _, i := range held {
@@ -340,27 +338,6 @@ func groupSettings(jobTimeout time.Duration) []string {
 		fmt.Sprintf("SET LOCAL lock_timeout = %d", groupLockTimeoutDefault.Milliseconds()),
 		fmt.Sprintf("SET LOCAL statement_timeout = %d", max(1, (jobTimeout/groupSliceDivisor).Milliseconds())),
 	}
-}
-
-// isQueryCanceled reports a statement cancelled by statement_timeout (in a
-// group: an event over its slice).
-func isQueryCanceled(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.QueryCanceled
-}
-
-// isLockConflict reports an error another transaction's locks caused: a
-// deadlock, a serialization failure, or a lock timeout.
-func isLockConflict(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return false
-	}
-	switch pgErr.Code {
-	case pgerrcode.DeadlockDetected, pgerrcode.SerializationFailure, pgerrcode.LockNotAvailable:
-		return true
-	}
-	return false
 }
 
 // inTx is pgx.BeginTxFunc on w.pool, and it reports how long the COMMIT

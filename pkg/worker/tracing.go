@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/riverqueue/rivercontrib/otelriver"
@@ -109,8 +108,8 @@ func endHandle(span trace.Span, outcome string, err error) {
 	span.SetAttributes(attrOutcome.String(outcome))
 	if err != nil && outcome != handleSnoozed && outcome != handleParked {
 		msg := err.Error()
-		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
-			msg = "PostgreSQL error SQLSTATE " + pgErr.Code
+		if code := inboxstore.SQLState(err); code != "" {
+			msg = "PostgreSQL error SQLSTATE " + code
 		}
 		span.SetStatus(codes.Error, msg)
 	}
@@ -142,7 +141,7 @@ func (g groupSpans) end(txErr error) {
 			endHandle(s.span, handleRolledBack, txErr)
 		case s.err == nil:
 			endHandle(s.span, handleDone, nil)
-		case isLockConflict(s.err):
+		case inboxstore.ClassifyPg(s.err).Contended():
 			endHandle(s.span, handleDeferred, nil)
 		default:
 			endHandle(s.span, handleFailed, s.err)
