@@ -11,13 +11,11 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/groupcommit"
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/limiter"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // groupCommitter works events in group transactions: internal/groupcommit's
@@ -39,29 +37,10 @@ import (
 // Flushers, not River's worker count, bound the transactions in flight, so
 // a worker with a thousand jobs in flight holds only as many connections as
 // it has flushers.
-type groupCommitter = groupcommit.Committer[*river.Job[inboxstore.JobArgs], jobOutcome]
+type groupCommitter = groupcommit.Committer[*eventRun, jobOutcome]
 
-// groupRequest is a job waiting in a group.
-type groupRequest = groupcommit.Request[*river.Job[inboxstore.JobArgs]]
-
-// jobOutcome is what a job's Work returns: err, and whether the failure
-// was recorded on the row already (in the group's transaction); or, with
-// alone, that Work is to work the event in a transaction of its own.
-type jobOutcome struct {
-	err      error
-	recorded bool
-	alone    bool
-	// began: the event's handlers began in this run. A run that ends in an
-	// error before they began (its job's time ran out while it waited for
-	// a transaction) charges the event no attempt.
-	began bool
-	// short: its handlers began with less than about all of the job's
-	// time left (see eventWorker.short).
-	short bool
-	// held: the event's source was paused before its handlers began, and
-	// its row is held for Resume.
-	held bool
-}
+// groupRequest is a job's run waiting in a group, its route resolved.
+type groupRequest = groupcommit.Request[*eventRun]
 
 // newGroupCommitter returns w's group committer, not started. Its queue
 // holds as many jobs as queues' River workers run at once: it never fills.
@@ -72,7 +51,7 @@ func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Dura
 	for _, n := range queues {
 		inFlight += n
 	}
-	config := &groupcommit.Config[*river.Job[inboxstore.JobArgs]]{
+	config := &groupcommit.Config[*eventRun]{
 		MaxSize: maxEvents, Linger: linger, Flushers: flushers, QueueSize: max(1, inFlight),
 		// A group is cancelled when any of its jobs' contexts is, so each
 		// Work is answered soon after its context ends, and learns what
@@ -87,7 +66,7 @@ func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Dura
 		// jobs (on a queue of its own, see docs/deploying.md) is in the
 		// next group, and that group starts at once. River's slots bound
 		// the queue, so no share limit.
-		Key:   func(job *river.Job[inboxstore.JobArgs]) string { return job.Args.Source },
+		Key:   func(run *eventRun) string { return run.job.Args.Source },
 		Share: 1,
 	}
 	if sources < 2 {
@@ -98,9 +77,10 @@ func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Dura
 	return groupcommit.New(w.flushGroup, config)
 }
 
-// inGroup queues job for a group transaction and waits for its outcome.
-func (w *eventWorker) inGroup(ctx context.Context, job *river.Job[inboxstore.JobArgs]) jobOutcome {
-	out, err := w.group.Do(ctx, job)
+// inGroup queues run for a group transaction and waits for its outcome;
+// alone when the event is to be worked in a transaction of its own.
+func (w *eventWorker) inGroup(ctx context.Context, run *eventRun) jobOutcome {
+	out, err := w.group.Do(ctx, run)
 	switch {
 	case errors.Is(err, groupcommit.ErrOverloaded):
 		return jobOutcome{alone: true}
@@ -119,8 +99,7 @@ func (w *eventWorker) inGroup(ctx context.Context, job *river.Job[inboxstore.Job
 func (w *eventWorker) flushGroup(ctx context.Context, group []groupRequest) ([]groupcommit.Result[jobOutcome], error) {
 	var outcomes []jobOutcome
 	if len(group) == 1 {
-		_, out := w.process(group[0].Ctx, group[0].Item)
-		outcomes = []jobOutcome{out}
+		outcomes = []jobOutcome{w.process(group[0].Ctx, group[0].Item)}
 	} else {
 		var err error
 		if outcomes, err = w.workGroup(ctx, group); err != nil {
@@ -180,11 +159,11 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int {
-		return cmp.Compare(group[a].Item.Args.InboxID, group[b].Item.Args.InboxID)
+		return cmp.Compare(group[a].Item.job.Args.InboxID, group[b].Item.job.Args.InboxID)
 	})
 	ids, jobIDs := make([]int64, len(group)), make([]int64, len(group))
 	for k, i := range order {
-		ids[k], jobIDs[k] = group[i].Item.Args.InboxID, group[i].Item.ID
+		ids[k], jobIDs[k] = group[i].Item.job.Args.InboxID, group[i].Item.job.ID
 	}
 	outcomes = make([]jobOutcome, len(group))
 	// The spans of the events' handlers, ended once the transaction has.
@@ -206,7 +185,8 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 		)
 		ended := false // at a lock conflict or a slow event: the rest is worked alone
 		for _, i := range order {
-			job := group[i].Item
+			run := group[i].Item
+			job := run.job
 			t := taken[job.Args.InboxID]
 			if t == nil || t.JobID != job.ID {
 				// Done already, gone, or taken for this row's other job
@@ -246,7 +226,7 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 				hctx, spans[i].span = w.startHandle(ctx, group[i].Ctx, job)
 			}
 			hctx, cancel := w.eventSlice(hctx, deadline)
-			herr := w.runHandlers(hctx, etx, t.Event)
+			herr := w.runHandlers(hctx, etx, t.Event, w.routeFor(run, t.Event))
 			slow := hctx.Err() != nil || isQueryCanceled(herr)
 			cancel()
 			outcomes[i].began = true
@@ -276,7 +256,7 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 				ended = true
 				continue
 			}
-			final := inbox.IsPermanent(herr) || job.Attempt >= job.MaxAttempts
+			final := failsForGood(job, herr)
 			if err := w.store.UndoTake(ctx, tx, t, &inboxstore.TakeFailure{Reason: herr.Error(), Final: final}, time.Time{}); err != nil {
 				return err
 			}
@@ -286,7 +266,7 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 			return err
 		}
 		for _, i := range held {
-			args := group[i].Item.Args
+			args := group[i].Item.job.Args
 			ok, err := w.store.Hold(ctx, tx, args.InboxID, args.Source)
 			if err != nil {
 				return err
@@ -353,48 +333,4 @@ func isLockConflict(err error) bool {
 		return true
 	}
 	return false
-}
-
-// inTx is pgx.BeginTxFunc on w.pool, and it reports how long the COMMIT
-// took to the limiter of the group transactions: a COMMIT that does not
-// wait for the WAL flush costs the database about the same whatever the
-// transaction did, so its latency measures how busy the database is, not
-// how big the group was (with synchronous_commit it also waits for the WAL
-// flush, which the receivers' commits wait for too). A sample says whether
-// jobs wait for a flusher, the demand that lets the limit grow.
-//
-// Every event transaction, a group's or an event's own, takes one of
-// w.slots first, without a connection: they bound the event transactions
-// open at once to the connections the pool has for them, so that no number
-// of jobs in flight can take the connections River and the rollout need. A
-// worker that fenced itself meanwhile (see registration.fenced) rolls back
-// instead of committing, with errFenced.
-func (w *eventWorker) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	select {
-	case w.slots <- struct{}{}:
-		defer func() { <-w.slots }()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	tx, err := w.pool.BeginTx(ctx, opts)
-	if err != nil {
-		return err
-	}
-	// After a COMMIT, a no-op; a failed ROLLBACK closes the connection.
-	defer func() { _ = tx.Rollback(ctx) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if w.registration.fenced() {
-		return errFenced
-	}
-	start := time.Now()
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
-	if w.limit != nil {
-		w.limit.Observe(time.Since(start), w.group.Waiting() > 0)
-		w.metrics.TransactionLimit(w.limit.Limit())
-	}
-	return nil
 }
