@@ -153,18 +153,7 @@ func (w *eventWorker) flushGroup(ctx context.Context, group []groupRequest) ([]g
 // put back untouched: neither begins its handlers. On error nothing
 // committed.
 func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outcomes []jobOutcome, err error) {
-	// Work the events in row order, the order the take locks them in.
-	order := make([]int, len(group))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		return cmp.Compare(group[a].Item.job.Args.InboxID, group[b].Item.job.Args.InboxID)
-	})
-	ids, jobIDs := make([]int64, len(group)), make([]int64, len(group))
-	for k, i := range order {
-		ids[k], jobIDs[k] = group[i].Item.job.Args.InboxID, group[i].Item.job.ID
-	}
+	order, ids, jobIDs := rowOrder(group)
 	outcomes = make([]jobOutcome, len(group))
 	// The spans of the events' handlers, ended once the transaction has.
 	var spans groupSpans
@@ -178,15 +167,10 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 		if err != nil {
 			return err
 		}
-		savepoints := &groupSavepoints{tx: tx, settings: w.groupSettings}
-		var (
-			undo []*inboxstore.Taken
-			held []int // indexes of group whose source is paused
-		)
-		ended := false // at a lock conflict or a slow event: the rest is worked alone
+		g := &groupTx{tx: tx, savepoints: &groupSavepoints{tx: tx, settings: w.groupSettings}, deadline: deadline,
+			outcomes: outcomes, spans: spans}
 		for _, i := range order {
-			run := group[i].Item
-			job := run.job
+			job := group[i].Item.job
 			t := taken[job.Args.InboxID]
 			if t == nil || t.JobID != job.ID {
 				// Done already, gone, or taken for this row's other job
@@ -196,90 +180,152 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 			// Used once: a second copy of the same job in this group (one
 			// River rescued while the first still waited) finds nothing.
 			delete(taken, job.Args.InboxID)
-			// A further event only while its whole slice ends before the
-			// half of the job's time the events worked alone keep: cut
-			// short by that bound, its statement would be cancelled by its
-			// context, not by statement_timeout, and the connection (the
-			// group's transaction) with it.
-			ended = ended || (!deadline.IsZero() && time.Until(deadline) < w.jobTimeout/2+w.sliceBound())
-			switch {
-			case ended:
-				undo = append(undo, t)
-				outcomes[i].alone = true
-				continue
-			case w.registration.fenced():
-				undo = append(undo, t)
-				outcomes[i].err = errFenced
-				continue
-			case w.pauses.isPaused(job.Args.Source):
-				undo = append(undo, t)
-				held = append(held, i)
-				continue
-			}
-			// The event's savepoint is made with its handlers' first
-			// statement (see eventTx).
-			etx := savepoints.newEventTx()
-			hctx := ctx
-			if spans != nil {
-				// The event's span is its job's child, in the group's
-				// transaction.
-				hctx, spans[i].span = w.startHandle(ctx, group[i].Ctx, job)
-			}
-			hctx, cancel := w.eventSlice(hctx, deadline)
-			herr := w.runHandlers(hctx, etx, t.Event, w.routeFor(run, t.Event))
-			slow := hctx.Err() != nil || isQueryCanceled(herr)
-			cancel()
-			outcomes[i].began = true
-			spans.record(i, herr)
-			if savepoints.err != nil {
-				return savepoints.err
-			}
-			if herr == nil {
-				continue
-			}
-			if ctx.Err() != nil {
-				return herr
-			}
-			if err := etx.rollback(ctx); err != nil {
+			if err := w.workGrouped(ctx, g, group[i], i, t); err != nil {
 				return err
 			}
-			if slow || isLockConflict(herr) {
-				// The row's done mark is rolled back below with those of
-				// the events after it; all are worked alone once this
-				// group has committed and released its locks.
-				if slow {
-					w.logger.Info("event ran past its slice of the group's time; it and the rest of its group are worked alone",
-						zap.Int64("inbox_id", job.Args.InboxID), zap.Duration("slice", w.jobTimeout/groupSliceDivisor))
-				}
-				undo = append(undo, t)
-				outcomes[i].alone = true
-				ended = true
-				continue
-			}
-			final := failsForGood(job, herr)
-			if err := w.store.UndoTake(ctx, tx, t, &inboxstore.TakeFailure{Reason: herr.Error(), Final: final}, time.Time{}); err != nil {
-				return err
-			}
-			outcomes[i] = jobOutcome{err: herr, recorded: true, began: true}
 		}
-		if err := w.store.UndoTakes(ctx, tx, undo); err != nil {
-			return err
-		}
-		for _, i := range held {
-			args := group[i].Item.job.Args
-			ok, err := w.store.Hold(ctx, tx, args.InboxID, args.Source)
-			if err != nil {
-				return err
-			}
-			// Not held: the source was resumed meanwhile.
-			outcomes[i] = jobOutcome{held: ok, alone: !ok}
-		}
-		return nil
+		return w.putBack(ctx, g, group)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return outcomes, nil
+}
+
+// rowOrder is the order a group's events are worked in, row order (the
+// order the take locks them in), as indexes of group, and the rows' and
+// jobs' ids in that order.
+func rowOrder(group []groupRequest) (order []int, ids, jobIDs []int64) {
+	order = make([]int, len(group))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Compare(group[a].Item.job.Args.InboxID, group[b].Item.job.Args.InboxID)
+	})
+	ids, jobIDs = make([]int64, len(group)), make([]int64, len(group))
+	for k, i := range order {
+		ids[k], jobIDs[k] = group[i].Item.job.Args.InboxID, group[i].Item.job.ID
+	}
+	return order, ids, jobIDs
+}
+
+// groupTx is a group transaction's state while workGroup works its events
+// one after the other.
+type groupTx struct {
+	tx         pgx.Tx
+	savepoints *groupSavepoints
+	// deadline is the group's: the earliest of its jobs'.
+	deadline time.Time
+	// outcomes are the events' outcomes, by index of the group.
+	outcomes []jobOutcome
+	spans    groupSpans
+	// undo are the taken rows put back as they were before the commit
+	// (Store.UndoTakes, one statement).
+	undo []*inboxstore.Taken
+	// held are the indexes of the events whose source is paused, held
+	// before the commit.
+	held []int
+	// ended: at a lock conflict or a slow event, the group takes no
+	// further event; the rest is worked alone.
+	ended bool
+}
+
+// workGrouped works event i of the group, req, whose row the group took
+// (t), in g: its handlers run behind a savepoint of their own, within
+// their slice of the group's time. A failure is rolled back to the
+// savepoint and recorded on the row in the group's transaction; a slow
+// event, or one that met another transaction's locks, ends the group, and
+// it and the rest are handed over to be worked alone. An error ends the
+// group's transaction: nothing commits.
+func (w *eventWorker) workGrouped(ctx context.Context, g *groupTx, req groupRequest, i int, t *inboxstore.Taken) error {
+	job := req.Item.job
+	// A further event only while its whole slice ends before the
+	// half of the job's time the events worked alone keep: cut
+	// short by that bound, its statement would be cancelled by its
+	// context, not by statement_timeout, and the connection (the
+	// group's transaction) with it.
+	g.ended = g.ended || (!g.deadline.IsZero() && time.Until(g.deadline) < w.jobTimeout/2+w.sliceBound())
+	switch {
+	case g.ended:
+		g.undo = append(g.undo, t)
+		g.outcomes[i].alone = true
+		return nil
+	case w.registration.fenced():
+		g.undo = append(g.undo, t)
+		g.outcomes[i].err = errFenced
+		return nil
+	case w.pauses.isPaused(job.Args.Source):
+		g.undo = append(g.undo, t)
+		g.held = append(g.held, i)
+		return nil
+	}
+	// The event's savepoint is made with its handlers' first
+	// statement (see eventTx).
+	etx := g.savepoints.newEventTx()
+	hctx := ctx
+	if g.spans != nil {
+		// The event's span is its job's child, in the group's
+		// transaction.
+		hctx, g.spans[i].span = w.startHandle(ctx, req.Ctx, job)
+	}
+	hctx, cancel := w.eventSlice(hctx, g.deadline)
+	herr := w.runHandlers(hctx, etx, t.Event, w.routeFor(req.Item, t.Event))
+	slow := hctx.Err() != nil || isQueryCanceled(herr)
+	cancel()
+	g.outcomes[i].began = true
+	g.spans.record(i, herr)
+	if g.savepoints.err != nil {
+		return g.savepoints.err
+	}
+	if herr == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return herr
+	}
+	if err := etx.rollback(ctx); err != nil {
+		return err
+	}
+	if slow || isLockConflict(herr) {
+		// The row's done mark is rolled back below with those of
+		// the events after it; all are worked alone once this
+		// group has committed and released its locks.
+		if slow {
+			w.logger.Info("event ran past its slice of the group's time; it and the rest of its group are worked alone",
+				zap.Int64("inbox_id", job.Args.InboxID), zap.Duration("slice", w.jobTimeout/groupSliceDivisor))
+		}
+		g.undo = append(g.undo, t)
+		g.outcomes[i].alone = true
+		g.ended = true
+		return nil
+	}
+	// The failure is recorded in the group's transaction; reportResult
+	// settles the rest of it in the event's own Work.
+	final := failsForGood(job, herr)
+	if err := w.store.UndoTake(ctx, g.tx, t, &inboxstore.TakeFailure{Reason: herr.Error(), Final: final}, time.Time{}); err != nil {
+		return err
+	}
+	g.outcomes[i] = jobOutcome{err: herr, recorded: true, began: true}
+	return nil
+}
+
+// putBack, before the group commits, puts back the rows of the events the
+// group did not work, as they were, and holds those of paused sources.
+func (w *eventWorker) putBack(ctx context.Context, g *groupTx, group []groupRequest) error {
+	if err := w.store.UndoTakes(ctx, g.tx, g.undo); err != nil {
+		return err
+	}
+	for _, i := range g.held {
+		args := group[i].Item.job.Args
+		ok, err := w.store.Hold(ctx, g.tx, args.InboxID, args.Source)
+		if err != nil {
+			return err
+		}
+		// Not held: the source was resumed meanwhile.
+		g.outcomes[i] = jobOutcome{held: ok, alone: !ok}
+	}
+	return nil
 }
 
 // eventSlice bounds a grouped event's handlers: a slice of the job timeout
