@@ -204,7 +204,11 @@ func (s *soak) start(role string, index int) {
 // play runs the schedule's steps at their times (a step that comes after a
 // late one runs right after it), then waits for the sends to end.
 func (s *soak) play() {
-	ctx, cancel := context.WithTimeout(context.Background(), s.sched.Duration+time.Minute)
+	// Steps run one after another, and on a busy machine the schedule
+	// falls behind its clock: the deadline stops a step that hangs, not a
+	// slow run (a 40 s schedule beside two other soaks on 2 cores ran over
+	// by more than a minute).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*s.sched.Duration+10*time.Minute)
 	defer cancel()
 	begin := time.Now()
 	for i := range s.sched.Steps {

@@ -94,6 +94,18 @@ const (
 	waitSleep  = soakJobTimeout / 20
 )
 
+// blockPrefix names the accounts whose deposits take blockSleep in their
+// handler, and slicePrefix those whose deposits take sliceSleep, nine
+// tenths of a grouped event's slice (the job's time divided by ten): see
+// addBlockScenes. Neither is slow: a block event runs alone (hangType's
+// route), within its job's time; a slice event within its slice.
+const (
+	blockPrefix = "acc_block_"
+	blockSleep  = soakJobTimeout * 42 / 100
+	slicePrefix = "acc_slice_"
+	sliceSleep  = soakJobTimeout * 9 / 100
+)
+
 // flakyPrefix names the accounts whose deposits fail their first attempt
 // (soakWorkerTrigger raises an error while the row's attempts, counted by
 // the take, are below 2) and succeed at their second: handlers that fail
@@ -120,6 +132,12 @@ BEGIN
     IF NEW.account_id LIKE '%s%%' THEN
         PERFORM pg_sleep(%g);
     END IF;
+    IF NEW.account_id LIKE '%s%%' THEN
+        PERFORM pg_sleep(%g);
+    END IF;
+    IF NEW.account_id LIKE '%s%%' THEN
+        PERFORM pg_sleep(%g);
+    END IF;
     RETURN NEW;
 END $$;
 CREATE TRIGGER soak_gslow BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION soak_gslow();
@@ -131,7 +149,8 @@ BEGIN
 END $$;
 CREATE TRIGGER soak_failed AFTER UPDATE ON webhook_inbox FOR EACH ROW
     WHEN (NEW.last_error IS NOT NULL AND (NEW.last_error IS DISTINCT FROM OLD.last_error OR NEW.attempts <> OLD.attempts))
-    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()), flakyPrefix, hangPrefix, int(hangWithin.Seconds()), int(hangSleep.Seconds()), waitPrefix, waitSleep.Seconds())
+    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()), flakyPrefix, hangPrefix, int(hangWithin.Seconds()), int(hangSleep.Seconds()), waitPrefix, waitSleep.Seconds(),
+	blockPrefix, blockSleep.Seconds(), slicePrefix, sliceSleep.Seconds())
 
 // soakWorkers is the worker side's state in a soak.
 type soakWorkers struct {
@@ -263,6 +282,43 @@ func addWorkerSteps(s *schedule) {
 		s.Steps = append(s.Steps, step{At: at, Kind: stepSend, Source: soakSources[0], What: "gslow", Copies: 1, Deposits: ds})
 	}
 	addHangScenes(s)
+	addBlockScenes(s)
+}
+
+// addBlockScenes adds to s, from a generator of its own, a block scene 20
+// to 30 s into the schedule and then every 50 to 90 s, on the first
+// source: as many events as addHangScenes sends that hold the workers'
+// event transactions, but for blockSleep, four tenths of their time
+// (blockPrefix, hangType: each alone), then 0 to 300 ms later a worker's
+// jobs' worth of grouped events (slicePrefix). Those fetched beside the
+// block events wait for a transaction, and their group gets one with
+// about six tenths of their time left: less than half of it and a slice,
+// so it takes none of them and they are worked alone, with time to spare.
+// A group that took them anyway (mutant group-slice-cut-by-half-mark)
+// would have its second event cut at the half mark by its context before
+// statement_timeout, which closes the group's connection: the events
+// before it are rolled back and worked again (checkGroupsKept).
+func addBlockScenes(s *schedule) {
+	rng := rand.New(rand.NewPCG(s.Seed, 0xb10c))
+	end := s.Duration - 2*time.Second
+	n := 0
+	deposits := func(count int, prefix string) []faults.Deposit {
+		ds := make([]faults.Deposit, count)
+		for i := range ds {
+			ds[i] = faults.Deposit{ID: fmt.Sprintf("%s_b%05d", soakSources[0], n), Account: fmt.Sprintf("%s%d", prefix, n), Cents: int64(100 + rng.IntN(10000))}
+			n++
+		}
+		return ds
+	}
+	for at := 20*time.Second + time.Duration(rng.Int64N(int64(10*time.Second))); at < end-3*time.Second; at += 50*time.Second + time.Duration(rng.Int64N(int64(40*time.Second))) {
+		block := deposits((soakProcesses-1)*workerConcurrency+soakEventTxs, blockPrefix)
+		for i := range block {
+			block[i].Type = hangType
+		}
+		s.Steps = append(s.Steps, step{At: at, Kind: stepSend, Source: soakSources[0], What: "block", Copies: 1, Deposits: block},
+			step{At: at + time.Duration(rng.Int64N(int64(300*time.Millisecond))), Kind: stepSend, Source: soakSources[0], What: "new", Copies: 1,
+				Deposits: deposits(workerConcurrency, slicePrefix)})
+	}
 }
 
 // addHangScenes adds to s, from a generator of its own, a hang scene 8 to
@@ -317,9 +373,11 @@ func addHangScenes(s *schedule) {
 //   - no failure recorded on an event that is neither poison nor slow for
 //     running out of time: a slow neighbour's time is not its fault
 //     (checkCharged);
-//   - every handler line carries its event's request id (checkRequestIDs).
+//   - every handler line carries its event's request id (checkRequestIDs);
+//   - no group transaction lost to an event cut within its slice
+//     (checkGroupsKept).
 func (s *soak) workerOracle(ctx context.Context) string {
-	for _, check := range []func(context.Context) string{s.checkPausesSeen, s.checkRouteSets, s.checkCharged, s.checkRequestIDs} {
+	for _, check := range []func(context.Context) string{s.checkPausesSeen, s.checkRouteSets, s.checkCharged, s.checkRequestIDs, s.checkGroupsKept} {
 		if broken := check(ctx); broken != "" {
 			return broken
 		}
@@ -333,6 +391,8 @@ type logLine struct {
 	Source    string `json:"source"`
 	EventID   string `json:"event_id"`
 	RequestID string `json:"request_id"`
+	Error     string `json:"error"`
+	Events    int    `json:"events"`
 }
 
 // eachLogLine calls fn with every JSON line of every process's log, in
@@ -461,6 +521,38 @@ WHERE e.account_id NOT LIKE $1 ORDER BY f.source, f.event_id`, hangPrefix+"%")
 	}
 	require.NoError(s.t, rows.Err())
 	return ""
+}
+
+// groupLost matches the error of a group transaction an event's failure
+// broke (pkg/worker's workGroup): how long the event ran, its slice, and
+// the handlers' error.
+var groupLost = regexp.MustCompile(`event \d+ ran ([0-9.]+[µnm]?s) of its ([0-9.]+[µnm]?s) slice and failed \((.*)\)`)
+
+// checkGroupsKept: no group transaction is lost to one of its events
+// running out of time within its slice. A group takes an event only while
+// the whole of its slice, and the margin statement_timeout needs to cancel
+// first, ends before the half of the job's time the events worked alone
+// keep: an event slow past its slice is cancelled by statement_timeout,
+// rolled back to its savepoint, and the group commits the events before
+// it. Only a statement cut by its context, which closes the connection,
+// breaks the group; past the slice that is a machine too busy for
+// statement_timeout to fire first, within it a group that took an event
+// it had no time left for, and the events before it are worked twice.
+func (s *soak) checkGroupsKept(context.Context) string {
+	return s.eachLogLine(func(proc int, l *logLine) string {
+		m := groupLost.FindStringSubmatch(l.Error)
+		if l.Msg != "group transaction failed; working its events one by one" || m == nil || !timedOut.MatchString(m[3]) {
+			return ""
+		}
+		ran, err := time.ParseDuration(m[1])
+		require.NoError(s.t, err)
+		slice, err := time.ParseDuration(m[2])
+		require.NoError(s.t, err)
+		if ran >= slice {
+			return ""
+		}
+		return fmt.Sprintf("process %d lost a group transaction of %d events to an event its context cut after %s of its %s slice: %s", proc, l.Events, ran, slice, l.Error)
+	})
 }
 
 // checkRequestIDs: every handler line ("event") names the request id its

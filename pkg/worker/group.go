@@ -270,6 +270,7 @@ func (w *eventWorker) workGrouped(ctx context.Context, g *groupTx, req groupRequ
 		hctx, g.spans[i].span = w.startHandle(ctx, req.Ctx, job)
 	}
 	hctx, cancel := w.eventSlice(hctx, g.deadline)
+	began := time.Now()
 	herr := w.runHandlers(hctx, etx, t.Event, w.routeFor(req.Item, t.Event))
 	slow := hctx.Err() != nil || isQueryCanceled(herr)
 	cancel()
@@ -285,7 +286,14 @@ func (w *eventWorker) workGrouped(ctx context.Context, g *groupTx, req groupRequ
 		return herr
 	}
 	if err := etx.rollback(ctx); err != nil {
-		return err
+		// The handlers' failure broke the group's transaction: a
+		// statement cut by its context, not by statement_timeout,
+		// closes the connection. How long the event ran against its
+		// slice says which: past the slice, the machine was too
+		// busy for statement_timeout to cancel first; within it,
+		// the group took an event it had no slice left for.
+		return fmt.Errorf("event %d ran %s of its %s slice and failed (%w): %w", job.Args.InboxID,
+			time.Since(began).Round(time.Millisecond), w.jobTimeout/groupSliceDivisor, herr, err)
 	}
 	if slow || isLockConflict(herr) {
 		// The row's done mark is rolled back below with those of
