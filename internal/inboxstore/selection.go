@@ -57,14 +57,14 @@ func (s *Selection) Narrows() bool {
 }
 
 // selectionWhere is the condition of a Selection on webhook_inbox AS i; its
-// parameters are selectionArgs' values, from $1 to $7.
+// parameters are args' values, from $1 to $7.
 const selectionWhere = `($1 = '' OR i.source = $1) AND ($2 = '' OR i.event_type = $2)
   AND (cardinality($3::text[]) = 0 OR i.status = ANY($3::text[]))
   AND ($4::timestamptz IS NULL OR i.received_at >= $4) AND ($5::timestamptz IS NULL OR i.received_at < $5)
   AND ($6 = '' OR strpos(lower(coalesce(i.last_error, '')), lower($6)) > 0)
   AND (cardinality($7::text[]) = 0 OR i.event_id = ANY($7::text[]))`
 
-// selectionArgs are the parameters $1 to $7 of selectionWhere.
+// args are the parameters $1 to $7 of selectionWhere.
 func (s *Selection) args() []any {
 	statuses := make([]string, len(s.Statuses))
 	for i, st := range s.Statuses {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,8 +19,18 @@ import (
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/limiter"
 	"github.com/hookinbox/hookinbox/internal/metrics"
+	"github.com/hookinbox/hookinbox/pkg/effect"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
+
+// This file is an event's path, top to bottom: River's Work, the route
+// resolved once (newRun), the checks before anything runs (execute), the
+// event worked in a transaction of its own (process: the take, the gates,
+// the handlers, the commit in inTx) or handed to a group (inGroup, see
+// group.go), and the one place that turns the outcome into River's answer
+// and the row's record (reportResult). River's producer and executor are
+// the model: the worker is looked up once and handed down; execute runs
+// the work and reportResult settles it.
 
 // noteUnrouted is recorded on an event that no route matched.
 const noteUnrouted = "no route matched; marked done without running a handler"
@@ -91,175 +102,113 @@ var errFenced = errors.New("worker: fenced: its routes record could not be renew
 // fencedSnooze is how long a job a fenced worker put back waits.
 const fencedSnooze = time.Second
 
-// Work processes one event. A crash anywhere before the commit leaves no
-// effect: the row stays as it was and River runs the job again.
+// errUnknownSource is the outcome of an event whose source this worker's
+// configuration does not name, within unknownSourceGrace of its enqueue:
+// its job is snoozed for unknownSourceSnooze.
+var errUnknownSource = errors.New("worker: the event's source is not in this worker's configuration")
+
+// eventRun is one run of an event's job. Its route is resolved once, when
+// the run begins, from the job's source and type, and handed down to every
+// step: whether the event may join a group, its transaction's isolation,
+// its sequence, its lock and its handlers.
+type eventRun struct {
+	job *river.Job[inboxstore.JobArgs]
+	// start is when the run began: what the metrics time, and what the
+	// inline runs of a sequence's woken events count their budget from.
+	start time.Time
+	// route is the first route matching the job's source and type; nil
+	// when none does.
+	route *compiledRoute
+	// alone: the route's events need a transaction of their own, never a
+	// group's (an isolation level, a lock or a sequence; or the worker's
+	// isolation is not the default). An unrouted event may join a group.
+	alone bool
+	// isolation is the level of the event's own transaction.
+	isolation Isolation
+	// sequence is the route's sequence option; nil when it has none.
+	sequence *SequenceOption
+	// snoozes is how many times River snoozed the job (see snoozes).
+	snoozes int
+}
+
+// newRun resolves job's route, once for the whole run (the one look-up of
+// the router on an event's path; see routeFor for the one exception).
+func (w *eventWorker) newRun(job *river.Job[inboxstore.JobArgs], start time.Time) *eventRun {
+	run := &eventRun{job: job, start: start, isolation: w.isolation, snoozes: snoozes(job.JobRow)}
+	if route, ok := w.router.matchRoute(job.Args.Source, job.Args.EventType); ok {
+		run.route = route
+		run.alone = route.route.ownTransaction() || w.isolation != isolationDefault
+		run.isolation = cmp.Or(route.route.Isolation, w.isolation)
+		run.sequence = route.route.Sequence
+	}
+	return run
+}
+
+// routeFor is the route whose handlers run for ev, the event as its taken
+// row holds it: run's, when the row's source and type are the job's, as
+// they are for every job the product enqueues. The row is authoritative,
+// so a job whose arguments lack them (one enqueued by hand, or by the
+// benchmark's preload, without the type) has its route looked up again
+// from the row, as it always was.
+func (w *eventWorker) routeFor(run *eventRun, ev *inbox.Event) *compiledRoute {
+	if ev.Source == run.job.Args.Source && ev.EventType == run.job.Args.EventType {
+		return run.route
+	}
+	route, _ := w.router.matchRoute(ev.Source, ev.EventType)
+	return route
+}
+
+// Work processes one event: execute runs it, reportResult settles it, and
+// a sequenced event's run then runs the events of its key it woke
+// (runInline). A crash anywhere before the commit leaves no effect: the
+// row stays as it was and River runs the job again.
 func (w *eventWorker) Work(ctx context.Context, job *river.Job[inboxstore.JobArgs]) error {
-	start := time.Now()
+	run := w.newRun(job, time.Now())
+	out := w.execute(ctx, run)
+	err := w.reportResult(ctx, run, out)
+	if err == nil && out.err == nil && out.woken != nil {
+		w.runInline(ctx, run, out.woken)
+	}
+	return err
+}
+
+// execute checks what may keep the event from running at all (a fenced
+// worker, a paused source, a source this worker does not know), aligns
+// the job's attempts, and works the event: in a group transaction when its
+// route allows one and its job was never snoozed (a job snoozed before is
+// worked alone, so that an event put back for want of time gets all of
+// it), else, or when its group hands it over, in a transaction of its own.
+func (w *eventWorker) execute(ctx context.Context, run *eventRun) jobOutcome {
+	job := run.job
 	if w.registration.fenced() {
-		return river.JobSnooze(fencedSnooze)
+		return jobOutcome{err: errFenced}
 	}
 	if w.pauses != nil && w.pauses.isPaused(job.Args.Source) {
 		// The row is left pending with no job; Resume enqueues it again.
 		// The job completes: no attempt of the event is spent.
 		held, err := w.store.Hold(ctx, w.pool, job.Args.InboxID, job.Args.Source)
 		if err != nil {
-			return err
+			return jobOutcome{err: err, unsettled: true}
 		}
 		if held {
-			w.logHeld(job)
-			return nil
+			return jobOutcome{held: true}
 		}
 	}
 	if _, known := w.sources[job.Args.Source]; !known && job.Args.Source != "" && time.Since(job.CreatedAt) < unknownSourceGrace {
-		w.logger.Debug("event snoozed: its source is not in this worker's configuration (a newer one may be rolling out)",
-			zap.Int64("inbox_id", job.Args.InboxID), zap.String("source", job.Args.Source), zap.Int64("job_id", job.ID))
-		return river.JobSnooze(unknownSourceSnooze)
+		return jobOutcome{err: errUnknownSource}
 	}
 	w.alignAttempts(ctx, job.JobRow)
-	var (
-		out   jobOutcome
-		woken *inboxstore.ClaimedRow
-	)
-	snoozed := snoozes(job.JobRow)
-	if w.group != nil && !w.ownTransaction(job.Args.Source, job.Args.EventType) && snoozed == 0 {
-		out = w.inGroup(ctx, job)
-		if out.alone {
-			_, out = w.process(ctx, job)
-		}
-	} else {
-		woken, out = w.process(ctx, job)
-	}
-	err := out.err
-	switch {
-	case out.held:
-		w.logHeld(job)
-		return nil
-	case errors.Is(err, errFenced):
-		return river.JobSnooze(fencedSnooze)
-	case errors.Is(err, errParked):
-		// Nothing ran and no attempt is spent: the job ends, and the run of
-		// the event's key before it enqueues it again.
-		w.logger.Debug("event parked: an event of its sequence key comes first", zap.Int64("inbox_id", job.Args.InboxID),
-			zap.Int64("job_id", job.ID))
-		return nil
-	case isSnooze(err):
-		// A gate (a lock, a sequence) deferred the event: nothing ran, and
-		// River counts no attempt.
-		return err
-	case err == nil:
-		w.metrics.Event(job.Args.Source, metrics.OutcomeDone, time.Since(start), time.Since(job.CreatedAt))
-		w.runInline(ctx, job, woken, start)
-		return nil
-	}
-	log := w.logger.With(zap.Int64("inbox_id", job.Args.InboxID), zap.Int64("job_id", job.ID),
-		zap.String("request_id", job.Args.RequestID), zap.Int("attempt", job.Attempt), zap.Int("max_attempts", job.MaxAttempts))
-	if errors.Is(ctx.Err(), context.Canceled) {
-		// The worker is stopping: River makes the job available again
-		// without counting the attempt, so neither do we.
-		log.Info("event interrupted by shutdown", zap.Error(err))
-		return err
-	}
-	if !out.began && !out.recorded && (ctx.Err() != nil || errors.Is(err, errLate)) {
-		// The job's time ran out, or most of it, while it waited for a
-		// transaction (behind slow events, or for a connection): its
-		// handlers never began, so the event is not charged an attempt.
-		// River runs it again at once, with all its time.
-		log.Info("event's time ran out before its handlers began; running it again, no attempt counted", zap.Error(err))
-		return river.JobSnooze(0)
-	}
-	if out.began && out.short && !out.recorded && errors.Is(ctx.Err(), context.DeadlineExceeded) && snoozed < shortRunsUncharged {
-		// Its handlers began with less than the job's time (a group spent
-		// some, or it waited for a transaction) and used it up: the time
-		// its neighbours took is not its fault. Snoozed, it runs again
-		// alone (see snoozes), with all of its time.
-		log.Info("event's time ran out, its handlers having begun with less than all of it; running it again alone, no attempt counted", zap.Error(err))
-		return river.JobSnooze(0)
-	}
-
-	permanent := inbox.IsPermanent(err)
-	final := permanent || job.Attempt >= job.MaxAttempts
-	// The handler's transaction rolled back; the failure is recorded in a
-	// small transaction of its own, with a context the job's deadline can't
-	// cancel. If this write is lost too, the reaper reconciles the row with
-	// the job's final state.
-	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	// A failure in a group was recorded in the group's transaction.
-	if !out.recorded {
-		var recErr error
-		if seqErr := (*sequenceError)(nil); errors.As(err, &seqErr) {
-			recErr = w.recordSequenceFailure(recordCtx, seqErr, job.ID, final)
-		} else {
-			recErr = w.store.RecordFailure(recordCtx, w.pool, job.Args.InboxID, job.ID, err.Error(), final, time.Time{})
-		}
-		if recErr != nil {
-			log.Error("could not record the failure on the inbox row", zap.Error(recErr))
+	if w.group != nil && !run.alone && run.snoozes == 0 {
+		if out := w.inGroup(ctx, run); !out.alone {
+			return out
 		}
 	}
-	outcome := metrics.OutcomeRetried
-	if final {
-		outcome = metrics.OutcomeFailed
-	}
-	w.metrics.Event(job.Args.Source, outcome, time.Since(start), 0)
-	switch {
-	case permanent:
-		log.Warn("event failed permanently", zap.Error(err))
-		return river.JobCancel(err)
-	case final:
-		log.Warn("event failed after its last attempt", zap.Error(err))
-	default:
-		log.Info("event failed; River retries it with backoff", zap.Error(err))
-	}
-	return err
+	return w.process(ctx, run)
 }
 
 // errLate is what process returns when its transaction began with less
 // time left than a grouped event gets (see late).
 var errLate = errors.New("less than a grouped event's time was left when its transaction began")
-
-// late reports whether less is left of ctx than a grouped event's handlers
-// get (sliceBound): an event alone begins its handlers only with at least
-// that much. Its time is its own: a run that waited for a transaction (the
-// worker's are bounded, and slow events may hold them until their own time
-// is up) is put back uncharged rather than run out of time its neighbours
-// spent. An event a group handed over to be worked alone has about half
-// the job's time left, well above that bound (see workGroup): a higher
-// bound would put it back at every run, and a slow event that a group
-// takes at each run would never run alone.
-func (w *eventWorker) late(ctx context.Context) bool {
-	deadline, ok := ctx.Deadline()
-	return ok && w.jobTimeout > 0 && time.Until(deadline) < w.sliceBound()
-}
-
-// short reports whether the run lost more than a twentieth of the job's
-// time before its handlers began: it waited for a transaction, or a group
-// spent it. Handlers that begin so and run out of time are not charged
-// (see Work); a run that began with about all of its time and still ran
-// out is.
-func (w *eventWorker) short(ctx context.Context) bool {
-	deadline, ok := ctx.Deadline()
-	return ok && w.jobTimeout > 0 && time.Until(deadline) < w.jobTimeout-w.jobTimeout/20
-}
-
-// snoozes is how many times job was snoozed (River counts them in its
-// metadata). A job snoozed before is worked alone, not in a group, so that
-// an event put back for want of time gets all of it.
-func snoozes(job *rivertype.JobRow) int {
-	var meta struct {
-		Snoozes int `json:"snoozes"`
-	}
-	if json.Unmarshal(job.Metadata, &meta) != nil {
-		return 0
-	}
-	return meta.Snoozes
-}
-
-// shortRunsUncharged is how many times a job may be put back uncharged
-// for running out of a time it did not have (see Work): an event that
-// never gets a transaction with all of its time (the worker stays
-// contended) is then charged, so that one whose handlers hang still ends
-// failed after max_attempts.
-const shortRunsUncharged = 3
 
 // process works one event in a transaction of its own, at its route's
 // isolation level, behind its route's gates (see inOwnTransaction and
@@ -270,8 +219,9 @@ const shortRunsUncharged = 3
 // must, and must not hold back the others meanwhile. An event of a paused
 // source is held instead, and a fenced worker begins nothing (errFenced).
 //
-// It returns the event that the run woke, if any (see runInline).
-func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.JobArgs]) (woken *inboxstore.ClaimedRow, out jobOutcome) {
+// Its outcome carries the event that the run woke, if any (see runInline).
+func (w *eventWorker) process(ctx context.Context, run *eventRun) (out jobOutcome) {
+	job := run.job
 	skipped, parked := false, false
 	var err error
 	if w.tracer != nil {
@@ -279,9 +229,8 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 		ctx, span = w.startHandle(ctx, ctx, job)
 		defer func() { endHandle(span, processOutcome(err, skipped), err) }()
 	}
-	seq := w.sequenceFor(job.Args.Source, job.Args.EventType)
 	var gate *sequenceGate
-	err = w.inOwnTransaction(ctx, job, func(tx pgx.Tx) error {
+	err = w.inOwnTransaction(ctx, run, func(tx pgx.Tx) error {
 		skipped, parked, gate, out = false, false, nil, jobOutcome{}
 		if w.registration.fenced() {
 			return errFenced
@@ -293,8 +242,8 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 				return err
 			}
 		}
-		if seq != nil {
-			pos, err := w.enterSequence(ctx, tx, job.Args.InboxID, seq)
+		if run.sequence != nil {
+			pos, err := w.enterSequence(ctx, tx, job.Args.InboxID, run.sequence)
 			gate = &sequenceGate{pos: pos}
 			switch {
 			case errors.Is(err, errParked):
@@ -325,7 +274,7 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 			return err
 		}
 		out.began, out.short = true, w.short(ctx)
-		return w.runGated(ctx, handlerTx{tx}, t.Event, gate)
+		return w.runGated(ctx, handlerTx{tx}, t.Event, w.routeFor(run, t.Event), gate)
 	})
 	// A hold counts only once committed.
 	out.held = out.held && err == nil
@@ -337,24 +286,87 @@ func (w *eventWorker) process(ctx context.Context, job *river.Job[inboxstore.Job
 	case err != nil || gate == nil:
 		out.err = err
 	default:
-		woken = gate.woken
+		out.woken = gate.woken
 	}
-	return woken, out
+	return out
 }
 
-// logHeld logs an event held because its source is paused.
-func (w *eventWorker) logHeld(job *river.Job[inboxstore.JobArgs]) {
-	w.logger.Debug("event held: its source is paused", zap.Int64("inbox_id", job.Args.InboxID),
-		zap.String("source", job.Args.Source), zap.Int64("job_id", job.ID))
+// inOwnTransaction runs fn in a transaction of the route's isolation level,
+// and runs it again, after a short backoff, when it fails with a
+// serialization failure (40001) or a deadlock (40P01), up to
+// serializationRetriesDefault times (inboxstore.RetryConflicts, the one
+// retry policy). Those runs roll back before the event's row is marked, so
+// they spend none of its attempts.
+func (w *eventWorker) inOwnTransaction(ctx context.Context, run *eventRun, fn func(pgx.Tx) error) error {
+	opts := txOptions(w.asyncCommit, run.isolation)
+	return inboxstore.RetryConflicts(ctx, serializationRetriesDefault+1, func() error { return w.inTx(ctx, opts, fn) },
+		func(retry int, backoff time.Duration, err error) {
+			w.logger.Debug("transaction conflict; running it again", zap.Int64("inbox_id", run.job.Args.InboxID),
+				zap.Int("retry", retry), zap.Duration("backoff", backoff), zap.Error(err))
+		})
 }
 
-// runHandlers runs the handlers of the first route matching ev in tx, or
-// settles an unrouted event.
-func (w *eventWorker) runHandlers(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
+// late reports whether less is left of ctx than a grouped event's handlers
+// get (sliceBound): an event alone begins its handlers only with at least
+// that much. Its time is its own: a run that waited for a transaction (the
+// worker's are bounded, and slow events may hold them until their own time
+// is up) is put back uncharged rather than run out of time its neighbours
+// spent. An event a group handed over to be worked alone has about half
+// the job's time left, well above that bound (see workGroup): a higher
+// bound would put it back at every run, and a slow event that a group
+// takes at each run would never run alone.
+func (w *eventWorker) late(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && w.jobTimeout > 0 && time.Until(deadline) < w.sliceBound()
+}
+
+// short reports whether the run lost more than a twentieth of the job's
+// time before its handlers began: it waited for a transaction, or a group
+// spent it. Handlers that begin so and run out of time are not charged
+// (see reportResult); a run that began with about all of its time and
+// still ran out is.
+func (w *eventWorker) short(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && w.jobTimeout > 0 && time.Until(deadline) < w.jobTimeout-w.jobTimeout/20
+}
+
+// runGated runs ev's route in tx, behind the route's lock gate; a
+// sequenced route's event comes with the position enterSequence let it
+// through at, before its row was taken. A lock that cannot let the event
+// through now returns a river.JobSnooze error: the transaction rolls back
+// (the row's take with it), and River runs the job again later without
+// counting an attempt. route is nil for an unrouted event.
+func (w *eventWorker) runGated(ctx context.Context, tx pgx.Tx, ev *inbox.Event, route *compiledRoute, gate *sequenceGate) error {
+	if route == nil {
+		return w.runHandlers(ctx, tx, ev, nil)
+	}
+	if lock := route.route.Lock; lock != nil {
+		key, err := effect.Locate(lock.Key, ev)
+		if err != nil {
+			return inbox.Permanent(fmt.Errorf("lock key (%s): %w", lock.Key, err))
+		}
+		var locked bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, advisoryKey(ev.Source, key)).Scan(&locked); err != nil {
+			return fmt.Errorf("advisory lock: %w", err)
+		}
+		if !locked {
+			w.logger.Debug("lock busy; event snoozed", zap.Int64("inbox_id", ev.ID), zap.String("lock_key", key))
+			return river.JobSnooze(lock.Snooze)
+		}
+	}
+	if route.route.Sequence != nil {
+		return w.runSequenced(ctx, tx, ev, route, gate)
+	}
+	return w.runHandlers(ctx, tx, ev, route)
+}
+
+// runHandlers runs route's handlers for ev in tx, or settles an unrouted
+// event (route nil). It is where both paths, a group's and an event's own,
+// run the handlers.
+func (w *eventWorker) runHandlers(ctx context.Context, tx pgx.Tx, ev *inbox.Event, route *compiledRoute) error {
 	// A failed row is processed again: retrying its job from River UI
 	// is how an operator replays it.
-	route, ok := w.router.matchRoute(ev.Source, ev.EventType)
-	if !ok {
+	if route == nil {
 		if w.failUnrouted {
 			return inbox.Permanent(fmt.Errorf("no route matches source %q, type %q", ev.Source, ev.EventType))
 		}
@@ -387,4 +399,220 @@ func callHandler(ctx context.Context, h Handler, tx pgx.Tx, ev inbox.Event) (err
 		}
 	}()
 	return h(ctx, tx, ev)
+}
+
+// inTx is pgx.BeginTxFunc on w.pool, and it reports how long the COMMIT
+// took to the limiter of the group transactions: a COMMIT that does not
+// wait for the WAL flush costs the database about the same whatever the
+// transaction did, so its latency measures how busy the database is, not
+// how big the group was (with synchronous_commit it also waits for the WAL
+// flush, which the receivers' commits wait for too). A sample says whether
+// jobs wait for a flusher, the demand that lets the limit grow.
+//
+// Every event transaction, a group's or an event's own, takes one of
+// w.slots first, without a connection: they bound the event transactions
+// open at once to the connections the pool has for them, so that no number
+// of jobs in flight can take the connections River and the rollout need. A
+// worker that fenced itself meanwhile (see registration.fenced) rolls back
+// instead of committing, with errFenced.
+func (w *eventWorker) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	select {
+	case w.slots <- struct{}{}:
+		defer func() { <-w.slots }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	tx, err := w.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	// After a COMMIT, a no-op; a failed ROLLBACK closes the connection.
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if w.registration.fenced() {
+		return errFenced
+	}
+	start := time.Now()
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	if w.limit != nil {
+		w.limit.Observe(time.Since(start), w.group.Waiting() > 0)
+		w.metrics.TransactionLimit(w.limit.Limit())
+	}
+	return nil
+}
+
+// jobOutcome is what became of an event's run, as execute hands it to
+// reportResult: err, and what the run knows of it.
+type jobOutcome struct {
+	err error
+	// recorded: the failure was recorded on the row already, in the
+	// group's transaction (see workGroup).
+	recorded bool
+	// alone: the group handed the event over, to be worked in a
+	// transaction of its own (inGroup's caller does so at once).
+	alone bool
+	// began: the event's handlers began in this run. A run that ends in an
+	// error before they began (its job's time ran out while it waited for
+	// a transaction) charges the event no attempt.
+	began bool
+	// short: its handlers began with less than about all of the job's
+	// time left (see eventWorker.short).
+	short bool
+	// held: the event's source was paused before its handlers began, and
+	// its row is held for Resume.
+	held bool
+	// unsettled: err came before the run (the pause check's own Hold
+	// failed); River gets it as it is, and nothing is recorded or counted.
+	unsettled bool
+	// woken is the event of the same sequence key that the run woke, if
+	// any (see runInline).
+	woken *inboxstore.ClaimedRow
+}
+
+// reportResult is the one place an event's outcome is settled, whichever
+// path the event took (River's executor's reportResult is the model): it
+// turns the outcome into what Work returns to River (nil: done, parked or
+// held; a snooze: deferred, uncharged; the error: retried or failed for
+// good, charged), records a failure on the row (unless the group's
+// transaction did, with the group's commit), counts the outcome in the
+// metrics, and logs it.
+func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOutcome) error {
+	job, err := run.job, out.err
+	switch {
+	case out.unsettled:
+		return err
+	case out.held:
+		w.logHeld(job)
+		return nil
+	case errors.Is(err, errFenced):
+		return river.JobSnooze(fencedSnooze)
+	case errors.Is(err, errUnknownSource):
+		w.logger.Debug("event snoozed: its source is not in this worker's configuration (a newer one may be rolling out)",
+			zap.Int64("inbox_id", job.Args.InboxID), zap.String("source", job.Args.Source), zap.Int64("job_id", job.ID))
+		return river.JobSnooze(unknownSourceSnooze)
+	case errors.Is(err, errParked):
+		// Nothing ran and no attempt is spent: the job ends, and the run of
+		// the event's key before it enqueues it again.
+		w.logger.Debug("event parked: an event of its sequence key comes first", zap.Int64("inbox_id", job.Args.InboxID),
+			zap.Int64("job_id", job.ID))
+		return nil
+	case isSnooze(err):
+		// A gate (a lock, a sequence) deferred the event: nothing ran, and
+		// River counts no attempt.
+		return err
+	case err == nil:
+		w.metrics.Event(job.Args.Source, metrics.OutcomeDone, time.Since(run.start), time.Since(job.CreatedAt))
+		return nil
+	}
+	log := w.logger.With(zap.Int64("inbox_id", job.Args.InboxID), zap.Int64("job_id", job.ID),
+		zap.String("request_id", job.Args.RequestID), zap.Int("attempt", job.Attempt), zap.Int("max_attempts", job.MaxAttempts))
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// The worker is stopping: River makes the job available again
+		// without counting the attempt, so neither do we.
+		log.Info("event interrupted by shutdown", zap.Error(err))
+		return err
+	}
+	if !out.began && !out.recorded && (ctx.Err() != nil || errors.Is(err, errLate)) {
+		// The job's time ran out, or most of it, while it waited for a
+		// transaction (behind slow events, or for a connection): its
+		// handlers never began, so the event is not charged an attempt.
+		// River runs it again at once, with all its time.
+		log.Info("event's time ran out before its handlers began; running it again, no attempt counted", zap.Error(err))
+		return river.JobSnooze(0)
+	}
+	if out.began && out.short && !out.recorded && errors.Is(ctx.Err(), context.DeadlineExceeded) && run.snoozes < shortRunsUncharged {
+		// Its handlers began with less than the job's time (a group spent
+		// some, or it waited for a transaction) and used it up: the time
+		// its neighbours took is not its fault. Snoozed, it runs again
+		// alone (see snoozes), with all of its time.
+		log.Info("event's time ran out, its handlers having begun with less than all of it; running it again alone, no attempt counted", zap.Error(err))
+		return river.JobSnooze(0)
+	}
+	return w.charge(ctx, run, out, log)
+}
+
+// charge settles a failed run that is charged an attempt, for
+// reportResult: the failure is recorded on the row (unless the group's
+// transaction did), counted, and returned, for River to retry the job
+// with backoff, discard it after its last attempt, or cancel it when the
+// error is permanent.
+func (w *eventWorker) charge(ctx context.Context, run *eventRun, out jobOutcome, log *zap.Logger) error {
+	job, err := run.job, out.err
+	permanent := inbox.IsPermanent(err)
+	final := failsForGood(job, err)
+	if !out.recorded {
+		w.recordFailure(ctx, run, err, final, log)
+	}
+	outcome := metrics.OutcomeRetried
+	if final {
+		outcome = metrics.OutcomeFailed
+	}
+	w.metrics.Event(job.Args.Source, outcome, time.Since(run.start), 0)
+	switch {
+	case permanent:
+		log.Warn("event failed permanently", zap.Error(err))
+		return river.JobCancel(err)
+	case final:
+		log.Warn("event failed after its last attempt", zap.Error(err))
+	default:
+		log.Info("event failed; River retries it with backoff", zap.Error(err))
+	}
+	return err
+}
+
+// failsForGood reports whether job's event fails for good with err: err is
+// permanent, or this was its last attempt. A group's failures and an event
+// worked alone decide it alike.
+func failsForGood(job *river.Job[inboxstore.JobArgs], err error) bool {
+	return inbox.IsPermanent(err) || job.Attempt >= job.MaxAttempts
+}
+
+// recordFailure records err on the event's row, final or not. The
+// handler's transaction rolled back; the failure is recorded in a small
+// transaction of its own, with a context the job's deadline can't cancel.
+// If this write is lost too, the reaper reconciles the row with the job's
+// final state. A sequenced event's failure also wakes its key's next
+// parked event (recordSequenceFailure).
+func (w *eventWorker) recordFailure(ctx context.Context, run *eventRun, err error, final bool, log *zap.Logger) {
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var recErr error
+	if seqErr := (*sequenceError)(nil); errors.As(err, &seqErr) {
+		recErr = w.recordSequenceFailure(recordCtx, seqErr, run.job.ID, final)
+	} else {
+		recErr = w.store.RecordFailure(recordCtx, w.pool, run.job.Args.InboxID, run.job.ID, err.Error(), final, time.Time{})
+	}
+	if recErr != nil {
+		log.Error("could not record the failure on the inbox row", zap.Error(recErr))
+	}
+}
+
+// snoozes is how many times job was snoozed (River counts them in its
+// metadata). A job snoozed before is worked alone, not in a group, so that
+// an event put back for want of time gets all of it.
+func snoozes(job *rivertype.JobRow) int {
+	var meta struct {
+		Snoozes int `json:"snoozes"`
+	}
+	if json.Unmarshal(job.Metadata, &meta) != nil {
+		return 0
+	}
+	return meta.Snoozes
+}
+
+// shortRunsUncharged is how many times a job may be put back uncharged
+// for running out of a time it did not have (see reportResult): an event
+// that never gets a transaction with all of its time (the worker stays
+// contended) is then charged, so that one whose handlers hang still ends
+// failed after max_attempts.
+const shortRunsUncharged = 3
+
+// logHeld logs an event held because its source is paused.
+func (w *eventWorker) logHeld(job *river.Job[inboxstore.JobArgs]) {
+	w.logger.Debug("event held: its source is paused", zap.Int64("inbox_id", job.Args.InboxID),
+		zap.String("source", job.Args.Source), zap.Int64("job_id", job.ID))
 }

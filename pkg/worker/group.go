@@ -9,13 +9,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/groupcommit"
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/limiter"
-	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
 // groupCommitter works events in group transactions: internal/groupcommit's
@@ -37,29 +35,10 @@ import (
 // Flushers, not River's worker count, bound the transactions in flight, so
 // a worker with a thousand jobs in flight holds only as many connections as
 // it has flushers.
-type groupCommitter = groupcommit.Committer[*river.Job[inboxstore.JobArgs], jobOutcome]
+type groupCommitter = groupcommit.Committer[*eventRun, jobOutcome]
 
-// groupRequest is a job waiting in a group.
-type groupRequest = groupcommit.Request[*river.Job[inboxstore.JobArgs]]
-
-// jobOutcome is what a job's Work returns: err, and whether the failure
-// was recorded on the row already (in the group's transaction); or, with
-// alone, that Work is to work the event in a transaction of its own.
-type jobOutcome struct {
-	err      error
-	recorded bool
-	alone    bool
-	// began: the event's handlers began in this run. A run that ends in an
-	// error before they began (its job's time ran out while it waited for
-	// a transaction) charges the event no attempt.
-	began bool
-	// short: its handlers began with less than about all of the job's
-	// time left (see eventWorker.short).
-	short bool
-	// held: the event's source was paused before its handlers began, and
-	// its row is held for Resume.
-	held bool
-}
+// groupRequest is a job's run waiting in a group, its route resolved.
+type groupRequest = groupcommit.Request[*eventRun]
 
 // newGroupCommitter returns w's group committer, not started. Its queue
 // holds as many jobs as queues' River workers run at once: it never fills.
@@ -70,7 +49,7 @@ func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Dura
 	for _, n := range queues {
 		inFlight += n
 	}
-	config := &groupcommit.Config[*river.Job[inboxstore.JobArgs]]{
+	config := &groupcommit.Config[*eventRun]{
 		MaxSize: maxEvents, Linger: linger, Flushers: flushers, QueueSize: max(1, inFlight),
 		// A group is cancelled when any of its jobs' contexts is, so each
 		// Work is answered soon after its context ends, and learns what
@@ -85,7 +64,7 @@ func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Dura
 		// jobs (on a queue of its own, see docs/deploying.md) is in the
 		// next group, and that group starts at once. River's slots bound
 		// the queue, so no share limit.
-		Key:   func(job *river.Job[inboxstore.JobArgs]) string { return job.Args.Source },
+		Key:   func(run *eventRun) string { return run.job.Args.Source },
 		Share: 1,
 	}
 	if sources < 2 {
@@ -96,9 +75,10 @@ func newGroupCommitter(w *eventWorker, flushers, maxEvents int, linger time.Dura
 	return groupcommit.New(w.flushGroup, config)
 }
 
-// inGroup queues job for a group transaction and waits for its outcome.
-func (w *eventWorker) inGroup(ctx context.Context, job *river.Job[inboxstore.JobArgs]) jobOutcome {
-	out, err := w.group.Do(ctx, job)
+// inGroup queues run for a group transaction and waits for its outcome;
+// alone when the event is to be worked in a transaction of its own.
+func (w *eventWorker) inGroup(ctx context.Context, run *eventRun) jobOutcome {
+	out, err := w.group.Do(ctx, run)
 	switch {
 	case errors.Is(err, groupcommit.ErrOverloaded):
 		return jobOutcome{alone: true}
@@ -117,8 +97,7 @@ func (w *eventWorker) inGroup(ctx context.Context, job *river.Job[inboxstore.Job
 func (w *eventWorker) flushGroup(ctx context.Context, group []groupRequest) ([]groupcommit.Result[jobOutcome], error) {
 	var outcomes []jobOutcome
 	if len(group) == 1 {
-		_, out := w.process(group[0].Ctx, group[0].Item)
-		outcomes = []jobOutcome{out}
+		outcomes = []jobOutcome{w.process(group[0].Ctx, group[0].Item)}
 	} else {
 		var err error
 		if outcomes, err = w.workGroup(ctx, group); err != nil {
@@ -172,18 +151,7 @@ func (w *eventWorker) flushGroup(ctx context.Context, group []groupRequest) ([]g
 // put back untouched: neither begins its handlers. On error nothing
 // committed.
 func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outcomes []jobOutcome, err error) {
-	// Work the events in row order, the order the take locks them in.
-	order := make([]int, len(group))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		return cmp.Compare(group[a].Item.Args.InboxID, group[b].Item.Args.InboxID)
-	})
-	ids, jobIDs := make([]int64, len(group)), make([]int64, len(group))
-	for k, i := range order {
-		ids[k], jobIDs[k] = group[i].Item.Args.InboxID, group[i].Item.ID
-	}
+	order, ids, jobIDs := rowOrder(group)
 	outcomes = make([]jobOutcome, len(group))
 	// The spans of the events' handlers, ended once the transaction has.
 	var spans groupSpans
@@ -197,14 +165,10 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 		if err != nil {
 			return err
 		}
-		savepoints := &groupSavepoints{tx: tx, settings: w.groupSettings}
-		var (
-			undo []*inboxstore.Taken
-			held []int // indexes of group whose source is paused
-		)
-		ended := false // at a lock conflict or a slow event: the rest is worked alone
+		g := &groupTx{tx: tx, savepoints: &groupSavepoints{tx: tx, settings: w.groupSettings}, deadline: deadline,
+			outcomes: outcomes, spans: spans}
 		for _, i := range order {
-			job := group[i].Item
+			job := group[i].Item.job
 			t := taken[job.Args.InboxID]
 			if t == nil || t.JobID != job.ID {
 				// Done already, gone, or taken for this row's other job
@@ -214,98 +178,160 @@ func (w *eventWorker) workGroup(ctx context.Context, group []groupRequest) (outc
 			// Used once: a second copy of the same job in this group (one
 			// River rescued while the first still waited) finds nothing.
 			delete(taken, job.Args.InboxID)
-			// A further event only while its whole slice ends before the
-			// half of the job's time the events worked alone keep: cut
-			// short by that bound, its statement would be cancelled by its
-			// context, not by statement_timeout, and the connection (the
-			// group's transaction) with it.
-			ended = ended || (!deadline.IsZero() && time.Until(deadline) < w.jobTimeout/2+w.sliceBound())
-			switch {
-			case ended:
-				undo = append(undo, t)
-				outcomes[i].alone = true
-				continue
-			case w.registration.fenced():
-				undo = append(undo, t)
-				outcomes[i].err = errFenced
-				continue
-			case w.pauses.isPaused(job.Args.Source):
-				undo = append(undo, t)
-				held = append(held, i)
-				continue
-			}
-			// The event's savepoint is made with its handlers' first
-			// statement (see eventTx).
-			etx := savepoints.newEventTx()
-			hctx := ctx
-			if spans != nil {
-				// The event's span is its job's child, in the group's
-				// transaction.
-				hctx, spans[i].span = w.startHandle(ctx, group[i].Ctx, job)
-			}
-			hctx, cancel := w.eventSlice(hctx, deadline)
-			began := time.Now()
-			herr := w.runHandlers(hctx, etx, t.Event)
-			slow := hctx.Err() != nil || inboxstore.ClassifyPg(herr) == inboxstore.PgCanceled
-			cancel()
-			outcomes[i].began = true
-			spans.record(i, herr)
-			if savepoints.err != nil {
-				return savepoints.err
-			}
-			if herr == nil {
-				continue
-			}
-			if ctx.Err() != nil {
-				return herr
-			}
-			if err := etx.rollback(ctx); err != nil {
-				// The handlers' failure broke the group's transaction: a
-				// statement cut by its context, not by statement_timeout,
-				// closes the connection. How long the event ran against its
-				// slice says which: past the slice, the machine was too
-				// busy for statement_timeout to cancel first; within it,
-				// the group took an event it had no slice left for.
-				return fmt.Errorf("event %d ran %s of its %s slice and failed (%w): %w", job.Args.InboxID,
-					time.Since(began).Round(time.Millisecond), w.jobTimeout/groupSliceDivisor, herr, err)
-			}
-			if slow || inboxstore.ClassifyPg(herr).Contended() {
-				// The row's done mark is rolled back below with those of
-				// the events after it; all are worked alone once this
-				// group has committed and released its locks.
-				if slow {
-					w.logger.Info("event ran past its slice of the group's time; it and the rest of its group are worked alone",
-						zap.Int64("inbox_id", job.Args.InboxID), zap.Duration("slice", w.jobTimeout/groupSliceDivisor))
-				}
-				undo = append(undo, t)
-				outcomes[i].alone = true
-				ended = true
-				continue
-			}
-			final := inbox.IsPermanent(herr) || job.Attempt >= job.MaxAttempts
-			if err := w.store.UndoTakes(ctx, tx, []*inboxstore.Taken{t}, []*inboxstore.TakeFailure{{Reason: herr.Error(), Final: final}}, time.Time{}); err != nil {
+			if err := w.workGrouped(ctx, g, group[i], i, t); err != nil {
 				return err
 			}
-			outcomes[i] = jobOutcome{err: herr, recorded: true, began: true}
 		}
-		if err := w.store.UndoTakes(ctx, tx, undo, nil, time.Time{}); err != nil {
-			return err
-		}
-		for _, i := range held {
-			args := group[i].Item.Args
-			ok, err := w.store.Hold(ctx, tx, args.InboxID, args.Source)
-			if err != nil {
-				return err
-			}
-			// Not held: the source was resumed meanwhile.
-			outcomes[i] = jobOutcome{held: ok, alone: !ok}
-		}
-		return nil
+		return w.putBack(ctx, g, group)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return outcomes, nil
+}
+
+// rowOrder is the order a group's events are worked in, row order (the
+// order the take locks them in), as indexes of group, and the rows' and
+// jobs' ids in that order.
+func rowOrder(group []groupRequest) (order []int, ids, jobIDs []int64) {
+	order = make([]int, len(group))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Compare(group[a].Item.job.Args.InboxID, group[b].Item.job.Args.InboxID)
+	})
+	ids, jobIDs = make([]int64, len(group)), make([]int64, len(group))
+	for k, i := range order {
+		ids[k], jobIDs[k] = group[i].Item.job.Args.InboxID, group[i].Item.job.ID
+	}
+	return order, ids, jobIDs
+}
+
+// groupTx is a group transaction's state while workGroup works its events
+// one after the other.
+type groupTx struct {
+	tx         pgx.Tx
+	savepoints *groupSavepoints
+	// deadline is the group's: the earliest of its jobs'.
+	deadline time.Time
+	// outcomes are the events' outcomes, by index of the group.
+	outcomes []jobOutcome
+	spans    groupSpans
+	// undo are the taken rows put back as they were before the commit
+	// (Store.UndoTakes, one statement).
+	undo []*inboxstore.Taken
+	// held are the indexes of the events whose source is paused, held
+	// before the commit.
+	held []int
+	// ended: at a lock conflict or a slow event, the group takes no
+	// further event; the rest is worked alone.
+	ended bool
+}
+
+// workGrouped works event i of the group, req, whose row the group took
+// (t), in g: its handlers run behind a savepoint of their own, within
+// their slice of the group's time. A failure is rolled back to the
+// savepoint and recorded on the row in the group's transaction; a slow
+// event, or one that met another transaction's locks, ends the group, and
+// it and the rest are handed over to be worked alone. An error ends the
+// group's transaction: nothing commits.
+func (w *eventWorker) workGrouped(ctx context.Context, g *groupTx, req groupRequest, i int, t *inboxstore.Taken) error {
+	job := req.Item.job
+	// A further event only while its whole slice ends before the
+	// half of the job's time the events worked alone keep: cut
+	// short by that bound, its statement would be cancelled by its
+	// context, not by statement_timeout, and the connection (the
+	// group's transaction) with it.
+	g.ended = g.ended || (!g.deadline.IsZero() && time.Until(g.deadline) < w.jobTimeout/2+w.sliceBound())
+	switch {
+	case g.ended:
+		g.undo = append(g.undo, t)
+		g.outcomes[i].alone = true
+		return nil
+	case w.registration.fenced():
+		g.undo = append(g.undo, t)
+		g.outcomes[i].err = errFenced
+		return nil
+	case w.pauses.isPaused(job.Args.Source):
+		g.undo = append(g.undo, t)
+		g.held = append(g.held, i)
+		return nil
+	}
+	// The event's savepoint is made with its handlers' first
+	// statement (see eventTx).
+	etx := g.savepoints.newEventTx()
+	hctx := ctx
+	if g.spans != nil {
+		// The event's span is its job's child, in the group's
+		// transaction.
+		hctx, g.spans[i].span = w.startHandle(ctx, req.Ctx, job)
+	}
+	hctx, cancel := w.eventSlice(hctx, g.deadline)
+	began := time.Now()
+	herr := w.runHandlers(hctx, etx, t.Event, w.routeFor(req.Item, t.Event))
+	slow := hctx.Err() != nil || inboxstore.ClassifyPg(herr) == inboxstore.PgCanceled
+	cancel()
+	g.outcomes[i].began = true
+	g.spans.record(i, herr)
+	if g.savepoints.err != nil {
+		return g.savepoints.err
+	}
+	if herr == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return herr
+	}
+	if err := etx.rollback(ctx); err != nil {
+		// The handlers' failure broke the group's transaction: a
+		// statement cut by its context, not by statement_timeout,
+		// closes the connection. How long the event ran against its
+		// slice says which: past the slice, the machine was too
+		// busy for statement_timeout to cancel first; within it,
+		// the group took an event it had no slice left for.
+		return fmt.Errorf("event %d ran %s of its %s slice and failed (%w): %w", job.Args.InboxID,
+			time.Since(began).Round(time.Millisecond), w.jobTimeout/groupSliceDivisor, herr, err)
+	}
+	if slow || inboxstore.ClassifyPg(herr).Contended() {
+		// The row's done mark is rolled back below with those of
+		// the events after it; all are worked alone once this
+		// group has committed and released its locks.
+		if slow {
+			w.logger.Info("event ran past its slice of the group's time; it and the rest of its group are worked alone",
+				zap.Int64("inbox_id", job.Args.InboxID), zap.Duration("slice", w.jobTimeout/groupSliceDivisor))
+		}
+		g.undo = append(g.undo, t)
+		g.outcomes[i].alone = true
+		g.ended = true
+		return nil
+	}
+	// The failure is recorded in the group's transaction; reportResult
+	// settles the rest of it in the event's own Work.
+	final := failsForGood(job, herr)
+	if err := w.store.UndoTakes(ctx, g.tx, []*inboxstore.Taken{t}, []*inboxstore.TakeFailure{{Reason: herr.Error(), Final: final}}, time.Time{}); err != nil {
+		return err
+	}
+	g.outcomes[i] = jobOutcome{err: herr, recorded: true, began: true}
+	return nil
+}
+
+// putBack, before the group commits, puts back the rows of the events the
+// group did not work, as they were, and holds those of paused sources.
+func (w *eventWorker) putBack(ctx context.Context, g *groupTx, group []groupRequest) error {
+	if err := w.store.UndoTakes(ctx, g.tx, g.undo, nil, time.Time{}); err != nil {
+		return err
+	}
+	for _, i := range g.held {
+		args := group[i].Item.job.Args
+		ok, err := w.store.Hold(ctx, g.tx, args.InboxID, args.Source)
+		if err != nil {
+			return err
+		}
+		// Not held: the source was resumed meanwhile.
+		g.outcomes[i] = jobOutcome{held: ok, alone: !ok}
+	}
+	return nil
 }
 
 // eventSlice bounds a grouped event's handlers: a slice of the job timeout
@@ -338,48 +364,4 @@ func groupSettings(jobTimeout time.Duration) []string {
 		fmt.Sprintf("SET LOCAL lock_timeout = %d", groupLockTimeoutDefault.Milliseconds()),
 		fmt.Sprintf("SET LOCAL statement_timeout = %d", max(1, (jobTimeout/groupSliceDivisor).Milliseconds())),
 	}
-}
-
-// inTx is pgx.BeginTxFunc on w.pool, and it reports how long the COMMIT
-// took to the limiter of the group transactions: a COMMIT that does not
-// wait for the WAL flush costs the database about the same whatever the
-// transaction did, so its latency measures how busy the database is, not
-// how big the group was (with synchronous_commit it also waits for the WAL
-// flush, which the receivers' commits wait for too). A sample says whether
-// jobs wait for a flusher, the demand that lets the limit grow.
-//
-// Every event transaction, a group's or an event's own, takes one of
-// w.slots first, without a connection: they bound the event transactions
-// open at once to the connections the pool has for them, so that no number
-// of jobs in flight can take the connections River and the rollout need. A
-// worker that fenced itself meanwhile (see registration.fenced) rolls back
-// instead of committing, with errFenced.
-func (w *eventWorker) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	select {
-	case w.slots <- struct{}{}:
-		defer func() { <-w.slots }()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	tx, err := w.pool.BeginTx(ctx, opts)
-	if err != nil {
-		return err
-	}
-	// After a COMMIT, a no-op; a failed ROLLBACK closes the connection.
-	defer func() { _ = tx.Rollback(ctx) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if w.registration.fenced() {
-		return errFenced
-	}
-	start := time.Now()
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
-	if w.limit != nil {
-		w.limit.Observe(time.Since(start), w.group.Waiting() > 0)
-		w.metrics.TransactionLimit(w.limit.Limit())
-	}
-	return nil
 }

@@ -74,7 +74,7 @@ func (w *Worker) setState(s State) { w.state.Store(int32(s)) }
 
 // rollout is the loop Start runs once it has claimed the worker's queues,
 // until Stop or retirement: it renews the routes record every
-// HeartbeatInterval and, every rolloutPoll, takes over when waiting, or
+// HeartbeatInterval and, every rolloutPollDefault, takes over when waiting, or
 // drains when a newer route set waits.
 func (w *Worker) rollout(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)

@@ -97,7 +97,7 @@ func (w *eventWorker) enterSequence(ctx context.Context, tx pgx.Tx, id int64, se
 // ordered after it was processed already; a late event gets a note on its
 // inbox row. It records ev's position as the key's latest, if it is. After
 // the handlers, it wakes the key's next parked event, in tx.
-func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Event, gate *sequenceGate) error {
+func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Event, route *compiledRoute, gate *sequenceGate) error {
 	if gate == nil || gate.pos == nil {
 		return errors.New("sequence: the event ran without its position")
 	}
@@ -115,7 +115,7 @@ func (w *eventWorker) runSequenced(ctx context.Context, tx pgx.Tx, ev *inbox.Eve
 		}
 	}
 	seqCtx := context.WithValue(ctx, sequencedKey{}, Sequenced{Key: pos.Key, Order: pos.Order, Late: late})
-	if err := w.runHandlers(seqCtx, tx, ev); err != nil {
+	if err := w.runHandlers(seqCtx, tx, ev, route); err != nil {
 		return err
 	}
 	gate.woken, err = w.wakeSequence(ctx, tx, pos, ev.ID)
@@ -142,30 +142,32 @@ func (w *eventWorker) wakeSequence(ctx context.Context, tx pgx.Tx, pos *inboxsto
 	return woken, w.store.NotifyInsertTx(ctx, tx, client.Schema(), w.queueFor(pos.Source))
 }
 
-// runInline runs, in job's Work, the events its key's runs wake, one after
-// another, for sequenceInlineBudget from start: the next event of a key
+// runInline runs, in run's Work, the events its key's runs wake, one after
+// another, for sequenceInlineBudget from the run's start: the next event of a key
 // runs as soon as the one before commits, with no fetch between them. Each
 // woken event has its own job all the same (inserted by the wake, so that a
 // crash here loses nothing): that job finds it done and does nothing, or,
 // should the inline run not end with it done (it failed, parked or was held
 // back), works it as usual, counting its attempts. An inline run's failure
 // is therefore not recorded here.
-func (w *eventWorker) runInline(ctx context.Context, job *river.Job[inboxstore.JobArgs], next *inboxstore.ClaimedRow, start time.Time) {
+func (w *eventWorker) runInline(ctx context.Context, run *eventRun, next *inboxstore.ClaimedRow) {
 	budget := sequenceInlineBudget
 	if deadline, ok := ctx.Deadline(); ok {
 		// Half the job's time at most: the job must end well inside it.
-		budget = min(budget, deadline.Sub(start)/2)
+		budget = min(budget, deadline.Sub(run.start)/2)
 	}
-	until := start.Add(budget)
+	until := run.start.Add(budget)
 	for next != nil && time.Now().Before(until) && ctx.Err() == nil {
-		if w.sequenceFor(next.Source, next.EventType) == nil || (w.pauses != nil && w.pauses.isPaused(next.Source)) {
+		inline := *run.job
+		inline.Args = inboxstore.JobArgs{InboxID: next.ID, Source: next.Source, EventID: next.EventID, EventType: next.EventType, RequestID: next.RequestID}
+		// The woken event's own run, its route resolved once.
+		woken := w.newRun(&inline, run.start)
+		if woken.sequence == nil || (w.pauses != nil && w.pauses.isPaused(next.Source)) {
 			return
 		}
-		inline := *job
-		inline.Args = inboxstore.JobArgs{InboxID: next.ID, Source: next.Source, EventID: next.EventID, EventType: next.EventType, RequestID: next.RequestID}
-		var out jobOutcome
 		// The metrics count the event when its own job finds it done.
-		if next, out = w.process(ctx, &inline); out.err != nil || out.held {
+		out := w.process(ctx, woken)
+		if next = out.woken; out.err != nil || out.held {
 			w.logger.Debug("inline run of a woken event stopped; its own job works it", zap.Int64("inbox_id", inline.Args.InboxID), zap.Error(out.err))
 			return
 		}

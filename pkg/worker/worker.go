@@ -1,12 +1,3 @@
-// Package worker processes inbox events with River: one job per inbox row,
-// worked in one transaction that locks the row, runs the routed handlers,
-// marks the row done and completes the job. Failures are retried with
-// backoff; a poison event ends failed with its reason; a periodic reaper heals
-// rows left without a live job.
-//
-// Users with their own business logic build a worker binary on this
-// package: register handlers in a Registry, route to them by name in the
-// config, and call New, Start and Stop (see examples/ledger).
 package worker
 
 import (
