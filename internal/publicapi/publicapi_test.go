@@ -47,20 +47,9 @@ var stillNamingInternal = map[string]bool{
 	"pkg/config.RejectionsConfig.RecorderConfig":     true,
 	"pkg/config.RejectionsConfig.WithDefaults":       true,
 	"pkg/config.SourceConfig.Reconcile":              true,
-	"pkg/config.SourceConfig.RetentionPolicy":        true,
-	"pkg/config.WorkerConfig.Metrics":                true,
 	"pkg/config.WorkerConfig.Outbox":                 true,
 	"pkg/config.WorkerConfig.Pace":                   true,
-	"pkg/config.WorkerConfig.Retention":              true,
-	"pkg/daemon.Env.ReadDurability":                  true,
-	"pkg/daemon.NewAdmin":                            true,
-	"pkg/daemon.NewReceiver":                         true,
-	"pkg/daemon.NewReconcileWorker":                  true,
-	"pkg/daemon.NewReplayManager":                    true,
-	"pkg/daemon.RetentionPolicies":                   true,
-	"pkg/worker.Config.Metrics":                      true,
 	"pkg/worker.Config.Outbox":                       true,
-	"pkg/worker.Config.Retention":                    true,
 }
 
 // listed is the part of `go list -json` the check reads.

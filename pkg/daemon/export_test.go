@@ -1,12 +1,18 @@
 package daemon
 
+import "net/http"
+
 // The unexported wiring the external tests drive directly.
 var (
-	NewSource          = newSource
-	NewWorker          = newWorker
-	QueueFor           = queueFor
-	ReceiverHandler    = receiverHandler
-	ReceiverOpsHandler = receiverOpsHandler
-	StartTracing       = startTracing
-	WorkerHandler      = workerHandler
+	NewSource     = newSource
+	NewWorker     = newWorker
+	QueueFor      = queueFor
+	StartTracing  = startTracing
+	WorkerHandler = workerHandler
 )
+
+// ReceiverHandler is receiverHandler on the server NewReceiver built.
+func ReceiverHandler(env *Env, r *Receiver) http.Handler { return receiverHandler(env, r.srv) }
+
+// ReceiverOpsHandler is receiverOpsHandler on the server NewReceiver built.
+func ReceiverOpsHandler(env *Env, r *Receiver) http.Handler { return receiverOpsHandler(env, r.srv) }
