@@ -31,25 +31,18 @@ import (
 // types. The list may only shrink: a name found that is not on it fails
 // the test, and so does a name on it that no longer names one.
 var stillNamingInternal = map[string]bool{
-	"pkg/config.Config.Tracing":                      true,
-	"pkg/config.DatabaseConfig.Durability":           true,
-	"pkg/config.DestinationConfig.DestinationConfig": true,
-	"pkg/config.DestinationConfig.WithDefaults":      true,
-	"pkg/config.OutboxRelayConfig.Config":            true,
-	"pkg/config.OutboxRelayConfig.Destinations":      true,
-	"pkg/config.OutboxRelayConfig.WithDefaults":      true,
-	"pkg/config.ReceiverConfig.BatcherConfig":        true,
-	"pkg/config.ReceiverConfig.Config":               true,
-	"pkg/config.ReceiverConfig.HTTPConfig":           true,
-	"pkg/config.ReceiverConfig.Metrics":              true,
-	"pkg/config.ReceiverConfig.Rejections":           true,
-	"pkg/config.ReceiverConfig.Sources":              true,
-	"pkg/config.RejectionsConfig.RecorderConfig":     true,
-	"pkg/config.RejectionsConfig.WithDefaults":       true,
-	"pkg/config.SourceConfig.Reconcile":              true,
-	"pkg/config.WorkerConfig.Outbox":                 true,
-	"pkg/config.WorkerConfig.Pace":                   true,
-	"pkg/worker.Config.Outbox":                       true,
+	"pkg/config.Config.Tracing":                  true,
+	"pkg/config.DatabaseConfig.Durability":       true,
+	"pkg/config.ReceiverConfig.BatcherConfig":    true,
+	"pkg/config.ReceiverConfig.Config":           true,
+	"pkg/config.ReceiverConfig.HTTPConfig":       true,
+	"pkg/config.ReceiverConfig.Metrics":          true,
+	"pkg/config.ReceiverConfig.Rejections":       true,
+	"pkg/config.ReceiverConfig.Sources":          true,
+	"pkg/config.RejectionsConfig.RecorderConfig": true,
+	"pkg/config.RejectionsConfig.WithDefaults":   true,
+	"pkg/config.SourceConfig.Reconcile":          true,
+	"pkg/config.WorkerConfig.Pace":               true,
 }
 
 // listed is the part of `go list -json` the check reads.
