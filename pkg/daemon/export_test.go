@@ -13,6 +13,3 @@ var (
 
 // ReceiverHandler is receiverHandler on the server NewReceiver built.
 func ReceiverHandler(env *Env, r *Receiver) http.Handler { return receiverHandler(env, r.srv) }
-
-// ReceiverOpsHandler is receiverOpsHandler on the server NewReceiver built.
-func ReceiverOpsHandler(env *Env, r *Receiver) http.Handler { return receiverOpsHandler(env, r.srv) }
