@@ -5,6 +5,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hookinbox/hookinbox/internal/operator"
 )
 
 // newDoctorCommand is `inboxctl doctor`: what an acknowledged delivery
@@ -29,7 +31,7 @@ gives less than database.durability.require.`,
 				return err
 			}
 			defer env.Close()
-			d, err := env.ReadDurability(cmd.Context())
+			d, err := operator.ReadDurability(cmd.Context(), env.Pool, env.Config)
 			if err != nil {
 				return err
 			}

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/internal/operator"
 	"github.com/hookinbox/hookinbox/internal/retention"
-	"github.com/hookinbox/hookinbox/pkg/daemon"
 )
 
 // newPruneCommand is `inboxctl prune`: apply every source's retention now,
@@ -37,7 +37,7 @@ every worker.prune_interval. Failed rows are never deleted. --dry-run counts, ch
 				return err
 			}
 			pruner := retention.NewPruner(inboxstore.New(env.Pool), &retention.Config{
-				Policies: daemon.RetentionPolicies(env.Config), Batch: env.Config.Worker.PruneBatch, Logger: env.Logger.Named("retention"),
+				Policies: operator.RetentionPolicies(env.Config), Batch: env.Config.Worker.PruneBatch, Logger: env.Logger.Named("retention"),
 			})
 			run := pruner.Run
 			if dryRun {

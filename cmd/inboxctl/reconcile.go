@@ -15,9 +15,9 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/logging"
+	"github.com/hookinbox/hookinbox/internal/operator"
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/pkg/config"
-	"github.com/hookinbox/hookinbox/pkg/daemon"
 )
 
 // newReconcileCommand is `inboxctl reconcile`: ask a source's provider
@@ -73,7 +73,7 @@ defaults to the scheduled run's start (the watermark less the lookback), --until
 			if err != nil {
 				return fmt.Errorf("river client: %w", err)
 			}
-			w, _, err := daemon.NewReconcileWorker(env, client, nil)
+			w, _, err := operator.NewReconcileWorker(env.Pool, env.Config, env.Logger, client, nil)
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/internal/operator"
 	"github.com/hookinbox/hookinbox/internal/replay"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
@@ -241,7 +242,7 @@ func openReplay(cmd *cobra.Command, path string) (*daemon.Env, *replay.Manager, 
 		env.Close()
 		return nil, nil, err
 	}
-	m, err := daemon.NewReplayManager(env)
+	m, err := operator.NewReplayManager(env.Pool, env.Config, env.Logger)
 	if err != nil {
 		env.Close()
 		return nil, nil, err

@@ -13,7 +13,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/admin"
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/logging"
-	"github.com/hookinbox/hookinbox/pkg/daemon"
+	"github.com/hookinbox/hookinbox/internal/operator"
 )
 
 // openAdmin boots with the config, checks the schema, and returns the
@@ -34,7 +34,7 @@ func openAdmin(cmd *cobra.Command, path, verb string) (*admin.Admin, func(), err
 		env.Close()
 		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
-	a, err := daemon.NewAdmin(env, client)
+	a, err := operator.NewAdmin(env.Pool, env.Config, client)
 	if err != nil {
 		env.Close()
 		return nil, nil, err

@@ -54,9 +54,10 @@ func setupServed(t *testing.T, mutate func(*config.ReceiverConfig)) *servedBundl
 	cfg.ApplyDefaults()
 	core, logs := observer.New(zapcore.InfoLevel)
 	env := &daemon.Env{Config: cfg, Logger: zap.New(core), Pool: db.Pool}
-	srv, stop, err := daemon.NewReceiver(env)
+	r, stop, err := daemon.NewReceiver(env)
 	require.NoError(t, err)
 	t.Cleanup(stop) // after the server's shutdown below: cleanups run last-in, first-out
+	srv := receiver.ServerOf(r.Handler())
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -285,8 +285,15 @@ func New(ingester Claimer, config *Config) (*Server, error) {
 	// 503 before the database was first reached and once stopping.
 	e.GET("/readyz", func(c echo.Context) error { return c.String(http.StatusOK, "ready\n") })
 	s.echo = e
+	if built != nil {
+		built(s)
+	}
 	return s, nil
 }
+
+// built, when set, is told each Server New builds (export_test.go sets it:
+// the e2e tests reach the server pkg/daemon builds through it).
+var built func(*Server)
 
 // UnverifiedBytesFor is the default MaxUnverifiedBytes for sources with
 // these body limits: MaxUnverifiedBytesDefault, or twice the largest limit

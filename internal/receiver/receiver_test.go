@@ -73,7 +73,7 @@ func setupWith(t *testing.T, pool *pgxpool.Pool, ackTimeout time.Duration, mutat
 
 // serve serves srv's handler on a loopback port until the test ends and
 // returns its base URL.
-func serve(t *testing.T, srv *receiver.Server) string {
+func serve(t *testing.T, srv interface{ Handler() http.Handler }) string {
 	t.Helper()
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)

@@ -6,9 +6,9 @@ import (
 	"slices"
 
 	"github.com/hookinbox/hookinbox/internal/receiver"
-	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/secret"
+	"github.com/hookinbox/hookinbox/pkg/worker"
 )
 
 // hmacProvider is the config name of the generic provider that reads
@@ -64,7 +64,8 @@ func (h *HMACConfig) isZero() bool { return reflect.ValueOf(*h).IsZero() }
 
 // RetentionPolicy returns the source's retention policy: what the worker's
 // retention job and `inboxctl prune` apply, and what Load checks
-// (retention.Policy.Check) for every command that writes the inbox.
-func (s *SourceConfig) RetentionPolicy() *retention.Policy {
-	return &retention.Policy{Source: s.Name, Provider: s.Provider, Retention: s.Retention, PayloadRetention: s.PayloadRetention}
+// (internal/retention's Policy.Check) for every command that writes the
+// inbox.
+func (s *SourceConfig) RetentionPolicy() *worker.RetentionPolicy {
+	return &worker.RetentionPolicy{Source: s.Name, Provider: s.Provider, Retention: s.Retention, PayloadRetention: s.PayloadRetention}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -209,9 +210,10 @@ func prefixes(p *problems, key string, entries []string) {
 // prune would be claimed as new and processed twice), and a payload
 // retention that would never apply.
 func validateRetention(p *problems, key string, s *SourceConfig) {
+	policy := retention.Policy(*s.RetentionPolicy())
 	if s.Retention <= 0 {
 		p.addf(key+".retention", "must be positive")
-	} else if err := s.RetentionPolicy().Check(); err != nil {
+	} else if err := policy.Check(); err != nil {
 		p.addf(key+".retention", "%s", err)
 	}
 	switch {

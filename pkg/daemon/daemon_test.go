@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
-	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/webhook"
 	"github.com/hookinbox/hookinbox/pkg/config"
@@ -121,7 +120,7 @@ func TestQueueFor(t *testing.T) {
 
 // serveReceiver serves srv's handler on a loopback port until the test ends and
 // returns its base URL.
-func serveReceiver(t *testing.T, srv *receiver.Server) string {
+func serveReceiver(t *testing.T, srv *daemon.Receiver) string {
 	t.Helper()
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)

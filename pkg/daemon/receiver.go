@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -15,9 +16,21 @@ import (
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/logging"
 	"github.com/hookinbox/hookinbox/internal/metrics"
+	"github.com/hookinbox/hookinbox/internal/operator"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/pkg/config"
 )
+
+// Receiver is the receiver's server as NewReceiver builds it, for a test or
+// an embedder that serves it on a listener of its own (RunReceiver serves
+// it behind the front door's connection limits).
+type Receiver struct {
+	srv *receiver.Server
+}
+
+// Handler returns the receiver's webhook routes (POST
+// /webhooks/{source}), without the front door's probes and metrics.
+func (r *Receiver) Handler() http.Handler { return r.srv.Handler() }
 
 // NewReceiver builds the receiver's server from env: a verifier per source,
 // an insert-only River client, which stamps worker.max_attempts on the jobs
@@ -25,7 +38,17 @@ import (
 // it), and the group-commit batcher. It re-reads the sources' secrets
 // files (receiver.Server.WatchSecrets) until stop. Call stop after the
 // server has shut down.
-func NewReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
+func NewReceiver(env *Env) (r *Receiver, stop func(), err error) {
+	srv, stop, err := newReceiver(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &Receiver{srv: srv}, stop, nil
+}
+
+// newReceiver is NewReceiver with the receiver's own server, which
+// RunReceiver serves.
+func newReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	cfg := env.Config
 	rc := &river.Config{
 		Logger:      logging.Slog(env.Logger.Named("river")),
@@ -107,7 +130,7 @@ func RunReceiver(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer stopTracing()
-	srv, stop, err := NewReceiver(env)
+	srv, stop, err := newReceiver(env)
 	if err != nil {
 		return err
 	}
@@ -206,16 +229,6 @@ func unreadyFor(door, ops *frontDoor, delay time.Duration, logger *zap.Logger) e
 	}
 }
 
-// queueFor maps a source to its configured River queue.
-func queueFor(cfg *config.Config) func(string) string {
-	queues := make(map[string]string, len(cfg.Sources))
-	for _, s := range cfg.Sources {
-		queues[s.Name] = s.Queue
-	}
-	return func(source string) string {
-		if q := queues[source]; q != "" {
-			return q
-		}
-		return river.QueueDefault
-	}
-}
+// queueFor maps a source to its configured River queue
+// (operator.QueueFor).
+func queueFor(cfg *config.Config) func(string) string { return operator.QueueFor(cfg) }

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/internal/operator"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 )
 
@@ -28,7 +28,7 @@ const (
 var errPoolTooLarge = errors.New("database.max_conns exceeds what the PostgreSQL server allows")
 
 // checkTimeout bounds one attempt at CheckSchema.
-const checkTimeout = 15 * time.Second
+const checkTimeout = operator.CheckTimeout
 
 // Retry is how a daemon retries reaching its database at start-up: after
 // Initial, then doubling up to Max, for as long as it runs.
@@ -52,17 +52,10 @@ func (e *Env) CheckSchema(ctx context.Context) error {
 // explain adds the remedy to a database error: the migrate command for a
 // schema too old, "cannot reach PostgreSQL" for a failed connection.
 func (e *Env) explain(err error) error {
-	var connectErr *pgconn.ConnectError
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, schema.ErrTooOld):
+	if errors.Is(err, schema.ErrTooOld) {
 		return fmt.Errorf("%w; run `%s`", err, e.MigrateCommand())
-	case errors.As(err, &connectErr):
-		return fmt.Errorf("cannot reach PostgreSQL: %w", connectErr)
-	default:
-		return err
 	}
+	return operator.Unreachable(err)
 }
 
 // CheckPoolBudget returns an error wrapping errPoolTooLarge when the pool's
@@ -95,23 +88,14 @@ SELECT current_setting('max_connections')::int, current_setting('superuser_reser
 	return nil
 }
 
-// ReadDurability reads what a 2xx survives on the server
-// (inboxstore.ReadDurability, with database.durability's settings) in one
-// attempt; when PostgreSQL cannot be reached, the error says so.
-func (e *Env) ReadDurability(ctx context.Context) (*inboxstore.Durability, error) {
-	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
-	defer cancel()
-	d, err := inboxstore.ReadDurability(ctx, e.Pool, e.Config.Database.Durability.KeepRemoteWrite)
-	return d, e.explain(err)
-}
-
-// CheckDurability reads what a 2xx survives on the server (ReadDurability)
+// CheckDurability reads what a 2xx survives on the server
+// (operator.ReadDurability, as inboxctl doctor does)
 // and logs it, one line; it returns an error wrapping
 // inboxstore.ErrDurability when that is less than
 // database.durability.require.
 func (e *Env) CheckDurability(ctx context.Context) error {
 	dc := e.Config.Database.Durability
-	d, err := e.ReadDurability(ctx)
+	d, err := operator.ReadDurability(ctx, e.Pool, e.Config)
 	if err != nil {
 		return err
 	}

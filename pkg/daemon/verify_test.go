@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookinbox/hookinbox/internal/admin"
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/internal/operator"
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/webhook"
@@ -128,7 +129,7 @@ sources:
 	require.Equal(t, 0, code, out)
 
 	// The worker's admin API on the same config.
-	a, err := daemon.NewAdmin(env, client)
+	a, err := operator.NewAdmin(env.Pool, env.Config, client)
 	require.NoError(t, err)
 	h, err := a.Handler(verifyAdminToken, env.Logger)
 	require.NoError(t, err)

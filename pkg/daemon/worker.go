@@ -6,22 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/buildinfo"
-	"github.com/hookinbox/hookinbox/internal/logging"
 	"github.com/hookinbox/hookinbox/internal/metrics"
+	"github.com/hookinbox/hookinbox/internal/operator"
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/reconcile"
 	"github.com/hookinbox/hookinbox/internal/relay"
-	"github.com/hookinbox/hookinbox/internal/replay"
-	"github.com/hookinbox/hookinbox/internal/retention"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/schema"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -45,8 +41,11 @@ func newWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	if registry == nil {
 		registry = worker.NewRegistry(env.Logger)
 	}
-	policies := RetentionPolicies(env.Config)
-	rw, reconciled, err := NewReconcileWorker(env, nil, metrics.NewReconcile(env.Metrics()))
+	policies := make([]worker.RetentionPolicy, len(env.Config.Sources))
+	for i := range env.Config.Sources {
+		policies[i] = *env.Config.Sources[i].RetentionPolicy()
+	}
+	rw, reconciled, err := operator.NewReconcileWorker(env.Pool, env.Config, env.Logger, nil, metrics.NewReconcile(env.Metrics()))
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +70,7 @@ func newWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	c.QueueFor = queueOf
 	c.Retention = policies
 	c.Logger = env.Logger
-	c.Metrics = metrics.NewWorker(env.Metrics())
+	c.Metrics = env.Metrics()
 	c.AddWorkers = addWorkers
 	c.TracerProvider = env.TracerProvider
 	c.Outbox = relay
@@ -220,38 +219,6 @@ func stateReason(state worker.State) string {
 		return "a newer route set took over its queues"
 	}
 	return state.String()
-}
-
-// RetentionPolicies returns every source's retention policy.
-func RetentionPolicies(c *config.Config) []retention.Policy {
-	policies := make([]retention.Policy, len(c.Sources))
-	for i := range c.Sources {
-		policies[i] = *c.Sources[i].RetentionPolicy()
-	}
-	return policies
-}
-
-// NewReplayManager returns the bulk replay Manager of env's config, on an
-// insert-only River client that stamps worker.max_attempts on the event jobs
-// it enqueues, as the receiver's does (the worker aligns a job with its own
-// value before running it). Replay jobs go to the worker's first
-// queue ("default" when it works it).
-func NewReplayManager(env *Env) (*replay.Manager, error) {
-	cfg := env.Config
-	client, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{
-		Logger:      logging.Slog(env.Logger.Named("river")),
-		MaxAttempts: cfg.Worker.MaxAttempts,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("river client: %w", err)
-	}
-	queue := cfg.Worker.Queues[0]
-	if slices.Contains(cfg.Worker.Queues, river.QueueDefault) {
-		queue = river.QueueDefault
-	}
-	return replay.NewManager(env.Pool, client, &replay.Config{
-		Pace: cfg.Worker.Pace, Queue: queue, QueueFor: queueFor(cfg),
-	})
 }
 
 // readyCheck reports whether the database is reachable and its schema new enough.

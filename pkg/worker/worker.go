@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.opentelemetry.io/otel/trace"
@@ -192,12 +193,14 @@ type Config struct {
 	// number (at least 2) whatever this is.
 	GroupFlushers int `mapstructure:"-"`
 	// Retention are the sources' retention policies, applied by a periodic
-	// job every PruneInterval (see internal/retention). Empty runs no such job.
-	Retention []retention.Policy `mapstructure:"-"`
+	// job every PruneInterval (see RetentionPolicy). Empty runs no such job.
+	Retention []RetentionPolicy `mapstructure:"-"`
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger `mapstructure:"-"`
-	// Metrics counts each run of an event. nil counts nothing.
-	Metrics *metrics.Worker `mapstructure:"-"`
+	// Metrics, when set, is where New registers the worker's event metrics
+	// (hookinbox_worker_*), which count each run of an event. nil counts
+	// nothing.
+	Metrics prometheus.Registerer `mapstructure:"-"`
 	// AddWorkers, when set, registers further River workers (a worker
 	// binary's own jobs, reconciliation) on the client's bundle.
 	AddWorkers func(*river.Workers) `mapstructure:"-"`
@@ -379,9 +382,13 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	// least two, so that an event waiting alone for a lock leaves one.
 	conns := max(2, int(pool.Config().MaxConns)-riverConnsDefault)
 	flushers := cmp.Or(c.GroupFlushers, max(1, int(pool.Config().MaxConns)-riverConnsDefault))
+	var wm *metrics.Worker // nil counts nothing
+	if c.Metrics != nil {
+		wm = metrics.NewWorker(c.Metrics)
+	}
 	ew := &eventWorker{
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, isolation: c.Isolation, logger: c.Logger,
-		metrics: c.Metrics, pauses: pauses, sources: c.Sources, maxAttempts: c.MaxAttempts, queueFor: c.QueueFor,
+		metrics: wm, pauses: pauses, sources: c.Sources, maxAttempts: c.MaxAttempts, queueFor: c.QueueFor,
 		jobTimeout: c.JobTimeout, groupSettings: groupSettings(c.JobTimeout), registration: registration,
 		slots: make(chan struct{}, conns),
 	}
@@ -404,7 +411,11 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	river.AddWorker(workers, replay.NewWorker(pool, &replay.WorkerConfig{
 		QueueFor: c.QueueFor, Slice: min(replay.SliceDefault, c.JobTimeout/2), Logger: c.Logger.Named("replay"),
 	}))
-	pruner := retention.NewPruner(store, &retention.Config{Policies: c.Retention, Batch: c.PruneBatch, Logger: c.Logger.Named("retention")})
+	policies := make([]retention.Policy, len(c.Retention))
+	for i, p := range c.Retention {
+		policies[i] = retention.Policy(p)
+	}
+	pruner := retention.NewPruner(store, &retention.Config{Policies: policies, Batch: c.PruneBatch, Logger: c.Logger.Named("retention")})
 	river.AddWorker(workers, &pruneWorker{pruner: pruner})
 	if c.AddWorkers != nil {
 		c.AddWorkers(workers)
