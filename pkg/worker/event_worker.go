@@ -616,3 +616,22 @@ func (w *eventWorker) logHeld(job *river.Job[inboxstore.JobArgs]) {
 	w.logger.Debug("event held: its source is paused", zap.Int64("inbox_id", job.Args.InboxID),
 		zap.String("source", job.Args.Source), zap.Int64("job_id", job.ID))
 }
+
+// isSnooze reports whether err asks River to snooze the job.
+func isSnooze(err error) bool {
+	var snooze *rivertype.JobSnoozeError
+	return errors.As(err, &snooze)
+}
+
+// txOptions are the options of an event's own transaction: its isolation
+// level and, with asyncCommit, synchronous_commit off (see
+// inboxstore.WorkTxOptions), in one round trip.
+func txOptions(asyncCommit bool, iso Isolation) pgx.TxOptions {
+	opts := inboxstore.WorkTxOptions(asyncCommit)
+	if opts.BeginQuery == "" {
+		opts.IsoLevel = iso.txIsoLevel()
+		return opts
+	}
+	opts.BeginQuery = fmt.Sprintf("BEGIN ISOLATION LEVEL %s; SET LOCAL synchronous_commit = off", iso.txIsoLevel())
+	return opts
+}
