@@ -171,7 +171,7 @@ func (in *Ingester) claimOnce(ctx context.Context, group [][]newEvent, dry bool)
 		}
 		return err
 	})
-	if err != nil && !(dry && errors.Is(err, errDryRun)) {
+	if err != nil && (!dry || !errors.Is(err, errDryRun)) {
 		return nil, err
 	}
 	results := make([]*IngestResult, len(group))

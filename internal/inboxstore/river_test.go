@@ -27,7 +27,7 @@ import (
 // what the statements read. The subtests share that schema and run one
 // after another; each writes in a transaction it rolls back, except the
 // last two, which need commits.
-func TestRiverSchemaContract(t *testing.T) {
+func TestRiverSchemaContract(t *testing.T) { //nolint:tparallel // its subtests share one schema, and the last two commit
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.NewEmpty(t)

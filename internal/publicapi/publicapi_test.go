@@ -106,11 +106,11 @@ func publicPackages(t *testing.T) (public []string, exports map[string]string) {
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p listed
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+		err := dec.Decode(&p)
+		if errors.Is(err, io.EOF) {
 			return public, exports
-		} else {
-			require.NoError(t, err)
 		}
+		require.NoError(t, err)
 		exports[p.ImportPath] = p.Export
 		if !p.DepOnly {
 			require.False(t, isInternal(p.ImportPath), "%s: ./pkg/... listed an internal package", p.ImportPath)
