@@ -445,7 +445,13 @@ func TestAWorkerThatCannotRenewFencesItself(t *testing.T) {
 	// hookinbox_worker_routes; its event work goes on), and worker B, with
 	// other routes, takes the queue over once A's records expire. A stops
 	// beginning events before they do: no handler of A runs while its
-	// records are dead, and every event is worked once, by A or by B.
+	// records are dead, and every event is worked once, by A or by B. When
+	// A reaches the table again, its records are gone and B works the
+	// queue: A claims it again, is recorded waiting, and drains and retires
+	// without ever unfencing itself (the claim that found B, and the
+	// renewals of A's waiting records while it drains, extend nothing A
+	// may work on). A soak found that bug: a claim that found a blocker
+	// unfenced the worker, whose fetched jobs then began beside B's.
 	ctx := context.Background()
 	b := setup(t)
 	_, err := b.db.Pool.Exec(ctx, `
@@ -472,7 +478,8 @@ $$;`)
 	a := start(poolA, "rec_a")
 	_, err = b.db.Pool.Exec(ctx, `REVOKE ALL ON hookinbox_worker_routes FROM `+role)
 	require.NoError(t, err)
-	// Given back before A's Stop, which deletes its records.
+	// Given back before A's Stop, which deletes its records, should the
+	// test end before it does.
 	t.Cleanup(func() {
 		_, err := b.db.Pool.Exec(context.Background(), `GRANT ALL ON hookinbox_worker_routes TO `+role)
 		require.NoError(t, err)
@@ -489,6 +496,19 @@ $$;`)
 		return byB >= 20, err
 	})
 	require.Equal(t, worker.StateWorking, next.State())
+	require.True(t, a.Fenced())
+	_, err = b.db.Pool.Exec(ctx, `GRANT ALL ON hookinbox_worker_routes TO `+role)
+	require.NoError(t, err)
+	poll(t, 60*time.Second, "A to find B working its queue and drain", func() (bool, error) {
+		return a.State() != worker.StateWorking, nil
+	})
+	require.True(t, a.Fenced(), "A unfenced itself as it found B working its queue (state %s)", a.State())
+	waitState(t, a, worker.StateRetired)
+	require.True(t, a.Fenced(), "A unfenced itself while it drained")
+	for range 20 {
+		b.ingest(t, fmt.Sprintf("evt_%04d", n), "account.deposit")
+		n++
+	}
 	poll(t, 60*time.Second, "every event to be done", func() (bool, error) {
 		c, err := b.store.Count(ctx, nil)
 		return err == nil && c.Done == int64(n), err

@@ -169,7 +169,13 @@ ON CONFLICT (queue, worker_id) DO UPDATE SET state = excluded.state, expires_at 
 	if err != nil {
 		return nil, fmt.Errorf("worker: register routes: %w", err)
 	}
-	r.extended.Store(sent)
+	if blocker == nil {
+		// A claim that records the worker waiting leaves it fenced: it may
+		// be a working worker whose records expired, and whose queue the
+		// blocker works since; its fetched jobs must not begin while it
+		// drains.
+		r.extended.Store(sent)
+	}
 	return blocker, nil
 }
 
@@ -223,19 +229,28 @@ ORDER BY state = 'working' DESC, queue, started_at`, r.queues, r.id, arg)
 	return out, rows.Err()
 }
 
-// renew extends this worker's records. It reports false when they were
-// gone (they expired while the database was out of reach, and a claim
-// deleted them).
+// renew extends this worker's records while they live. It reports false
+// when they were gone or had expired (the database was out of reach): a
+// record that expired is never revived, only claimed again under
+// registrationLock, where a worker with other routes may have taken the
+// queue meanwhile. Only records that say working unfence the worker: a
+// worker recorded waiting (one draining after such a claim) stays fenced.
 func (r *registration) renew(ctx context.Context) (bool, error) {
 	sent := r.sending()
-	tag, err := r.pool.Exec(ctx, `
-UPDATE hookinbox_worker_routes SET expires_at = now() + $2 * interval '1 millisecond' WHERE worker_id = $1`,
+	rows, err := r.pool.Query(ctx, `
+UPDATE hookinbox_worker_routes SET expires_at = now() + $2 * interval '1 millisecond'
+WHERE worker_id = $1 AND expires_at > now()
+RETURNING state`,
 		r.id, r.ttl().Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("worker: renew routes record: %w", err)
 	}
-	ok := tag.RowsAffected() == int64(len(r.queues))
-	if ok {
+	states, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return false, fmt.Errorf("worker: renew routes record: %w", err)
+	}
+	ok := len(states) == len(r.queues)
+	if ok && !slices.ContainsFunc(states, func(s string) bool { return s != recordWorking }) {
 		r.extended.Store(sent)
 	}
 	return ok, nil
