@@ -69,8 +69,8 @@ func (s *step) String() string {
 	case stepSend:
 		first, last := s.Deposits[0].ID, s.Deposits[len(s.Deposits)-1].ID
 		return fmt.Sprintf("%s %s %-6s %d events ×%d (%s … %s)", head, s.Source, s.What, len(s.Deposits), s.Copies, first, last)
-	case stepRollout, stepRetire:
-		return fmt.Sprintf("%s routes %d %s", head, s.Index, s.What)
+	case stepRollout, stepRetire, stepCutOff, stepReconnect:
+		return strings.TrimSpace(fmt.Sprintf("%s routes %d %s", head, s.Index, s.What))
 	case stepKill, stepRestart:
 		return fmt.Sprintf("%s %s %d", head, s.Role, s.Index)
 	case stepTerm:

@@ -19,11 +19,14 @@ import (
 )
 
 // The soak's worker settings: a short job timeout (River rescues a killed
-// worker's jobs after rescue_after, a second more), a fast reaper, and a
-// short pause refresh.
+// worker's jobs after rescue_after, a second more), a fast reaper, a
+// short pause refresh, and a 2 s heartbeat: a routes record outlives its
+// worker's last renewal by 6 s, so a cut handover's old set expires
+// within the scene, and a worker that loses PostgreSQL fences itself
+// after about 5 s, PostgreSQL restarts included.
 const (
 	soakJobTimeout = 10 * time.Second
-	soakWorkerKeys = "reaper_interval: 1s\n  " + soakOrphanAfter + "\n  pause_refresh: 250ms\n  " + soakQueues
+	soakWorkerKeys = "reaper_interval: 1s\n  " + soakOrphanAfter + "\n  pause_refresh: 250ms\n  heartbeat_interval: 2s\n  " + soakQueues
 	// soakApp is the application_name of the soak's own connections, which
 	// pg_terminate_backend spares.
 	soakApp = "hookinbox_soak"
@@ -142,6 +145,7 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 		s.configs = append(s.configs, conf.write(t))
 		s.start(receiverRole, i)
 	}
+	s.w.dbURL = dbURL
 	s.worker = s.routeSetConfig(dbURL, 0)
 	for i := range soakProcesses {
 		s.start(workerRole, i)
@@ -268,8 +272,8 @@ func (s *soak) do(ctx context.Context, st *step) {
 		require.NoError(t, s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now))
 		s.pauses = append(s.pauses, pauseWindow{source: st.Source, from: s.pausedAt[st.Source], resumed: now})
 		s.ctl("sources", "resume", st.Source)
-	case stepRollout, stepRetire:
-		s.doWorker(st)
+	case stepRollout, stepRetire, stepCutOff, stepReconnect:
+		s.doWorker(ctx, st)
 	case stepFeedDown:
 		s.out.feedDown(time.Duration(st.Picks[0]) * time.Millisecond)
 	case stepFeedCrash:

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/faults"
+	"github.com/hookinbox/hookinbox/internal/testkit/pgproxy"
 	"github.com/hookinbox/hookinbox/internal/testkit/proctest"
 )
 
@@ -28,8 +29,25 @@ import (
 // source begun after the worker saw the pause.
 
 const (
-	stepRollout stepKind = "rollout" // start the workers of the next route set beside the running ones
-	stepRetire  stepKind = "retire"  // stop the older route set's workers (SIGTERM), the newer take over
+	stepRollout   stepKind = "rollout"   // start the workers of the next route set beside the running ones
+	stepRetire    stepKind = "retire"    // stop the older route set's workers (SIGTERM), the newer take over
+	stepCutOff    stepKind = "cutoff"    // the running route set's workers lose PostgreSQL (their proxy cut), just before a rollout
+	stepReconnect stepKind = "reconnect" // once the newer set works their queue, the cut set's proxy opens again
+)
+
+// cutEvery: every cutEvery-th rollout, from the second, is a cut
+// handover (addWorkerSteps). The cut route set's workers run through a
+// pgproxy of their own from their start.
+const cutEvery = 4
+
+// The lines a cut handover's old workers log (pkg/worker's rollout.go):
+// each finds the newer set working its queue when it reaches PostgreSQL
+// again, drains, and goes idle.
+const (
+	foundNewerWorking = "this worker's routes record expired (the database was out of reach), and a worker with other " +
+		"routes works its queue since: this worker stops working"
+	unfencedLine = "unfenced: this worker's routes record was renewed; it begins events again"
+	retiredLine  = "idle: a newer route set took over this worker's queues; it works nothing (not ready) until it is stopped"
 )
 
 // soakWorkerMaxConns is the workers' database.max_conns: riverConnsDefault
@@ -157,6 +175,13 @@ type soakWorkers struct {
 	dbURL string
 	gen   int                 // the newest route set started
 	next  []*proctest.Process // its workers, while the older set still runs
+	// proxy is the pgproxy of the route set a cut handover will cut off,
+	// from its rollout until its retirement; cut says the handover began.
+	proxy *pgproxy.Proxy
+	cut   bool
+	// handovers counts the cut handovers' old workers that found the newer
+	// set working their queue.
+	handovers int
 }
 
 // shopRouteOptions are the shop route's options in route set gen: none,
@@ -173,7 +198,6 @@ func shopRouteOptions(gen int) string {
 // hang scenes' route (hangType), the traffic sources' routes, and a
 // database URL whose application_name names the set (soak_applied.app).
 func (s *soak) routeSetConfig(dbURL string, gen int) string {
-	s.w.dbURL = dbURL
 	sep := "?"
 	if strings.Contains(dbURL, "?") {
 		sep = "&"
@@ -189,18 +213,31 @@ func (s *soak) routeSetConfig(dbURL string, gen int) string {
 }
 
 // doWorker runs a step of the worker side.
-func (s *soak) doWorker(st *step) {
+func (s *soak) doWorker(ctx context.Context, st *step) {
 	switch st.Kind {
 	case stepRollout:
 		s.w.gen = st.Index
-		config := s.routeSetConfig(s.w.dbURL, st.Index)
+		db := s.w.dbURL
+		if slices.ContainsFunc(s.sched.Steps, func(c step) bool { return c.Kind == stepCutOff && c.Index == st.Index }) {
+			s.w.proxy, db = pgproxy.New(s.t, db)
+			s.w.proxy.Open()
+		}
+		config := s.routeSetConfig(db, st.Index)
 		for range soakProcesses {
 			p, _ := startWorker(s.t, config)
 			s.w.next = append(s.w.next, p)
 			s.all = append(s.all, p)
 		}
 		s.worker = config
+	case stepCutOff:
+		s.w.proxy.Cut()
+		s.w.cut = true
+	case stepReconnect:
+		s.reconnect(ctx)
 	case stepRetire:
+		if s.w.cut {
+			s.awaitHandover()
+		}
 		for _, p := range s.procs[workerRole] {
 			// One the schedule killed, and has not restarted yet, is gone
 			// already; its restart starts a worker of the newest set.
@@ -212,6 +249,53 @@ func (s *soak) doWorker(st *step) {
 	default:
 		panic("soak: unknown step " + string(st.Kind))
 	}
+}
+
+// cutHandoverQuiet is how much later than a plain rollout's a cut
+// handover's retirement is planned: its waits run the steps after it late
+// anyway, and no kill is drawn in between.
+const cutHandoverQuiet = 10 * time.Second
+
+// cutHandoverWait bounds each wait of a cut handover: for the newer set to
+// work the cut set's queue (the cut set's records expire three heartbeats
+// after their last renewal), and for the cut set's workers to find it and
+// go idle once reconnected.
+const cutHandoverWait = time.Minute
+
+// reconnect opens the cut set's proxy once a worker of the newer set works
+// the queue: the cut set's records expired, and the newer set's claim
+// deleted them.
+func (s *soak) reconnect(ctx context.Context) {
+	var pids []int
+	for _, p := range s.w.next {
+		pids = append(pids, p.PID())
+	}
+	for began := time.Now(); ; {
+		var working bool
+		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM hookinbox_worker_routes WHERE pid = ANY($1) AND state = 'working')`, pids).Scan(&working)
+		if err == nil && working {
+			break
+		}
+		require.Less(s.t, time.Since(began), cutHandoverWait, "cut handover: no worker of route set %d took the cut set's queue over (%v)", s.w.gen, err)
+		<-time.After(50 * time.Millisecond) // polling a condition with a deadline
+	}
+	s.w.proxy.Open()
+}
+
+// awaitHandover waits until each of the cut set's workers that still runs
+// has gone idle, having found the newer set working its queue (what
+// checkFenceKept reads), and counts those that said so.
+func (s *soak) awaitHandover() {
+	for _, p := range s.procs[workerRole] {
+		for began := time.Now(); !p.Exited() && !strings.Contains(p.Log(), retiredLine); {
+			require.Less(s.t, time.Since(began), cutHandoverWait, "cut handover: a worker of the cut set never went idle")
+			<-time.After(50 * time.Millisecond) // polling a condition with a deadline
+		}
+		if strings.Contains(p.Log(), foundNewerWorking) {
+			s.w.handovers++
+		}
+	}
+	s.w.cut, s.w.proxy = false, nil
 }
 
 // addWorkerSteps adds the worker side's steps to s, from a generator of
@@ -237,8 +321,19 @@ func addWorkerSteps(s *schedule) {
 		if what == "" {
 			what = "no options"
 		}
-		s.Steps = append(s.Steps, step{At: at, Kind: stepRollout, Index: gen, Source: soakSources[1], What: what},
-			step{At: retire, Kind: stepRetire, Index: gen - 1})
+		if gen%cutEvery == 2 {
+			// A cut handover: the running set loses PostgreSQL just before
+			// the rollout, and is reconnected once the newer set works its
+			// queue; the retirement waits for it to find so and go idle.
+			// Kills stay away from its longer retirement.
+			s.Steps = append(s.Steps, step{At: at, Kind: stepCutOff, Index: gen - 1})
+			retire += cutHandoverQuiet
+		}
+		s.Steps = append(s.Steps, step{At: at, Kind: stepRollout, Index: gen, Source: soakSources[1], What: what})
+		if gen%cutEvery == 2 {
+			s.Steps = append(s.Steps, step{At: at, Kind: stepReconnect, Index: gen - 1})
+		}
+		s.Steps = append(s.Steps, step{At: retire, Kind: stepRetire, Index: gen - 1})
 		quiet = append(quiet, window{at - 2*time.Second, retire + 2*time.Second})
 		at = retire
 	}
@@ -370,6 +465,8 @@ func addHangScenes(s *schedule) {
 //     (checkPausesSeen);
 //   - no event applied by a route set after a newer one applied its first
 //     (checkRouteSets);
+//   - no worker unfenced after it found a newer set working its queue
+//     (checkFenceKept);
 //   - no failure recorded on an event that is neither poison nor slow for
 //     running out of time: a slow neighbour's time is not its fault
 //     (checkCharged);
@@ -377,7 +474,7 @@ func addHangScenes(s *schedule) {
 //   - no group transaction lost to an event cut within its slice
 //     (checkGroupsKept).
 func (s *soak) workerOracle(ctx context.Context) string {
-	for _, check := range []func(context.Context) string{s.checkPausesSeen, s.checkRouteSets, s.checkCharged, s.checkRequestIDs, s.checkGroupsKept} {
+	for _, check := range []func(context.Context) string{s.checkPausesSeen, s.checkRouteSets, s.checkFenceKept, s.checkCharged, s.checkRequestIDs, s.checkGroupsKept} {
 		if broken := check(ctx); broken != "" {
 			return broken
 		}
@@ -491,6 +588,37 @@ ORDER BY s.began_at LIMIT 1`).Scan(&source, &eventID, &app, &began, &newer, &fir
 	require.NoError(s.t, err)
 	return fmt.Sprintf("event %s/%s applied by route set %s %s after the newer %s applied its first event",
 		source, eventID, app, began.Sub(first).Round(time.Millisecond), newer)
+}
+
+// checkFenceKept: a worker that found, on reaching PostgreSQL again, a
+// newer route set working its queue (its records expired meanwhile) never
+// unfences itself after: it drains, and the jobs it fetched are snoozed,
+// not begun beside the newer set's. checkRouteSets sees a breach only if
+// such a job began in the moments before the drain stopped it (the
+// 30-minute soak's seed 202 did, once, under load); this reads the fence
+// itself, at each of the worker's renewals. The cut handovers make the
+// path; when they ran, some worker must have taken it.
+func (s *soak) checkFenceKept(context.Context) string {
+	found, last := false, -1
+	broken := s.eachLogLine(func(proc int, l *logLine) string {
+		if proc != last {
+			last, found = proc, false
+		}
+		switch l.Msg {
+		case foundNewerWorking:
+			found = true
+		case unfencedLine:
+			if found {
+				return fmt.Sprintf("process %d unfenced itself after it found a newer route set working its queue: "+
+					"the jobs it fetched may begin beside the newer set's", proc)
+			}
+		}
+		return ""
+	})
+	if broken == "" && s.w.handovers == 0 && slices.ContainsFunc(s.sched.Steps, func(st step) bool { return st.Kind == stepCutOff }) {
+		return "no worker of a cut handover found the newer route set working its queue: the fence promise checked nothing"
+	}
+	return broken
 }
 
 // timedOut matches a failure for running out of time.

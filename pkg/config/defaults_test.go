@@ -76,6 +76,7 @@ func TestApplyDefaults(t *testing.T) {
 				SoftStopTimeout:   20 * time.Second,
 				Isolation:         "read_committed",
 				PauseRefresh:      time.Second,
+				HeartbeatInterval: 10 * time.Second,
 				Routes:            []worker.Route{{Source: "*", Types: []string{"*"}}},
 			},
 			Pace:            replay.Pace{Rate: 500, Batch: 100},

@@ -17,6 +17,9 @@ import (
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
+// heartbeatIntervalDefault is Config.HeartbeatInterval's default.
+const heartbeatIntervalDefault = 10 * time.Second
+
 // registrationLock is the transaction-scoped advisory lock that serialises
 // registrations, so that two workers starting at once cannot both miss the
 // other.

@@ -97,6 +97,7 @@ func (w *Worker) rollout(ctx context.Context, stop <-chan struct{}, done chan<- 
 			if ch := w.renew(ctx); ch != nil {
 				drained = ch
 			}
+			w.logFence()
 		case <-poll.C:
 			switch w.State() {
 			case StateWaiting:
@@ -221,6 +222,24 @@ func (w *Worker) retire(ctx context.Context, drained bool) {
 		}
 	}
 	w.config.Logger.Warn("idle: a newer route set took over this worker's queues; it works nothing (not ready) until it is stopped")
+}
+
+// logFence says, after each renewal, when the worker fenced itself (no
+// claim or renewal extended its records for fenceAfter) and when a renewal
+// unfenced it. A worker that found another route set working its queue
+// never unfences again: it drains, with the jobs it fetched snoozed.
+func (w *Worker) logFence() {
+	fenced := w.registration.fenced()
+	if fenced == w.fenceSeen {
+		return
+	}
+	w.fenceSeen = fenced
+	if fenced {
+		w.config.Logger.Warn("fenced: this worker could not renew its routes record in time, and begins no event "+
+			"until a renewal lands (its jobs are snoozed, uncounted)", zap.Duration("record_ttl", w.registration.ttl()))
+		return
+	}
+	w.config.Logger.Info("unfenced: this worker's routes record was renewed; it begins events again")
 }
 
 // renew renews the routes record. A working worker whose record was gone

@@ -159,6 +159,12 @@ type Config struct {
 	// pause takes effect within it, for every event whose handlers have not
 	// begun, fetched or not. Defaults to 1s.
 	PauseRefresh time.Duration `mapstructure:"pause_refresh"`
+	// HeartbeatInterval is how often the worker renews its record of the
+	// routes it runs on each queue (see Start). A record not renewed for
+	// three intervals is dead: a worker that died holds a route change back
+	// that long, and one that cannot reach the database begins no event
+	// from a third of an interval before then. Defaults to 10s.
+	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
 	// UnroutedDone marks an event no route matches done with a note. By
 	// default such an event is failed with the reason, loudly: a failed row
 	// can be replayed once the routes are fixed, a done one never is.
@@ -175,10 +181,6 @@ type Config struct {
 	// enqueues its events on. Required: it is what New checks Routes
 	// against, and where the reaper re-enqueues a source's jobs.
 	Sources map[string]string `mapstructure:"-"`
-	// HeartbeatInterval is how often the worker renews its record of the
-	// routes it runs on each queue (see Start). A record not renewed for
-	// three intervals is dead. Defaults to 10s.
-	HeartbeatInterval time.Duration `mapstructure:"-"`
 	// Registry resolves the routes' handler names. Defaults to the built-ins.
 	Registry *Registry `mapstructure:"-"`
 	// QueueFor names the queue of a source's jobs when the reaper re-enqueues
@@ -241,6 +243,7 @@ func (c *Config) WithDefaults() *Config {
 	out.SoftStopTimeout = cmp.Or(out.SoftStopTimeout, softStopTimeoutDefault)
 	out.Isolation = cmp.Or(out.Isolation, isolationDefault)
 	out.PauseRefresh = cmp.Or(out.PauseRefresh, pauseRefreshDefault)
+	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, heartbeatIntervalDefault)
 	return &out
 }
 
@@ -257,7 +260,6 @@ func (c *Config) withRuntimeDefaults() *Config {
 	if out.Registry == nil {
 		out.Registry = NewRegistry(out.Logger)
 	}
-	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, 10*time.Second)
 	if out.QueueFor == nil {
 		sources := out.Sources
 		out.QueueFor = func(source string) string { return cmp.Or(sources[source], river.QueueDefault) }
@@ -294,6 +296,7 @@ func (c *Config) Validate() error {
 	positive("prune_interval", int64(c.PruneInterval))
 	positive("prune_batch", int64(c.PruneBatch))
 	positive("pause_refresh", int64(c.PauseRefresh))
+	positive("heartbeat_interval", int64(c.HeartbeatInterval))
 	for i := range c.Routes {
 		errs = append(errs, c.Routes[i].validate(fmt.Sprintf("routes[%d]", i), c.Isolation, c.Routes[:i]))
 	}
@@ -352,6 +355,9 @@ type Worker struct {
 	// waitingFor and waitingLogged throttle the waiting log (under mu).
 	waitingFor    string
 	waitingLogged time.Time
+	// fenceSeen is whether the worker was fenced at its last renewal
+	// (rollout's goroutine alone; see logFence).
+	fenceSeen bool
 }
 
 // New builds a Worker on pool. It refuses routes that leave a source on a
