@@ -70,7 +70,7 @@ func (s *step) String() string {
 		first, last := s.Deposits[0].ID, s.Deposits[len(s.Deposits)-1].ID
 		return fmt.Sprintf("%s %s %-6s %d events ×%d (%s … %s)", head, s.Source, s.What, len(s.Deposits), s.Copies, first, last)
 	case stepRollout, stepRetire, stepCutOff, stepReconnect:
-		return strings.TrimSpace(fmt.Sprintf("%s routes %d %s", head, s.Index, s.What))
+		return strings.TrimRight(fmt.Sprintf("%s routes %d %s", head, s.Index, s.What), " ")
 	case stepKill, stepRestart:
 		return fmt.Sprintf("%s %s %d", head, s.Role, s.Index)
 	case stepTerm:

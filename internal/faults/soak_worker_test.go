@@ -715,16 +715,24 @@ func (s *soak) checkRequestIDs(ctx context.Context) string {
 
 // TestSoakScheduleWorkerSide checks, without a database, what the worker
 // side's steps promise the soak: the same seed draws the same schedule,
-// every rollout's old set is retired after it, and no worker is killed or
-// restarted from 2 s before a rollout to 2 s after its retirement.
+// every rollout's old set is retired after it, no worker is killed or
+// restarted from 2 s before a rollout to 2 s after its retirement, and a
+// two-minute schedule has a cut handover: its old set cut off right
+// before its rollout, reconnected right after it.
 func TestSoakScheduleWorkerSide(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(40) {
 		for _, d := range []time.Duration{45 * time.Second, 2 * time.Minute} {
 			s := newSchedule(seed, d)
 			require.Equal(t, s.String(), newSchedule(seed, d).String(), "seed %d", seed)
-			rollouts := 0
+			rollouts, cuts := 0, 0
 			for i, st := range s.Steps {
+				if st.Kind == stepCutOff {
+					cuts++
+					require.Equal(t, stepRollout, s.Steps[i+1].Kind, "seed %d: %s", seed, &st)
+					require.Equal(t, st.Index+1, s.Steps[i+1].Index, "seed %d: %s", seed, &st)
+					require.Equal(t, stepReconnect, s.Steps[i+2].Kind, "seed %d: %s", seed, &st)
+				}
 				if st.Kind != stepRollout {
 					continue
 				}
@@ -739,6 +747,9 @@ func TestSoakScheduleWorkerSide(t *testing.T) {
 				}
 			}
 			require.Positive(t, rollouts, "seed %d, %s: no rollout", seed, d)
+			if d >= 2*time.Minute {
+				require.Positive(t, cuts, "seed %d, %s: no cut handover", seed, d)
+			}
 		}
 	}
 }
