@@ -3,7 +3,9 @@ package inboxstore
 import (
 	"context"
 	"errors"
+	"io"
 	"math/rand/v2"
+	"net"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -65,6 +67,31 @@ func ClassifyPg(err error) PgClass {
 // worked alone, later, it may succeed (the worker's group defers such an
 // event).
 func (c PgClass) Contended() bool { return c == PgConflict || c == PgLockTimeout }
+
+// Unavailable reports whether err says PostgreSQL could not be reached or
+// the connection was lost, not that the statement was wrong: a connection
+// that could not be made, one that closed or broke under the statement
+// (PostgreSQL restarting, a backend terminated), a connection exception
+// (SQLSTATE class 08), or a server shutting down or starting
+// (57P01-57P03). What met it may succeed once the database is back. A
+// context that ended is the caller's bound, not the database's absence.
+func Unavailable(err error) bool {
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	code := SQLState(err)
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The caller's own bound, not the database's absence.
+		return false
+	case errors.As(err, &connectErr), pgconn.SafeToRetry(err), errors.As(err, &netErr),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	case pgerrcode.IsConnectionException(code), code == pgerrcode.AdminShutdown,
+		code == pgerrcode.CrashShutdown, code == pgerrcode.CannotConnectNow:
+		return true
+	}
+	return false
+}
 
 // SQLState returns the SQLSTATE of err's PostgreSQL error, "" when err wraps
 // none. A trace or a metric keeps it instead of the error's message, which

@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
 	"github.com/hookinbox/hookinbox/internal/buildinfo"
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 	"github.com/hookinbox/hookinbox/internal/metrics"
 	"github.com/hookinbox/hookinbox/internal/operator"
 	"github.com/hookinbox/hookinbox/internal/receiver"
@@ -79,11 +79,12 @@ func newWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 	return worker.New(env.Pool, &c)
 }
 
-// startWorker starts w. When the database refuses a connection meanwhile
-// (it answered AwaitSchema a moment before, but every connection may be
-// taken, or it may be restarting), it starts w again on the start-up
-// schedule (Env.Retry), logging each attempt, instead of exiting: a worker
-// degrades, it does not crash. Any other error is returned, w stopped. It
+// startWorker starts w. When the database cannot be reached meanwhile, or
+// drops the connection under a statement (it answered AwaitSchema a moment
+// before, but every connection may be taken, it may be restarting, or the
+// backend may be terminated: inboxstore.Unavailable), it starts w again on
+// the start-up schedule (Env.Retry), logging each attempt, instead of
+// exiting: a worker degrades, it does not crash. Any other error is returned, w stopped. It
 // returns false when ctx ends first, w stopped.
 func startWorker(ctx context.Context, env *Env, w *worker.Worker) (bool, error) {
 	delay := cmp.Or(env.Retry.Initial, retryInitialDefault)
@@ -93,8 +94,7 @@ func startWorker(ctx context.Context, env *Env, w *worker.Worker) (bool, error) 
 		if err == nil {
 			return true, nil
 		}
-		var connectErr *pgconn.ConnectError
-		if !errors.As(err, &connectErr) {
+		if !inboxstore.Unavailable(err) {
 			_ = w.Stop(context.WithoutCancel(ctx))
 			return false, err
 		}
