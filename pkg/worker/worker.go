@@ -352,6 +352,9 @@ type Worker struct {
 	// waitingFor and waitingLogged throttle the waiting log (under mu).
 	waitingFor    string
 	waitingLogged time.Time
+	// queueLost: a reclaim found another route set on the worker's queues
+	// and deleted its records; it drains (the rollout loop's alone).
+	queueLost bool
 }
 
 // New builds a Worker on pool. It refuses routes that leave a source on a
