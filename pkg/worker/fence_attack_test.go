@@ -17,6 +17,17 @@ import (
 
 func TestAnOlderWaitingSetThatTookOverIsNotRetiredByTheWorkerItReplaced(t *testing.T) {
 	t.Parallel()
+	for name, stop := range map[string]bool{"Retires": false, "StoppedWhileItDrains": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			olderWaitingSetTakesOver(t, stop)
+		})
+	}
+}
+
+// olderWaitingSetTakesOver drives TestAnOlderWaitingSetThatTookOverIsNot
+// RetiredByTheWorkerItReplaced; stop stops A while it drains.
+func olderWaitingSetTakesOver(t *testing.T, stop bool) {
 
 	// Route set B waits, older than route set A, which works the queue (of
 	// two waiting, the newer won). A is cut off from
@@ -40,10 +51,18 @@ func TestAnOlderWaitingSetThatTookOverIsNotRetiredByTheWorkerItReplaced(t *testi
 				_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, ev.EventID)
 				return err
 			})
+			c.SoftStopTimeout = 2 * time.Second
 			c.Registry.Register("hold_"+name, func(ctx context.Context, _ pgx.Tx, _ inbox.Event) error {
-				entered <- struct{}{}
-				<-release
-				return nil
+				select {
+				case entered <- struct{}{}:
+				default: // run again (by B): not waited for
+				}
+				select {
+				case <-release:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			})
 			c.Routes = []worker.Route{
 				{Source: "bank", Types: []string{"hold"}, Handlers: []string{"hold_" + name}},
@@ -91,8 +110,16 @@ VALUES ('x', 'default', 'bank * -> x', 'working', 'x', 1, now() - interval '1 ho
 	// A's drain waits for its hold event, its waiting record renewed:
 	// some polls of B's pass meanwhile.
 	time.Sleep(3 * time.Second)
-	releaseOnce()
-	waitState(t, wa, worker.StateRetired)
+	if stop {
+		// Stop waits for the drain (its soft stop, then its hard stop
+		// cancels the hold event).
+		require.NoError(t, wa.Stop(context.Background()))
+		require.Equal(t, worker.StateStopped, wa.State())
+		releaseOnce()
+	} else {
+		releaseOnce()
+		waitState(t, wa, worker.StateRetired)
+	}
 	ingest(10)
 	poll(t, 30*time.Second, "every event to be done", func() (bool, error) {
 		c, err := b.store.Count(ctx, nil)
