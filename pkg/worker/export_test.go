@@ -1,6 +1,10 @@
 package worker
 
-import "time"
+import (
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // QueuedForGroup returns how many jobs wait for a group transaction.
 func (w *Worker) QueuedForGroup() int { return w.group.Waiting() }
@@ -44,3 +48,8 @@ func (w *Worker) RaiseTransactionLimit(n int) {
 		w.limit.Observe(time.Second, true)
 	}
 }
+
+// SetRegistrationPool has the worker's routes records (claims, renewals,
+// the look for a newer route set, the delete) go through pool: a test cuts
+// them off, or loses their answers, alone. Before Start.
+func (w *Worker) SetRegistrationPool(p *pgxpool.Pool) { w.registration.pool = p }

@@ -447,10 +447,9 @@ func TestAWorkerThatCannotRenewFencesItself(t *testing.T) {
 	// beginning events before they do: no handler of A runs while its
 	// records are dead, and every event is worked once, by A or by B. When
 	// A reaches the table again, its records are gone and B works the
-	// queue: A claims it again, is recorded waiting, and drains and retires
-	// without ever unfencing itself (the claim that found B, and the
-	// renewals of A's waiting records while it drains, extend nothing A
-	// may work on). A soak found that bug: a claim that found a blocker
+	// queue: A claims it again, finds B, deletes its records, and drains
+	// and retires without ever unfencing itself (the claim that found B
+	// extends nothing A may work on). A soak found that bug: a claim that found a blocker
 	// unfenced the worker, whose fetched jobs then began beside B's.
 	ctx := context.Background()
 	b := setup(t)

@@ -134,6 +134,22 @@ func (o *otherWorker) fields() []zap.Field {
 // are one transaction under registrationLock, so of two route sets only one
 // is ever working on a queue.
 func (r *registration) claim(ctx context.Context) (*otherWorker, error) {
+	return r.claimFor(ctx, false)
+}
+
+// reclaim is the claim of a working worker whose records were gone: when
+// a worker with other routes works or waits on one of its queues, it
+// deletes the worker's records instead of recording it waiting, and
+// returns that worker. The worker never waits: it drains and retires. A
+// waiting record would tell a working worker older than this one (a route
+// set that waited, took the queue over as this worker's records expired,
+// and started before it) that a newer route set waits for it: that worker
+// would drain and retire beside this one, and nobody would work the queue.
+func (r *registration) reclaim(ctx context.Context) (*otherWorker, error) {
+	return r.claimFor(ctx, true)
+}
+
+func (r *registration) claimFor(ctx context.Context, retiring bool) (*otherWorker, error) {
 	sent := r.sending()
 	var blocker *otherWorker
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
@@ -157,6 +173,10 @@ func (r *registration) claim(ctx context.Context) (*otherWorker, error) {
 		state := recordWorking
 		if blocker != nil {
 			state = recordWaiting
+			if retiring {
+				_, err := tx.Exec(ctx, `DELETE FROM hookinbox_worker_routes WHERE worker_id = $1`, r.id)
+				return err
+			}
 		}
 		if _, err := tx.Exec(ctx, `
 INSERT INTO hookinbox_worker_routes (worker_id, queue, routes, state, host, pid, started_at, expires_at)

@@ -66,3 +66,53 @@ func TestOnlyWorkingRecordsUnfence(t *testing.T) {
 	require.True(t, ok, "the waiting record lives")
 	require.True(t, r.fenced(), "the renewal of a waiting record unfenced the worker")
 }
+
+func TestAReclaimThatFindsAnotherRouteSetLeavesNoRecord(t *testing.T) {
+	t.Parallel()
+
+	// A working worker's record expired (not deleted yet), and a newer
+	// route set waits on its queue. Its renewal revives nothing; its
+	// reclaim finds the newer set, deletes its record and stays fenced;
+	// the newer set then takes the queue at its next claim. A waiting
+	// record left by the reclaim, renewed while the worker drains, would
+	// tell an older set working the queue that a newer one waits for it.
+	ctx := context.Background()
+	db := dbtest.New(t)
+	r := &registration{
+		pool: db.Pool, id: "a", host: "test", pid: 1, queues: []string{"default"}, routes: []string{"bank * -> a"},
+		interval: time.Second, base: time.Now(),
+	}
+	blocker, err := r.claim(ctx)
+	require.NoError(t, err)
+	require.Nil(t, blocker)
+	c := &registration{
+		pool: db.Pool, id: "c", host: "test", pid: 3, queues: []string{"default"}, routes: []string{"bank * -> c"},
+		interval: time.Hour, base: time.Now(),
+	}
+	blocker, err = c.claim(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, blocker, "c waits for a")
+	r.base = r.base.Add(-time.Hour)
+	_, err = db.Pool.Exec(ctx, `UPDATE hookinbox_worker_routes SET expires_at = now() - interval '1 second' WHERE worker_id = 'a'`)
+	require.NoError(t, err)
+
+	ok, err := r.renew(ctx)
+	require.NoError(t, err)
+	require.False(t, ok)
+	blocker, err = r.reclaim(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, blocker)
+	require.Equal(t, recordWaiting, blocker.State)
+	require.True(t, r.fenced())
+	var left int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_worker_routes WHERE worker_id = 'a'`).Scan(&left))
+	require.Zero(t, left, "the reclaim left a record")
+	ok, err = r.renew(ctx)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.True(t, r.fenced())
+
+	blocker, err = c.claim(ctx)
+	require.NoError(t, err)
+	require.Nil(t, blocker, "c takes the queue")
+}

@@ -256,7 +256,9 @@ func (w *Worker) renew(ctx context.Context) <-chan bool {
 	case ok:
 		return nil
 	case w.State() != StateWorking:
-		if w.State() != StateWaiting { // A waiting worker's next claim records it again.
+		// A waiting worker's next claim records it again; one that
+		// drains as its reclaim found another route set has none.
+		if w.State() != StateWaiting && !w.queueLost {
 			w.config.Logger.Error("the routes record of this worker expired (the database was out of reach)",
 				zap.Stringer("state", w.State()))
 		}
@@ -267,7 +269,7 @@ func (w *Worker) renew(ctx context.Context) <-chan bool {
 	if w.State() != StateWorking {
 		return nil
 	}
-	blocker, err := w.registration.claim(renewCtx)
+	blocker, err := w.registration.reclaim(renewCtx)
 	if err != nil {
 		w.config.Logger.Warn("could not renew the worker's routes record", zap.Error(err))
 		return nil
@@ -275,6 +277,9 @@ func (w *Worker) renew(ctx context.Context) <-chan bool {
 	if blocker == nil {
 		return nil
 	}
+	// Its records are deleted: it stays fenced, and its renewals find
+	// nothing until it retires.
+	w.queueLost = true
 	w.config.Logger.Error("this worker's routes record expired (the database was out of reach), and a worker with other "+
 		"routes works its queue since: this worker stops working", blocker.fields()...)
 	// Unlocked by the deferred call before the drain takes the lock.

@@ -358,6 +358,9 @@ type Worker struct {
 	// fenceSeen is whether the worker was fenced at its last renewal
 	// (rollout's goroutine alone; see logFence).
 	fenceSeen bool
+	// queueLost: a reclaim found another route set on the worker's queues
+	// and deleted its records; it drains (the rollout loop's alone).
+	queueLost bool
 }
 
 // New builds a Worker on pool. It refuses routes that leave a source on a
