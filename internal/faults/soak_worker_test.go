@@ -282,12 +282,18 @@ func (s *soak) reconnect(ctx context.Context) {
 	s.w.proxy.Open()
 }
 
-// awaitHandover waits until each of the cut set's workers that still runs
-// has gone idle, having found the newer set working its queue (what
-// checkFenceKept reads), and counts those that said so.
+// awaitHandover waits until each of the cut set's workers that worked its
+// queue and still runs has gone idle, having found the newer set working
+// it (what checkFenceKept reads), and counts those that said so. One that
+// never worked (it was still waiting for an older set when the proxy was
+// cut) waits on, and is stopped with the others.
 func (s *soak) awaitHandover() {
 	for _, p := range s.procs[workerRole] {
-		for began := time.Now(); !p.Exited() && !strings.Contains(p.Log(), retiredLine); {
+		worked := func() bool {
+			l := p.Log()
+			return strings.Contains(l, `"msg":"worker started","state":"working"`) || strings.Contains(l, `"msg":"taking over:`)
+		}
+		for began := time.Now(); !p.Exited() && worked() && !strings.Contains(p.Log(), retiredLine); {
 			require.Less(s.t, time.Since(began), cutHandoverWait, "cut handover: a worker of the cut set never went idle")
 			<-time.After(50 * time.Millisecond) // polling a condition with a deadline
 		}

@@ -137,26 +137,24 @@ func (r *registration) claim(ctx context.Context) (*otherWorker, error) {
 	return r.claimFor(ctx, false)
 }
 
-// reclaim is the claim of a working worker whose records were gone: when
-// a worker with other routes works or waits on one of its queues, it
-// deletes the worker's records instead of recording it waiting, and
-// returns that worker. The worker never waits: it drains and retires. A
-// waiting record would tell a working worker older than this one (a route
-// set that waited, took the queue over as this worker's records expired,
-// and started before it) that a newer route set waits for it: that worker
-// would drain and retire beside this one, and nobody would work the queue.
+// reclaim is the claim of a working worker whose records were gone (they
+// expired while the database was out of reach). With nobody else there it
+// records the worker working again. When another route set works or waits
+// on one of its queues (a newer one, or the record of a newer one that
+// worked it: see blocker), the worker has lost them: reclaim deletes its
+// records, and returns that worker; the worker drains and retires, fenced.
+// A waiting record instead would tell an older set working the queue that
+// a newer one waits for it: it would hand over and retire beside this one,
+// and nobody would work the queue.
 func (r *registration) reclaim(ctx context.Context) (*otherWorker, error) {
 	return r.claimFor(ctx, true)
 }
 
-func (r *registration) claimFor(ctx context.Context, retiring bool) (*otherWorker, error) {
+func (r *registration) claimFor(ctx context.Context, reclaiming bool) (*otherWorker, error) {
 	sent := r.sending()
 	var blocker *otherWorker
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, registrationLock); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM hookinbox_worker_routes WHERE expires_at < now()`); err != nil {
 			return err
 		}
 		startedAt := r.startedAt
@@ -166,6 +164,15 @@ func (r *registration) claimFor(ctx context.Context, retiring bool) (*otherWorke
 				return err
 			}
 		}
+		// Expired records go, but a newer worker's that worked one of
+		// these queues: it stays as the mark that a newer route set
+		// worked the queue (see blocker), until a claim newer still.
+		if _, err := tx.Exec(ctx, `
+DELETE FROM hookinbox_worker_routes
+WHERE expires_at < now() AND NOT (state = 'working' AND started_at > $1 AND queue = ANY($2::text[]))`,
+			startedAt, r.queues); err != nil {
+			return err
+		}
 		var err error
 		if blocker, err = r.blocker(ctx, tx, startedAt); err != nil {
 			return err
@@ -173,7 +180,7 @@ func (r *registration) claimFor(ctx context.Context, retiring bool) (*otherWorke
 		state := recordWorking
 		if blocker != nil {
 			state = recordWaiting
-			if retiring {
+			if reclaiming {
 				_, err := tx.Exec(ctx, `DELETE FROM hookinbox_worker_routes WHERE worker_id = $1`, r.id)
 				return err
 			}
@@ -202,11 +209,15 @@ ON CONFLICT (queue, worker_id) DO UPDATE SET state = excluded.state, expires_at 
 	return blocker, nil
 }
 
-// blocker returns the live worker that keeps a worker started at startedAt
-// from working its queues: one working with other routes, else a newer one
-// waiting with other routes; nil when there is none.
+// blocker returns the worker that keeps a worker started at startedAt from
+// working its queues: a live one working with other routes, else a newer
+// one that worked with other routes, its record expired or not (a route
+// change never rolls back: an older route set never works a queue after a
+// newer one did, even while the newer one is out of reach), else a live
+// newer one waiting with other routes; nil when there is none.
 func (r *registration) blocker(ctx context.Context, tx pgx.Tx, startedAt time.Time) (*otherWorker, error) {
-	others, err := r.others(ctx, tx, `state = 'working' OR started_at > $3`, startedAt)
+	others, err := r.others(ctx, tx, `expires_at > now() AND (state = 'working' OR started_at > $3)
+    OR state = 'working' AND started_at > $3`, startedAt)
 	if err != nil || len(others) == 0 {
 		return nil, err
 	}
@@ -216,7 +227,7 @@ func (r *registration) blocker(ctx context.Context, tx pgx.Tx, startedAt time.Ti
 // newerWaiting returns a live worker with other routes that waits on one of
 // this worker's queues and started after it, or nil.
 func (r *registration) newerWaiting(ctx context.Context) (*otherWorker, error) {
-	others, err := r.others(ctx, r.pool, `state = 'waiting' AND started_at > $3`, r.startedAt)
+	others, err := r.others(ctx, r.pool, `expires_at > now() AND state = 'waiting' AND started_at > $3`, r.startedAt)
 	if err != nil {
 		return nil, fmt.Errorf("worker: read waiting workers: %w", err)
 	}
@@ -227,13 +238,13 @@ func (r *registration) newerWaiting(ctx context.Context) (*otherWorker, error) {
 	return newer, nil
 }
 
-// others returns the live workers with other routes than this one on its
-// queues whose records meet where (which may use $3, arg), working ones
-// first, then by queue and start.
+// others returns the workers with other routes than this one on its
+// queues whose records meet where (which may use $3, arg; it says whether
+// an expired record counts), working ones first, then by queue and start.
 func (r *registration) others(ctx context.Context, db inboxstore.DBTX, where string, arg any) ([]otherWorker, error) {
 	rows, err := db.Query(ctx, `
 SELECT queue, routes, state, host, pid, started_at FROM hookinbox_worker_routes
-WHERE queue = ANY($1::text[]) AND worker_id <> $2 AND expires_at > now() AND (`+where+`)
+WHERE queue = ANY($1::text[]) AND worker_id <> $2 AND (`+where+`)
 ORDER BY state = 'working' DESC, queue, started_at`, r.queues, r.id, arg)
 	if err != nil {
 		return nil, err
@@ -252,13 +263,13 @@ ORDER BY state = 'working' DESC, queue, started_at`, r.queues, r.id, arg)
 	return out, rows.Err()
 }
 
-// renew extends this worker's records while they live. It reports false
-// when they were gone or had expired (the database was out of reach): a
-// record that expired is never revived, only claimed again under
-// registrationLock, where a worker with other routes may have taken the
-// queue meanwhile. Only records that say working unfence the worker: a
-// worker recorded waiting (one draining after such a claim) stays fenced.
-func (r *registration) renew(ctx context.Context) (bool, error) {
+// renew extends this worker's records while they live. It reports whether
+// they all did (false when they were gone or had expired: the database was
+// out of reach), and whether they all say working. A record that expired
+// is never revived, only claimed again under registrationLock, where a
+// worker with other routes may have taken the queue meanwhile. Only
+// records that say working unfence the worker.
+func (r *registration) renew(ctx context.Context) (live, working bool, err error) {
 	sent := r.sending()
 	rows, err := r.pool.Query(ctx, `
 UPDATE hookinbox_worker_routes SET expires_at = now() + $2 * interval '1 millisecond'
@@ -266,17 +277,18 @@ WHERE worker_id = $1 AND expires_at > now()
 RETURNING state`,
 		r.id, r.ttl().Milliseconds())
 	if err != nil {
-		return false, fmt.Errorf("worker: renew routes record: %w", err)
+		return false, false, fmt.Errorf("worker: renew routes record: %w", err)
 	}
 	states, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return false, fmt.Errorf("worker: renew routes record: %w", err)
+		return false, false, fmt.Errorf("worker: renew routes record: %w", err)
 	}
-	ok := len(states) == len(r.queues)
-	if ok && !slices.ContainsFunc(states, func(s string) bool { return s != recordWorking }) {
+	live = len(states) == len(r.queues)
+	working = live && !slices.ContainsFunc(states, func(s string) bool { return s != recordWorking })
+	if working {
 		r.extended.Store(sent)
 	}
-	return ok, nil
+	return live, working, nil
 }
 
 // liveQueues returns the queues some live worker works or waits to work:

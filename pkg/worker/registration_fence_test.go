@@ -38,7 +38,7 @@ func TestOnlyWorkingRecordsUnfence(t *testing.T) {
 	// A renewal of a record that expired, not yet deleted, revives nothing.
 	_, err = db.Pool.Exec(ctx, `UPDATE hookinbox_worker_routes SET expires_at = now() - interval '1 second'`)
 	require.NoError(t, err)
-	ok, err := r.renew(ctx)
+	ok, _, err := r.renew(ctx)
 	require.NoError(t, err)
 	require.False(t, ok, "an expired record was renewed")
 	require.True(t, r.fenced())
@@ -53,7 +53,7 @@ func TestOnlyWorkingRecordsUnfence(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, blocker)
 
-	ok, err = r.renew(ctx)
+	ok, _, err = r.renew(ctx)
 	require.NoError(t, err)
 	require.False(t, ok, "the record is gone")
 	blocker, err = r.claim(ctx)
@@ -61,10 +61,82 @@ func TestOnlyWorkingRecordsUnfence(t *testing.T) {
 	require.NotNil(t, blocker)
 	require.Equal(t, "bank * -> b", blocker.TheirRoutes)
 	require.True(t, r.fenced(), "the claim that found b working unfenced the worker")
-	ok, err = r.renew(ctx)
+	ok, working, err := r.renew(ctx)
 	require.NoError(t, err)
 	require.True(t, ok, "the waiting record lives")
+	require.False(t, working)
 	require.True(t, r.fenced(), "the renewal of a waiting record unfenced the worker")
+}
+
+func TestAnOlderSetNeverWorksAQueueAfterANewerOne(t *testing.T) {
+	t.Parallel()
+
+	// A newer route set took the queue over from an older one; then both
+	// sets' records expired in one outage, and the older set's worker came
+	// back first. It must not work the queue again (the soak's seed 303 saw
+	// the rollout go backwards so, and the newer set retire): the newer
+	// set's expired record still blocks it, and its reclaim leaves no
+	// record. The newer set's reclaim then works the queue, and a claim
+	// newer still deletes the old mark.
+	ctx := context.Background()
+	db := dbtest.New(t)
+	reg := func(id string) *registration {
+		return &registration{
+			pool: db.Pool, id: id, host: "test", pid: 1, queues: []string{"default"}, routes: []string{"bank * -> " + id},
+			interval: time.Second, base: time.Now(),
+		}
+	}
+	records := func() map[string]string {
+		rows, err := db.Pool.Query(ctx, `SELECT worker_id, state FROM hookinbox_worker_routes`)
+		require.NoError(t, err)
+		out := map[string]string{}
+		for rows.Next() {
+			var id, state string
+			require.NoError(t, rows.Scan(&id, &state))
+			out[id] = state
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	expire := func(id string) {
+		_, err := db.Pool.Exec(ctx, `UPDATE hookinbox_worker_routes SET expires_at = now() - interval '1 second' WHERE worker_id = $1`, id)
+		require.NoError(t, err)
+	}
+	older, newer := reg("older"), reg("newer")
+	blocker, err := older.claim(ctx)
+	require.NoError(t, err)
+	require.Nil(t, blocker)
+	blocker, err = newer.claim(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, blocker, "newer waits for older")
+	expire("older")
+	blocker, err = newer.claim(ctx)
+	require.NoError(t, err)
+	require.Nil(t, blocker, "newer takes the queue over")
+
+	// The outage: both expire; older comes back first.
+	expire("newer")
+	blocker, err = older.reclaim(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, blocker, "older worked the queue again after newer had")
+	require.Equal(t, "bank * -> newer", blocker.TheirRoutes)
+	require.Equal(t, map[string]string{"newer": recordWorking}, records(), "older left a record, or deleted newer's mark")
+
+	live, working, err := newer.renew(ctx)
+	require.NoError(t, err)
+	require.False(t, live)
+	require.False(t, working)
+	blocker, err = newer.reclaim(ctx)
+	require.NoError(t, err)
+	require.Nil(t, blocker, "newer works again")
+	require.False(t, newer.fenced())
+
+	// A route set newer still deletes the mark once it expired.
+	expire("newer")
+	blocker, err = reg("newest").claim(ctx)
+	require.NoError(t, err)
+	require.Nil(t, blocker)
+	require.Equal(t, map[string]string{"newest": recordWorking}, records())
 }
 
 func TestAReclaimThatFindsAnotherRouteSetLeavesNoRecord(t *testing.T) {
@@ -96,7 +168,7 @@ func TestAReclaimThatFindsAnotherRouteSetLeavesNoRecord(t *testing.T) {
 	_, err = db.Pool.Exec(ctx, `UPDATE hookinbox_worker_routes SET expires_at = now() - interval '1 second' WHERE worker_id = 'a'`)
 	require.NoError(t, err)
 
-	ok, err := r.renew(ctx)
+	ok, _, err := r.renew(ctx)
 	require.NoError(t, err)
 	require.False(t, ok)
 	blocker, err = r.reclaim(ctx)
@@ -107,7 +179,7 @@ func TestAReclaimThatFindsAnotherRouteSetLeavesNoRecord(t *testing.T) {
 	var left int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_worker_routes WHERE worker_id = 'a'`).Scan(&left))
 	require.Zero(t, left, "the reclaim left a record")
-	ok, err = r.renew(ctx)
+	ok, _, err = r.renew(ctx)
 	require.NoError(t, err)
 	require.False(t, ok)
 	require.True(t, r.fenced())

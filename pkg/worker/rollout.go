@@ -242,18 +242,19 @@ func (w *Worker) logFence() {
 	w.config.Logger.Info("unfenced: this worker's routes record was renewed; it begins events again")
 }
 
-// renew renews the routes record. A working worker whose record was gone
-// claims its queues again, and drains, returning the drain's channel, when
-// a worker with other routes works them meanwhile.
+// renew renews the routes record. A working worker whose record was gone,
+// or says waiting, claims its queues again (registration.reclaim), and
+// drains, returning the drain's channel, when a worker with other routes
+// took them meanwhile.
 func (w *Worker) renew(ctx context.Context) <-chan bool {
 	renewCtx, cancel := context.WithTimeout(ctx, max(w.registration.interval, time.Second))
 	defer cancel()
-	ok, err := w.registration.renew(renewCtx)
+	live, working, err := w.registration.renew(renewCtx)
 	switch {
 	case err != nil:
 		w.config.Logger.Warn("could not renew the worker's routes record", zap.Error(err))
 		return nil
-	case ok:
+	case working, live && w.State() != StateWorking:
 		return nil
 	case w.State() != StateWorking:
 		// A waiting worker's next claim records it again; one that
