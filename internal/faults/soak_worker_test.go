@@ -259,8 +259,9 @@ const cutHandoverQuiet = 10 * time.Second
 // cutHandoverWait bounds each wait of a cut handover: for the newer set to
 // work the cut set's queue (the cut set's records expire three heartbeats
 // after their last renewal), and for the cut set's workers to find it and
-// go idle once reconnected.
-const cutHandoverWait = time.Minute
+// go idle once reconnected: a drain may take worker.soft_stop_timeout
+// (20 s) and the hard stop's 10 s, more on a busy machine.
+const cutHandoverWait = 2 * time.Minute
 
 // reconnect opens the cut set's proxy once a worker of the newer set works
 // the queue: the cut set's records expired, and the newer set's claim
