@@ -164,12 +164,16 @@ func (r *registration) claimFor(ctx context.Context, reclaiming bool) (*otherWor
 				return err
 			}
 		}
-		// Expired records go, but a newer worker's that worked one of
-		// these queues: it stays as the mark that a newer route set
-		// worked the queue (see blocker), until a claim newer still.
+		// Expired records go, but those of workers that worked: such a
+		// record stays as the mark that its route set worked the queue
+		// (see blocker), until a claim on that queue newer still. A
+		// claim says nothing of the queues it does not claim: one of
+		// another queue (a worker that starts there, a waiting one that
+		// polls, a reclaim after an outage) that deleted the mark would
+		// let the older set work the queue again.
 		if _, err := tx.Exec(ctx, `
 DELETE FROM hookinbox_worker_routes
-WHERE expires_at < now() AND NOT (state = 'working' AND started_at > $1 AND queue = ANY($2::text[]))`,
+WHERE expires_at < now() AND NOT (state = 'working' AND (started_at > $1 OR queue <> ALL($2::text[])))`,
 			startedAt, r.queues); err != nil {
 			return err
 		}

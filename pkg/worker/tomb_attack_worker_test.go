@@ -82,4 +82,11 @@ VALUES ('x', 'default', 'bank * -> x', 'working', 'x', 1, now() - interval '1 ho
 	var status string
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT status FROM webhook_inbox WHERE id = $1`, refund).Scan(&status))
 	require.Equal(t, "pending", status, "the older set settled an event only the newer set routes")
+
+	// A, back, works the event; B still waits.
+	_, err = b.db.Pool.Exec(ctx, `GRANT ALL ON hookinbox_worker_routes TO `+role)
+	require.NoError(t, err)
+	b.waitStatus(t, refund, inbox.StatusDone)
+	require.Equal(t, worker.StateWorking, wa.State())
+	require.Equal(t, worker.StateWaiting, wb.State())
 }
