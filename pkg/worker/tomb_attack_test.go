@@ -63,3 +63,56 @@ func TestAClaimOnAnotherQueueKeepsTheMark(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, blocker, "the older set works the queue again after the newer one did: a claim on another queue deleted the mark")
 }
+
+func TestAMarkBlocksOnlyOlderSetsWithOtherRoutes(t *testing.T) {
+	t.Parallel()
+
+	// A newer set's mark on "default" (its worker, working, then out of
+	// reach) blocks an older worker with other routes, on every queue it
+	// claims; not an older worker with the mark's routes, nor a worker
+	// that starts now (newest: its claim deletes the mark), nor claims of
+	// other queues, which keep it.
+	ctx := context.Background()
+	db := dbtest.New(t)
+	older := tombReg(db, "older", "default", "slow")
+	_, err := older.claim(ctx)
+	require.NoError(t, err)
+	require.NoError(t, older.delete(ctx)) // drained for mark, retired
+	twin := tombReg(db, "mark", "default")
+	twin.id = "twin"
+	_, err = twin.claim(ctx) // the mark's routes, started before it
+	require.NoError(t, err)
+	mark := tombReg(db, "mark", "default")
+	blocker, err := mark.claim(ctx)
+	require.NoError(t, err)
+	require.Nil(t, blocker)
+	require.NoError(t, twin.delete(ctx))
+	tombExpire(t, db, "mark")
+
+	// The older set, started before the mark, claims again (a reclaim).
+	blocker, err = older.reclaim(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, blocker)
+	require.Equal(t, "default", blocker.Queue)
+	// The twin (same routes, older than the mark) is not blocked.
+	blocker, err = twin.claim(ctx)
+	require.NoError(t, err)
+	require.Nil(t, blocker)
+	require.NoError(t, twin.delete(ctx))
+	// Claims of another queue keep the mark.
+	blocker, err = tombReg(db, "s", "slow").claim(ctx)
+	require.NoError(t, err)
+	require.Nil(t, blocker)
+	var marks int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_worker_routes WHERE worker_id = 'mark'`).Scan(&marks))
+	require.Equal(t, 1, marks)
+	// A brand-new worker of the older routes is newest: it works, and its
+	// claim deletes the mark.
+	fresh := tombReg(db, "older", "default")
+	fresh.id = "fresh"
+	blocker, err = fresh.claim(ctx)
+	require.NoError(t, err)
+	require.Nil(t, blocker)
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM hookinbox_worker_routes WHERE worker_id = 'mark'`).Scan(&marks))
+	require.Zero(t, marks)
+}
