@@ -62,6 +62,7 @@ func TestAClaimOnAnotherQueueKeepsTheMark(t *testing.T) {
 	blocker, err = older.reclaim(ctx)
 	require.NoError(t, err)
 	require.NotNil(t, blocker, "the older set works the queue again after the newer one did: a claim on another queue deleted the mark")
+	require.True(t, blocker.Expired)
 }
 
 func TestAMarkBlocksOnlyOlderSetsWithOtherRoutes(t *testing.T) {
@@ -94,6 +95,7 @@ func TestAMarkBlocksOnlyOlderSetsWithOtherRoutes(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, blocker)
 	require.Equal(t, "default", blocker.Queue)
+	require.True(t, blocker.Expired, "the mark reads as a live worker")
 	// The twin (same routes, older than the mark) is not blocked.
 	blocker, err = twin.claim(ctx)
 	require.NoError(t, err)
