@@ -116,6 +116,10 @@ type otherWorker struct {
 	Host      string
 	PID       int
 	StartedAt time.Time
+	// Expired is set when the other's record expired: the mark of a newer
+	// worker that worked the queue and is out of reach, or dead (see
+	// blocker).
+	Expired bool
 }
 
 // fields are the log fields that describe o.
@@ -123,7 +127,7 @@ func (o *otherWorker) fields() []zap.Field {
 	return []zap.Field{
 		zap.String("queue", o.Queue), zap.String("routes", o.Routes), zap.String("their_routes", o.TheirRoutes),
 		zap.String("their_state", o.State), zap.String("their_host", o.Host), zap.Int("their_pid", o.PID),
-		zap.Time("their_started_at", o.StartedAt),
+		zap.Time("their_started_at", o.StartedAt), zap.Bool("their_record_expired", o.Expired),
 	}
 }
 
@@ -164,12 +168,16 @@ func (r *registration) claimFor(ctx context.Context, reclaiming bool) (*otherWor
 				return err
 			}
 		}
-		// Expired records go, but a newer worker's that worked one of
-		// these queues: it stays as the mark that a newer route set
-		// worked the queue (see blocker), until a claim newer still.
+		// Expired records go, but those of workers that worked: such a
+		// record stays as the mark that its route set worked the queue
+		// (see blocker), until a claim on that queue newer still. A
+		// claim says nothing of the queues it does not claim: one of
+		// another queue (a worker that starts there, a waiting one that
+		// polls, a reclaim after an outage) that deleted the mark would
+		// let the older set work the queue again.
 		if _, err := tx.Exec(ctx, `
 DELETE FROM hookinbox_worker_routes
-WHERE expires_at < now() AND NOT (state = 'working' AND started_at > $1 AND queue = ANY($2::text[]))`,
+WHERE expires_at < now() AND NOT (state = 'working' AND (started_at > $1 OR queue <> ALL($2::text[])))`,
 			startedAt, r.queues); err != nil {
 			return err
 		}
@@ -243,7 +251,7 @@ func (r *registration) newerWaiting(ctx context.Context) (*otherWorker, error) {
 // an expired record counts), working ones first, then by queue and start.
 func (r *registration) others(ctx context.Context, db inboxstore.DBTX, where string, arg any) ([]otherWorker, error) {
 	rows, err := db.Query(ctx, `
-SELECT queue, routes, state, host, pid, started_at FROM hookinbox_worker_routes
+SELECT queue, routes, state, host, pid, started_at, expires_at <= now() FROM hookinbox_worker_routes
 WHERE queue = ANY($1::text[]) AND worker_id <> $2 AND (`+where+`)
 ORDER BY state = 'working' DESC, queue, started_at`, r.queues, r.id, arg)
 	if err != nil {
@@ -253,7 +261,7 @@ ORDER BY state = 'working' DESC, queue, started_at`, r.queues, r.id, arg)
 	var out []otherWorker
 	for rows.Next() {
 		var o otherWorker
-		if err := rows.Scan(&o.Queue, &o.TheirRoutes, &o.State, &o.Host, &o.PID, &o.StartedAt); err != nil {
+		if err := rows.Scan(&o.Queue, &o.TheirRoutes, &o.State, &o.Host, &o.PID, &o.StartedAt, &o.Expired); err != nil {
 			return nil, err
 		}
 		if o.Routes = r.routes[slices.Index(r.queues, o.Queue)]; o.Routes != o.TheirRoutes {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -114,14 +115,19 @@ func (w *Worker) rollout(ctx context.Context, stop <-chan struct{}, done chan<- 
 // waiting logs why the worker waits: at once when the worker that makes it
 // wait changes, and every waitingLogEvery while it does not.
 func (w *Worker) waiting(o *otherWorker) {
-	key := o.Host + "/" + o.Queue + "/" + o.TheirRoutes + "/" + o.StartedAt.String()
+	key := o.Host + "/" + o.Queue + "/" + o.TheirRoutes + "/" + o.StartedAt.String() + "/" + strconv.FormatBool(o.Expired)
 	if key == w.waitingFor && time.Since(w.waitingLogged) < waitingLogEvery {
 		return
 	}
 	w.waitingFor, w.waitingLogged = key, time.Now()
 	msg := "waiting: a live worker works a queue of this worker with other routes; this worker works nothing " +
 		"(not ready) and takes over once no worker with other routes works its queues"
-	if o.State == recordWaiting {
+	switch {
+	case o.Expired:
+		msg = "waiting: a newer worker with other routes worked a queue of this worker, and its record expired (it is out " +
+			"of reach, or died without Stop): the queue's events wait for it, or for a worker started after it; this " +
+			"worker works nothing (not ready): restart it to roll its routes out again"
+	case o.State == recordWaiting:
 		msg = "waiting: a newer worker with other routes waits for a queue of this worker; this worker works nothing (not ready)"
 	}
 	w.config.Logger.Warn(msg, o.fields()...)
