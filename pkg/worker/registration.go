@@ -132,9 +132,10 @@ func (o *otherWorker) fields() []zap.Field {
 }
 
 // claim records this worker's routes on each of its queues, as working when
-// it may work them, and returns nil; or, when a live worker works one of
-// them with other routes, or a newer worker with other routes waits on one,
-// records them as waiting and returns that worker. The check and the record
+// it may work them, and returns nil; or, when another worker keeps it from
+// them (see blocker: a live one working with other routes, a newer one
+// that worked with other routes, or a newer one waiting with other
+// routes), records them as waiting and returns that worker. The check and the record
 // are one transaction under registrationLock, so of two route sets only one
 // is ever working on a queue.
 func (r *registration) claim(ctx context.Context) (*otherWorker, error) {
