@@ -74,17 +74,24 @@ func (c PgClass) Contended() bool { return c == PgConflict || c == PgLockTimeout
 // (PostgreSQL restarting, a backend terminated), a connection exception
 // (SQLSTATE class 08), or a server shutting down or starting
 // (57P01-57P03). What met it may succeed once the database is back. A
-// context that ended is the caller's bound, not the database's absence.
+// connection that could not be made counts whatever ended it (a connect
+// timeout too); otherwise a context that ended is the caller's bound on the
+// statement, not the database's absence.
 func Unavailable(err error) bool {
 	var connectErr *pgconn.ConnectError
 	var netErr net.Error
 	code := SQLState(err)
 	switch {
-	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// The caller's own bound, not the database's absence.
+	case err == nil:
 		return false
-	case errors.As(err, &connectErr), pgconn.SafeToRetry(err), errors.As(err, &netErr),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.As(err, &connectErr):
+		// Whatever ended it, a timeout included: on a busy machine or a
+		// restarting server, a connection can take longer than its bound.
+		return true
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The caller's own bound on a statement, not the database's absence.
+		return false
+	case pgconn.SafeToRetry(err), errors.As(err, &netErr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return true
 	case pgerrcode.IsConnectionException(code), code == pgerrcode.AdminShutdown,
 		code == pgerrcode.CrashShutdown, code == pgerrcode.CannotConnectNow:

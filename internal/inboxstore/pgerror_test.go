@@ -49,6 +49,35 @@ func TestUnavailable(t *testing.T) {
 	require.Error(t, refused)
 	require.True(t, inboxstore.Unavailable(refused), "refused: %v", refused)
 
+	// A server that accepts and never answers: the connect times out (the
+	// soak's seed 202 saw River's start fail so under load, and the worker
+	// exit 1).
+	mute, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	accepted := make(chan net.Conn, 8)
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := mute.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	defer func() {
+		mute.Close()
+		for c := range accepted {
+			c.Close()
+		}
+	}()
+	u.Host = mute.Addr().String()
+	connectCtx, cancelConnect := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelConnect()
+	_, connectTimeout := pgx.Connect(connectCtx, u.String())
+	require.ErrorIs(t, connectTimeout, context.DeadlineExceeded)
+	require.True(t, inboxstore.Unavailable(connectTimeout), "connect timeout: %v", connectTimeout)
+
 	_, syntax := db.Pool.Exec(ctx, `SELEC 1`)
 	require.Error(t, syntax)
 	require.False(t, inboxstore.Unavailable(syntax), "syntax error: %v", syntax)
