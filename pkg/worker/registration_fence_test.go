@@ -10,6 +10,22 @@ import (
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 )
 
+// testRegistration is a registration on queues (default when none), with
+// routes named after id, renewed every interval.
+func testRegistration(db *dbtest.DB, id string, interval time.Duration, queues ...string) *registration {
+	if len(queues) == 0 {
+		queues = []string{"default"}
+	}
+	routes := make([]string, len(queues))
+	for i := range queues {
+		routes[i] = "bank * -> " + id
+	}
+	return &registration{
+		pool: db.Pool, id: id, host: "test", pid: 1, queues: queues, routes: routes,
+		interval: interval, base: time.Now(),
+	}
+}
+
 func TestOnlyWorkingRecordsUnfence(t *testing.T) {
 	t.Parallel()
 
@@ -23,10 +39,7 @@ func TestOnlyWorkingRecordsUnfence(t *testing.T) {
 	// before a renewal, which this test does not leave to timing.)
 	ctx := context.Background()
 	db := dbtest.New(t)
-	r := &registration{
-		pool: db.Pool, id: "a", host: "test", pid: 1, queues: []string{"default"}, routes: []string{"bank * -> a"},
-		interval: time.Second, base: time.Now(),
-	}
+	r := testRegistration(db, "a", time.Second)
 	blocker, err := r.claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker)
@@ -45,10 +58,7 @@ func TestOnlyWorkingRecordsUnfence(t *testing.T) {
 
 	// Another route set's worker claims the queue: it deletes the expired
 	// record and works.
-	b := &registration{
-		pool: db.Pool, id: "b", host: "test", pid: 2, queues: []string{"default"}, routes: []string{"bank * -> b"},
-		interval: time.Hour, base: time.Now(),
-	}
+	b := testRegistration(db, "b", time.Hour)
 	blocker, err = b.claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker)
@@ -80,12 +90,7 @@ func TestAnOlderSetNeverWorksAQueueAfterANewerOne(t *testing.T) {
 	// newer still deletes the old mark.
 	ctx := context.Background()
 	db := dbtest.New(t)
-	reg := func(id string) *registration {
-		return &registration{
-			pool: db.Pool, id: id, host: "test", pid: 1, queues: []string{"default"}, routes: []string{"bank * -> " + id},
-			interval: time.Second, base: time.Now(),
-		}
-	}
+	reg := func(id string) *registration { return testRegistration(db, id, time.Second) }
 	records := func() map[string]string {
 		rows, err := db.Pool.Query(ctx, `SELECT worker_id, state FROM hookinbox_worker_routes`)
 		require.NoError(t, err)
@@ -150,17 +155,11 @@ func TestAReclaimThatFindsAnotherRouteSetLeavesNoRecord(t *testing.T) {
 	// tell an older set working the queue that a newer one waits for it.
 	ctx := context.Background()
 	db := dbtest.New(t)
-	r := &registration{
-		pool: db.Pool, id: "a", host: "test", pid: 1, queues: []string{"default"}, routes: []string{"bank * -> a"},
-		interval: time.Second, base: time.Now(),
-	}
+	r := testRegistration(db, "a", time.Second)
 	blocker, err := r.claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker)
-	c := &registration{
-		pool: db.Pool, id: "c", host: "test", pid: 3, queues: []string{"default"}, routes: []string{"bank * -> c"},
-		interval: time.Hour, base: time.Now(),
-	}
+	c := testRegistration(db, "c", time.Hour)
 	blocker, err = c.claim(ctx)
 	require.NoError(t, err)
 	require.NotNil(t, blocker, "c waits for a")

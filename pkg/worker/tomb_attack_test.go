@@ -10,18 +10,6 @@ import (
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 )
 
-// tombReg is a registration on queues, running routes named after id.
-func tombReg(db *dbtest.DB, id string, queues ...string) *registration {
-	routes := make([]string, len(queues))
-	for i := range queues {
-		routes[i] = "bank * -> " + id
-	}
-	return &registration{
-		pool: db.Pool, id: id, host: "test", pid: 1, queues: queues, routes: routes,
-		interval: time.Second, base: time.Now(),
-	}
-}
-
 func tombExpire(t *testing.T, db *dbtest.DB, id string) {
 	t.Helper()
 	_, err := db.Pool.Exec(context.Background(),
@@ -40,7 +28,7 @@ func TestAClaimOnAnotherQueueKeepsTheMark(t *testing.T) {
 	// older set works the queue again and the rollout goes backwards.
 	ctx := context.Background()
 	db := dbtest.New(t)
-	older, newer := tombReg(db, "older", "default"), tombReg(db, "newer", "default")
+	older, newer := testRegistration(db, "older", time.Second, "default"), testRegistration(db, "newer", time.Second, "default")
 	blocker, err := older.claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker)
@@ -55,7 +43,7 @@ func TestAClaimOnAnotherQueueKeepsTheMark(t *testing.T) {
 	// The outage: both expire.
 	tombExpire(t, db, "newer")
 	// A worker of another queue claims it.
-	blocker, err = tombReg(db, "slow", "slow").claim(ctx)
+	blocker, err = testRegistration(db, "slow", time.Second, "slow").claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker)
 
@@ -75,15 +63,15 @@ func TestAMarkBlocksOnlyOlderSetsWithOtherRoutes(t *testing.T) {
 	// other queues, which keep it.
 	ctx := context.Background()
 	db := dbtest.New(t)
-	older := tombReg(db, "older", "default", "slow")
+	older := testRegistration(db, "older", time.Second, "default", "slow")
 	_, err := older.claim(ctx)
 	require.NoError(t, err)
 	require.NoError(t, older.delete(ctx)) // drained for mark, retired
-	twin := tombReg(db, "mark", "default")
+	twin := testRegistration(db, "mark", time.Second, "default")
 	twin.id = "twin"
 	_, err = twin.claim(ctx) // the mark's routes, started before it
 	require.NoError(t, err)
-	mark := tombReg(db, "mark", "default")
+	mark := testRegistration(db, "mark", time.Second, "default")
 	blocker, err := mark.claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker)
@@ -102,7 +90,7 @@ func TestAMarkBlocksOnlyOlderSetsWithOtherRoutes(t *testing.T) {
 	require.Nil(t, blocker)
 	require.NoError(t, twin.delete(ctx))
 	// Claims of another queue keep the mark.
-	blocker, err = tombReg(db, "s", "slow").claim(ctx)
+	blocker, err = testRegistration(db, "s", time.Second, "slow").claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker)
 	var marks int
@@ -110,7 +98,7 @@ func TestAMarkBlocksOnlyOlderSetsWithOtherRoutes(t *testing.T) {
 	require.Equal(t, 1, marks)
 	// A brand-new worker of the older routes is newest: it works, and its
 	// claim deletes the mark.
-	fresh := tombReg(db, "older", "default")
+	fresh := testRegistration(db, "older", time.Second, "default")
 	fresh.id = "fresh"
 	blocker, err = fresh.claim(ctx)
 	require.NoError(t, err)
