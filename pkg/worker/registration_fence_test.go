@@ -26,6 +26,15 @@ func testRegistration(db *dbtest.DB, id string, interval time.Duration, queues .
 	}
 }
 
+// expireRecords sets worker id's records expired a second ago, as if it
+// had not renewed them for their TTL.
+func expireRecords(t *testing.T, db *dbtest.DB, id string) {
+	t.Helper()
+	_, err := db.Pool.Exec(context.Background(),
+		`UPDATE hookinbox_worker_routes SET expires_at = now() - interval '1 second' WHERE worker_id = $1`, id)
+	require.NoError(t, err)
+}
+
 func TestOnlyWorkingRecordsUnfence(t *testing.T) {
 	t.Parallel()
 
@@ -49,8 +58,7 @@ func TestOnlyWorkingRecordsUnfence(t *testing.T) {
 	require.True(t, r.fenced())
 
 	// A renewal of a record that expired, not yet deleted, revives nothing.
-	_, err = db.Pool.Exec(ctx, `UPDATE hookinbox_worker_routes SET expires_at = now() - interval '1 second'`)
-	require.NoError(t, err)
+	expireRecords(t, db, "a")
 	ok, _, err := r.renew(ctx)
 	require.NoError(t, err)
 	require.False(t, ok, "an expired record was renewed")
@@ -103,10 +111,6 @@ func TestAnOlderSetNeverWorksAQueueAfterANewerOne(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return out
 	}
-	expire := func(id string) {
-		_, err := db.Pool.Exec(ctx, `UPDATE hookinbox_worker_routes SET expires_at = now() - interval '1 second' WHERE worker_id = $1`, id)
-		require.NoError(t, err)
-	}
 	older, newer := reg("older"), reg("newer")
 	blocker, err := older.claim(ctx)
 	require.NoError(t, err)
@@ -114,13 +118,13 @@ func TestAnOlderSetNeverWorksAQueueAfterANewerOne(t *testing.T) {
 	blocker, err = newer.claim(ctx)
 	require.NoError(t, err)
 	require.NotNil(t, blocker, "newer waits for older")
-	expire("older")
+	expireRecords(t, db, "older")
 	blocker, err = newer.claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker, "newer takes the queue over")
 
 	// The outage: both expire; older comes back first.
-	expire("newer")
+	expireRecords(t, db, "newer")
 	blocker, err = older.reclaim(ctx)
 	require.NoError(t, err)
 	require.NotNil(t, blocker, "older worked the queue again after newer had")
@@ -137,7 +141,7 @@ func TestAnOlderSetNeverWorksAQueueAfterANewerOne(t *testing.T) {
 	require.False(t, newer.fenced())
 
 	// A route set newer still deletes the mark once it expired.
-	expire("newer")
+	expireRecords(t, db, "newer")
 	blocker, err = reg("newest").claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker)
@@ -164,8 +168,7 @@ func TestAReclaimThatFindsAnotherRouteSetLeavesNoRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, blocker, "c waits for a")
 	r.base = r.base.Add(-time.Hour)
-	_, err = db.Pool.Exec(ctx, `UPDATE hookinbox_worker_routes SET expires_at = now() - interval '1 second' WHERE worker_id = 'a'`)
-	require.NoError(t, err)
+	expireRecords(t, db, "a")
 
 	ok, _, err := r.renew(ctx)
 	require.NoError(t, err)

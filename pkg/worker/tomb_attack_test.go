@@ -10,13 +10,6 @@ import (
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 )
 
-func tombExpire(t *testing.T, db *dbtest.DB, id string) {
-	t.Helper()
-	_, err := db.Pool.Exec(context.Background(),
-		`UPDATE hookinbox_worker_routes SET expires_at = now() - interval '1 second' WHERE worker_id = $1`, id)
-	require.NoError(t, err)
-}
-
 func TestAClaimOnAnotherQueueKeepsTheMark(t *testing.T) {
 	t.Parallel()
 
@@ -35,13 +28,13 @@ func TestAClaimOnAnotherQueueKeepsTheMark(t *testing.T) {
 	blocker, err = newer.claim(ctx)
 	require.NoError(t, err)
 	require.NotNil(t, blocker)
-	tombExpire(t, db, "older")
+	expireRecords(t, db, "older")
 	blocker, err = newer.claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker, "newer takes the queue over")
 
 	// The outage: both expire.
-	tombExpire(t, db, "newer")
+	expireRecords(t, db, "newer")
 	// A worker of another queue claims it.
 	blocker, err = testRegistration(db, "slow", time.Second, "slow").claim(ctx)
 	require.NoError(t, err)
@@ -76,7 +69,7 @@ func TestAMarkBlocksOnlyOlderSetsWithOtherRoutes(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, blocker)
 	require.NoError(t, twin.delete(ctx))
-	tombExpire(t, db, "mark")
+	expireRecords(t, db, "mark")
 
 	// The older set, started before the mark, claims again (a reclaim).
 	blocker, err = older.reclaim(ctx)
