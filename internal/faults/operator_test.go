@@ -162,7 +162,10 @@ func TestOperatorSteps(t *testing.T) {
 	code, out = ctl("replay", "--source", "bank", "--error", "blocked")
 	require.Zero(t, code, out)
 	require.Contains(t, out, "started: 1 event at")
-	worker.WaitUntil(t, time.Minute, func() bool { return lookup("op_blocked").Status == inbox.StatusDone })
+	// A ceiling, not a timing: the replayed job runs at River priority 4
+	// and took over a minute on a 2-core machine at load 20 (two make test
+	// runs at once).
+	worker.WaitUntil(t, 3*time.Minute, func() bool { return lookup("op_blocked").Status == inbox.StatusDone })
 	replayed := lookup("op_blocked")
 	require.Empty(t, replayed.LastError)
 	require.Len(t, replayed.AttemptErrors, 2)
