@@ -7,14 +7,12 @@ package operator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -161,12 +159,13 @@ func ReadDurability(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config)
 	return d, Unreachable(err)
 }
 
-// Unreachable says "cannot reach PostgreSQL" in front of a failed
-// connection's error; it returns any other error, or nil, as it is.
+// Unreachable says "cannot reach PostgreSQL" in front of an error that
+// inboxstore.Unavailable counts as the database's absence (the one
+// classification: a connection not made, lost or closed); it returns any
+// other error, or nil, as it is.
 func Unreachable(err error) error {
-	var connectErr *pgconn.ConnectError
-	if errors.As(err, &connectErr) {
-		return fmt.Errorf("cannot reach PostgreSQL: %w", connectErr)
+	if inboxstore.Unavailable(err) {
+		return fmt.Errorf("cannot reach PostgreSQL: %w", err)
 	}
 	return err
 }
