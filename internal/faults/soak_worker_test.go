@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,9 +177,12 @@ type soakWorkers struct {
 	gen   int                 // the newest route set started
 	next  []*proctest.Process // its workers, while the older set still runs
 	// proxy is the pgproxy of the route set a cut handover will cut off,
-	// from its rollout until its retirement; cut says the handover began.
+	// from its rollout until its retirement; cut holds that set's workers
+	// from the cut on. A queue move or a restart meanwhile puts workers of
+	// the newest set in their places, which the handover does not wait
+	// for.
 	proxy *pgproxy.Proxy
-	cut   bool
+	cut   []*proctest.Process
 	// handovers counts the cut handovers' old workers that found the newer
 	// set working their queue.
 	handovers int
@@ -231,11 +235,11 @@ func (s *soak) doWorker(ctx context.Context, st *step) {
 		s.worker = config
 	case stepCutOff:
 		s.w.proxy.Cut()
-		s.w.cut = true
+		s.w.cut = slices.Clone(s.procs[workerRole])
 	case stepReconnect:
 		s.reconnect(ctx)
 	case stepRetire:
-		if s.w.cut {
+		if s.w.cut != nil {
 			s.awaitHandover()
 		}
 		for _, p := range s.procs[workerRole] {
@@ -287,22 +291,30 @@ func (s *soak) reconnect(ctx context.Context) {
 // queue and still runs has gone idle, having found the newer set working
 // it (what checkFenceKept reads), and counts those that said so. One that
 // never worked (it was still waiting for an older set when the proxy was
-// cut) waits on, and is stopped with the others.
+// cut) waits on, and is stopped with the others; one a queue move
+// replaced (seed 720966: a move 3 s into the cut put two workers of the
+// newer set in the cut set's places, and the handover waited for them to
+// retire) or the schedule killed has exited.
 func (s *soak) awaitHandover() {
-	for _, p := range s.procs[workerRole] {
+	for _, p := range s.w.cut {
 		worked := func() bool {
 			l := p.Log()
 			return strings.Contains(l, `"msg":"worker started","state":"working"`) || strings.Contains(l, `"msg":"taking over:`)
 		}
 		for began := time.Now(); !p.Exited() && worked() && !strings.Contains(p.Log(), retiredLine); {
-			require.Less(s.t, time.Since(began), cutHandoverWait, "cut handover: a worker of the cut set never went idle")
+			if time.Since(began) > cutHandoverWait {
+				// Its goroutines, in its output below, say where it stands.
+				_ = syscall.Kill(p.PID(), syscall.SIGQUIT)
+				p.Wait(s.t)
+				s.t.Fatalf("cut handover: a worker of the cut set (pid %d) never went idle", p.PID())
+			}
 			<-time.After(50 * time.Millisecond) // polling a condition with a deadline
 		}
 		if strings.Contains(p.Log(), foundNewerWorking) {
 			s.w.handovers++
 		}
 	}
-	s.w.cut, s.w.proxy = false, nil
+	s.w.cut, s.w.proxy = nil, nil
 }
 
 // addWorkerSteps adds the worker side's steps to s, from a generator of
