@@ -76,7 +76,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 		r.ShutdownDelay = &delay
 	}
 	r.ShutdownTimeout = cmp.Or(r.ShutdownTimeout, defaultReceiverShutdownTimeout)
-	r.BatcherConfig = *r.BatcherConfig.WithDefaults() // the group commit's own defaults
+	r.BatcherConfig = *r.WithDefaults() // the group commit's own defaults
 
 	limits := make([]int64, len(c.Sources))
 	for i := range c.Sources {

@@ -94,7 +94,7 @@ func (c *Config) validateReceiver(p *problems) {
 		p.addf("receiver.shutdown_delay", "must not be negative (0s turns the delay off)")
 	}
 	positive(p, "receiver.shutdown_timeout", r.ShutdownTimeout)
-	ownerProblems(p, "receiver.", r.BatcherConfig.Validate())   // the group commit's own checks
+	ownerProblems(p, "receiver.", r.Validate())                 // the group commit's own checks
 	ownerProblems(p, "receiver.", receiverConfig(r).Validate()) // receiver.Config's own checks
 	for _, s := range c.Sources {
 		if r.MaxUnverifiedBytes > 0 && !receiver.BodyFits(s.MaxBodyBytes, r.MaxUnverifiedBytes) {
