@@ -25,6 +25,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/sign"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/webhook"
+	"github.com/hookinbox/hookinbox/pkg/component"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
@@ -61,7 +62,7 @@ func setupWith(t *testing.T, pool *pgxpool.Pool, ackTimeout time.Duration, mutat
 			source("bank", "standardwebhooks", bankSecret, 1024),
 			source("stripe", "stripe", stripeSecret, 1024),
 		},
-		RetryAfter: 7 * time.Second,
+		ServerConfig: component.ServerConfig{RetryAfter: 7 * time.Second},
 	}
 	if mutate != nil {
 		mutate(cfg)
@@ -469,8 +470,8 @@ func TestChunkedBodyAtTheLimit(t *testing.T) {
 	verifier, err := provider.New("standardwebhooks", &provider.Config{Secrets: []string{bankSecret}})
 	require.NoError(t, err)
 	_, err = receiver.New(inboxstore.NewIngester(db.Pool, client, &inboxstore.IngesterConfig{}), &receiver.Config{
-		Sources:            []receiver.Source{{Name: "bank", Verifier: verifier, MaxBodyBytes: limit, AckTimeout: time.Second}},
-		MaxUnverifiedBytes: 2 * limit,
+		Sources:      []receiver.Source{{Name: "bank", Verifier: verifier, MaxBodyBytes: limit, AckTimeout: time.Second}},
+		ServerConfig: component.ServerConfig{MaxUnverifiedBytes: 2 * limit},
 	})
 	require.ErrorContains(t, err, "over half the unverified-body budget")
 }
