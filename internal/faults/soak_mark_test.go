@@ -59,6 +59,7 @@ func (s *soak) reconnect(ctx context.Context) {
 			pids(s.w.next)).Scan(&working)
 		return working, err
 	}, s.w.gen)
+	began := time.Now()
 	s.w.newer.Cut()
 	s.pollUntil(ctx, "mark scene: a record of route set %d still live after its proxy was cut", func(ctx context.Context) (bool, error) {
 		var live bool
@@ -71,6 +72,15 @@ func (s *soak) reconnect(ctx context.Context) {
 	s.awaitCutSetBack(ctx)
 	s.w.newer.Open()
 	other.Stop(s.t)
+	marks := 0
+	for _, p := range s.w.cut {
+		if strings.Contains(p.Log(), foundNewerWorking) && strings.Contains(p.Log(), `"their_record_expired":true`) {
+			marks++
+		}
+	}
+	fmt.Printf("soak: mark scene of route set %d: %.1fs; the worker of another queue started again %d times through the restart; "+
+		"%d workers of the cut set found the mark\n", s.w.gen, time.Since(began).Seconds(),
+		strings.Count(other.Log(), "could not start the worker; retrying"), marks)
 }
 
 // pids returns the processes' pids.
