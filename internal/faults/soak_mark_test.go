@@ -152,7 +152,7 @@ WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1)`, a
 		})
 	if p.Exited() {
 		s.failNow(fmt.Sprintf("a worker (pid %d) exited at start-up when PostgreSQL restarted under its routes claim, instead of starting again: %s",
-			p.PID(), lastError(p.Log())))
+			p.PID(), lastLine(p.Log())))
 	}
 	return p
 }
@@ -174,15 +174,10 @@ func (s *soak) otherQueueConfig(app string) string {
 // workerQueues matches the worker.queues key of a config.
 var workerQueues = regexp.MustCompile(`queues: \[[^\]]*\]`)
 
-// lastError returns the last line of log that says "error", or its last
-// line.
-func lastError(log string) string {
+// lastLine returns the last line of a process's output: an exiting
+// daemon's error.
+func lastLine(log string) string {
 	lines := strings.Split(strings.TrimSpace(log), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.Contains(lines[i], "error") {
-			return lines[i]
-		}
-	}
 	return lines[len(lines)-1]
 }
 
