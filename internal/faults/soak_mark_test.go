@@ -27,17 +27,21 @@ import (
 // went backwards. And a PostgreSQL restart under a worker's start-up claim
 // made it exit 1 (start-retries-only-connect-errors). The scene plays
 // all three on purpose, once the newer set works the cut set's queue:
-//  1. the newer set's proxy is cut in turn, until the database shows none
-//     of its records live (they expire three heartbeats after the last
-//     renewal: 6 s);
-//  2. a worker of another queue (the newest config, working only River's
-//     default queue) starts while the soak holds the registration lock, so
-//     that its claim waits on it; PostgreSQL restarts under that claim,
-//     and the worker must start on the restarted server;
+//  1. the newer set's proxy is cut in turn, and a worker of another queue
+//     (the newest config, working only River's default queue) starts
+//     while the soak holds the registration lock, so that its start-up
+//     claim waits on it;
+//  2. once the database shows none of the newer set's records live (they
+//     expire three heartbeats after the last renewal: 6 s), PostgreSQL
+//     restarts under that claim, and the worker must start on the
+//     restarted server: its claim is the first since the records expired;
 //  3. the cut set's proxy opens, first: each of its workers that worked
 //     must find the newer set's mark and retire, never work the queue
 //     again;
 //  4. the newer set's proxy opens; the worker of another queue stops.
+//
+// Steps run one after another, so nothing else of the schedule comes in
+// between (no kill, no queue move); the steps after the scene run late.
 
 // soakRegistrationLock is pkg/worker's registrationLock: the advisory lock
 // every routes claim takes first.
@@ -61,15 +65,25 @@ func (s *soak) reconnect(ctx context.Context) {
 	}, s.w.gen)
 	began := time.Now()
 	s.w.newer.Cut()
+	// The worker of another queue starts meanwhile: its claim waits for
+	// the lock.
+	holder := s.holdRegistrationLock(ctx)
+	defer holder.Close(context.WithoutCancel(ctx)) // dead by then: the restart ended it
+	app := fmt.Sprintf("soak_routes_%d%s", s.w.gen, otherQueueApp)
+	other, _ := startWorker(s.t, s.otherQueueConfig(app))
+	s.all = append(s.all, other)
 	s.pollUntil(ctx, "mark scene: a record of route set %d still live after its proxy was cut", func(ctx context.Context) (bool, error) {
 		var live bool
 		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM hookinbox_worker_routes WHERE pid = ANY($1) AND expires_at > now())`,
 			pids(s.w.next)).Scan(&live)
 		return !live, err
 	}, s.w.gen)
-	other := s.startThroughRestart(ctx)
+	expired := time.Since(began)
+	s.restartUnderClaim(ctx, other, app)
+	restarted := time.Since(began)
 	s.w.proxy.Open()
 	s.awaitCutSetBack(ctx)
+	back := time.Since(began)
 	s.w.newer.Open()
 	other.Stop(s.t)
 	marks := 0
@@ -78,9 +92,10 @@ func (s *soak) reconnect(ctx context.Context) {
 			marks++
 		}
 	}
-	fmt.Printf("soak: mark scene of route set %d: %.1fs; the worker of another queue started again %d times through the restart; "+
-		"%d workers of the cut set found the mark\n", s.w.gen, time.Since(began).Seconds(),
-		strings.Count(other.Log(), "could not start the worker; retrying"), marks)
+	fmt.Printf("soak: mark scene of route set %d: its records expired after %.1fs, the worker of another queue started "+
+		"(again %d times) through the restart after %.1fs, %d workers of the cut set found the mark after %.1fs, %.1fs in all\n",
+		s.w.gen, expired.Seconds(), strings.Count(other.Log(), "could not start the worker; retrying"), restarted.Seconds(),
+		marks, back.Seconds(), time.Since(began).Seconds())
 }
 
 // pids returns the processes' pids.
@@ -109,42 +124,40 @@ func (s *soak) pollUntil(ctx context.Context, what string, cond func(context.Con
 	}
 }
 
-// startThroughRestart starts a worker of another queue than the cut set's
-// (the newest config, on River's default queue alone) and restarts
-// PostgreSQL while its start-up claim waits for the registration lock,
-// which the soak holds; it returns the worker once it has started. One
-// that exits instead breaks the promise that a worker degrades, and does
-// not crash, while its database restarts: the run ends there.
-func (s *soak) startThroughRestart(ctx context.Context) *proctest.Process {
+// holdRegistrationLock takes the registration lock in a transaction of
+// its own connection (application_name soakApp), and returns the
+// connection: every routes claim waits until it ends.
+func (s *soak) holdRegistrationLock(ctx context.Context) *pgx.Conn {
 	cfg, err := pgx.ParseConfig(s.ops.url)
 	require.NoError(s.t, err)
 	cfg.RuntimeParams["application_name"] = soakApp
 	holder, err := pgx.ConnectConfig(ctx, cfg)
 	require.NoError(s.t, err)
-	defer holder.Close(context.WithoutCancel(ctx)) // dead by then: the restart ended it
-	tx, err := holder.Begin(ctx)
+	_, err = holder.Exec(ctx, `BEGIN`)
 	require.NoError(s.t, err)
-	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, soakRegistrationLock)
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, soakRegistrationLock)
 	require.NoError(s.t, err)
-	// The newer set's claims committed at the database's synchronous_commit
-	// (off): a durable commit flushes the WAL past them, so that the
-	// immediate stop below keeps the mark whatever the WAL writer did.
-	_, err = s.pool.Exec(ctx, `BEGIN; SET LOCAL synchronous_commit = on; UPDATE soak_slow_completions SET until = until; COMMIT`)
-	require.NoError(s.t, err)
+	return holder
+}
 
-	app := fmt.Sprintf("soak_routes_%d%s", s.w.gen, otherQueueApp)
-	p, _ := startWorker(s.t, s.otherQueueConfig(app))
-	s.all = append(s.all, p)
-	s.pollUntil(ctx, "mark scene: the worker of another queue never waited for the registration lock (exited: %t)", func(ctx context.Context) (bool, error) {
-		if p.Exited() {
-			return true, nil
-		}
+// restartUnderClaim restarts PostgreSQL once the start-up claim of p (a
+// worker connecting as app) waits for the registration lock, which the
+// soak holds, and waits until p has started on the restarted server. One
+// that exits instead breaks the promise that a worker degrades, and does
+// not crash, while its database restarts: the run ends there.
+func (s *soak) restartUnderClaim(ctx context.Context, p *proctest.Process, app string) {
+	s.pollUntil(ctx, "mark scene: the worker of another queue never waited for the registration lock", func(ctx context.Context) (bool, error) {
 		var waits bool
 		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1)`, app).Scan(&waits)
-		return waits, err
-	}, p.Exited())
+		return waits || p.Exited(), err
+	})
 	require.False(s.t, p.Exited(), "mark scene: the worker of another queue exited before its routes claim:\n%s", p.Log())
+	// The newer set's claims committed at the database's synchronous_commit
+	// (off): a durable commit flushes the WAL past them, so that the
+	// immediate stop keeps its mark whatever the WAL writer did.
+	_, err := s.pool.Exec(ctx, `BEGIN; SET LOCAL synchronous_commit = on; UPDATE soak_slow_completions SET until = until; COMMIT`)
+	require.NoError(s.t, err)
 	s.pgRestart(ctx)
 	s.pollUntil(ctx, "mark scene: the worker of another queue neither started nor exited after PostgreSQL restarted under its routes claim",
 		func(context.Context) (bool, error) {
@@ -154,7 +167,6 @@ WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1)`, a
 		s.failNow(fmt.Sprintf("a worker (pid %d) exited at start-up when PostgreSQL restarted under its routes claim, instead of starting again: %s",
 			p.PID(), lastLine(p.Log())))
 	}
-	return p
 }
 
 // otherQueueConfig writes the newest route set's worker config, connecting
