@@ -79,8 +79,9 @@ func (s *soak) reconnect(ctx context.Context) {
 		return !live, err
 	}, s.w.gen)
 	expired := time.Since(began)
-	s.restartUnderClaim(ctx, other, app)
-	restarted := time.Since(began)
+	waitedAt, restartedAt := s.restartUnderClaim(ctx, other, app)
+	waited, restarted := waitedAt.Sub(began), restartedAt.Sub(began)
+	started := time.Since(began)
 	s.w.proxy.Open()
 	s.awaitCutSetBack(ctx)
 	back := time.Since(began)
@@ -92,10 +93,11 @@ func (s *soak) reconnect(ctx context.Context) {
 			marks++
 		}
 	}
-	fmt.Printf("soak: mark scene of route set %d: its records expired after %.1fs, the worker of another queue started "+
-		"(again %d times) through the restart after %.1fs, %d workers of the cut set found the mark after %.1fs, %.1fs in all\n",
-		s.w.gen, expired.Seconds(), strings.Count(other.Log(), "could not start the worker; retrying"), restarted.Seconds(),
-		marks, back.Seconds(), time.Since(began).Seconds())
+	fmt.Printf("soak: mark scene of route set %d: its records expired after %.1fs; the worker of another queue waited for "+
+		"the lock after %.1fs, PostgreSQL was back after %.1fs, the worker started (again %d times) after %.1fs; "+
+		"%d workers of the cut set found the mark after %.1fs; %.1fs in all\n",
+		s.w.gen, expired.Seconds(), waited.Seconds(), restarted.Seconds(), strings.Count(other.Log(), "could not start the worker; retrying"),
+		started.Seconds(), marks, back.Seconds(), time.Since(began).Seconds())
 }
 
 // pids returns the processes' pids.
@@ -145,7 +147,8 @@ func (s *soak) holdRegistrationLock(ctx context.Context) *pgx.Conn {
 // soak holds, and waits until p has started on the restarted server. One
 // that exits instead breaks the promise that a worker degrades, and does
 // not crash, while its database restarts: the run ends there.
-func (s *soak) restartUnderClaim(ctx context.Context, p *proctest.Process, app string) {
+// It returns when the claim was seen waiting and when PostgreSQL was back.
+func (s *soak) restartUnderClaim(ctx context.Context, p *proctest.Process, app string) (waited, restarted time.Time) {
 	s.pollUntil(ctx, "mark scene: the worker of another queue never waited for the registration lock", func(ctx context.Context) (bool, error) {
 		var waits bool
 		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid
@@ -153,12 +156,14 @@ WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1)`, a
 		return waits || p.Exited(), err
 	})
 	require.False(s.t, p.Exited(), "mark scene: the worker of another queue exited before its routes claim:\n%s", p.Log())
+	waited = time.Now()
 	// The newer set's claims committed at the database's synchronous_commit
 	// (off): a durable commit flushes the WAL past them, so that the
 	// immediate stop keeps its mark whatever the WAL writer did.
 	_, err := s.pool.Exec(ctx, `BEGIN; SET LOCAL synchronous_commit = on; UPDATE soak_slow_completions SET until = until; COMMIT`)
 	require.NoError(s.t, err)
 	s.pgRestart(ctx)
+	restarted = time.Now()
 	s.pollUntil(ctx, "mark scene: the worker of another queue neither started nor exited after PostgreSQL restarted under its routes claim",
 		func(context.Context) (bool, error) {
 			return p.Exited() || strings.Contains(p.Log(), `"msg":"worker started"`), nil
@@ -167,6 +172,7 @@ WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1)`, a
 		s.failNow(fmt.Sprintf("a worker (pid %d) exited at start-up when PostgreSQL restarted under its routes claim, instead of starting again: %s",
 			p.PID(), lastLine(p.Log())))
 	}
+	return waited, restarted
 }
 
 // otherQueueConfig writes the newest route set's worker config, connecting
