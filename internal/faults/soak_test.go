@@ -108,7 +108,7 @@ type pauseWindow struct {
 type soak struct {
 	t        *testing.T
 	sched    *schedule
-	began    time.Time // before the binaries' build
+	began    time.Time     // before the binaries' build
 	pool     *pgxpool.Pool // application_name soakApp
 	configs  []string      // a receiver's config each (its own listen address); the first serves the workers and inboxctl
 	worker   string        // the workers' config
