@@ -41,7 +41,8 @@ import (
 //  4. the newer set's proxy opens; the worker of another queue stops.
 //
 // Steps run one after another, so nothing else of the schedule comes in
-// between (no kill, no queue move); the steps after the scene run late.
+// between (no kill, no queue move); the schedule's clock stops meanwhile,
+// so that the steps after the scene keep their spacing.
 
 // soakRegistrationLock is pkg/worker's registrationLock: the advisory lock
 // every routes claim takes first.
@@ -64,6 +65,7 @@ func (s *soak) reconnect(ctx context.Context) {
 		return working, err
 	}, s.w.gen)
 	began := time.Now()
+	defer func() { s.w.stopped += time.Since(began) }()
 	s.w.newer.Cut()
 	// The worker of another queue starts meanwhile: its claim waits for
 	// the lock.

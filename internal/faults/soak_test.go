@@ -233,7 +233,7 @@ func (s *soak) play() {
 	begin := time.Now()
 	for i := range s.sched.Steps {
 		st := &s.sched.Steps[i]
-		if wait := time.Until(begin.Add(st.At)); wait > 0 {
+		if wait := time.Until(begin.Add(st.At + s.w.stopped)); wait > 0 {
 			<-time.After(wait) // the schedule's clock, not a wait for a condition
 		}
 		s.do(ctx, st)

@@ -187,6 +187,10 @@ type soakWorkers struct {
 	// newer is the pgproxy of the newer route set of a cut handover, from
 	// its rollout on: the mark scene cuts it off in turn.
 	newer *pgproxy.Proxy
+	// stopped is how long the mark scenes held the schedule's clock: the
+	// steps after a scene keep their spacing, instead of running at once,
+	// bunched, when it ends (a scene takes 20 to 50 s on a busy machine).
+	stopped time.Duration
 	// handovers counts the cut handovers' old workers that found the newer
 	// set working their queue.
 	handovers int
