@@ -91,8 +91,11 @@ func (s *soak) reconnect(ctx context.Context) {
 	other.Stop(s.t)
 	marks := 0
 	for _, p := range s.w.cut {
-		if strings.Contains(p.Log(), foundNewerWorking) && strings.Contains(p.Log(), `"their_record_expired":true`) {
-			marks++
+		for _, line := range strings.Split(p.Log(), "\n") {
+			if strings.Contains(line, foundNewerWorking) && strings.Contains(line, `"their_record_expired":true`) {
+				marks++
+				break
+			}
 		}
 	}
 	fmt.Printf("soak: mark scene of route set %d: its records expired after %.1fs; the worker of another queue waited for "+
