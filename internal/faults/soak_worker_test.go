@@ -37,9 +37,10 @@ const (
 )
 
 // cutEvery: every cutEvery-th rollout, from the second, is a cut
-// handover (addWorkerSteps). The cut route set's workers run through a
-// pgproxy of their own from their start, and so do the newer set's, which
-// the mark scene cuts off in turn (soak_mark_test.go).
+// handover (addWorkerSteps), or the first after it that keeps clear of the
+// queue move. The cut route set's workers run through a pgproxy of their
+// own from their start, and so do the newer set's, which the mark scene
+// cuts off in turn (soak_mark_test.go).
 const cutEvery = 4
 
 // The lines a cut handover's old workers log (pkg/worker's rollout.go):
@@ -320,7 +321,17 @@ func addWorkerSteps(s *schedule) {
 	end := s.Duration - 2*time.Second
 	type window struct{ from, to time.Duration }
 	var quiet []window
-	gen := 0
+	// A queue move starts workers of the newest set in the running set's
+	// places: during a cut handover it would end the cut set's workers
+	// before they could find the newer set working (seed 572739), so a cut
+	// due then passes to the next rollout clear of it.
+	move := time.Duration(-1)
+	for _, st := range s.Steps {
+		if st.Kind == stepMove {
+			move = st.At
+		}
+	}
+	gen, cutDue := 0, false
 	for at := between(4*time.Second, 8*time.Second); at+8*time.Second < end; at += between(8*time.Second, 14*time.Second) {
 		gen++
 		retire := at + between(3*time.Second, 6*time.Second)
@@ -328,7 +339,10 @@ func addWorkerSteps(s *schedule) {
 		if what == "" {
 			what = "no options"
 		}
-		if gen%cutEvery == 2 {
+		cutDue = cutDue || gen%cutEvery == 2
+		cut := cutDue && (move < at-2*time.Second || move > retire+cutHandoverQuiet+2*time.Second)
+		if cut {
+			cutDue = false
 			// A cut handover: the running set loses PostgreSQL just before
 			// the rollout, and is reconnected once the newer set works its
 			// queue; the retirement waits for it to find so and go idle.
@@ -337,7 +351,7 @@ func addWorkerSteps(s *schedule) {
 			retire += cutHandoverQuiet
 		}
 		s.Steps = append(s.Steps, step{At: at, Kind: stepRollout, Index: gen, Source: soakSources[1], What: what})
-		if gen%cutEvery == 2 {
+		if cut {
 			s.Steps = append(s.Steps, step{At: at, Kind: stepReconnect, Index: gen - 1})
 		}
 		s.Steps = append(s.Steps, step{At: retire, Kind: stepRetire, Index: gen - 1})

@@ -93,7 +93,7 @@ func reconcileSources(cfg *config.Config) ([]*reconcile.Source, error) {
 			continue
 		}
 		// Validate allows reconciliation for reconcile.Providers only.
-		source, err := s.Reconcile.Source(s.Name, s.Provider, s.ProviderConfig())
+		source, err := reconcile.NewSource(&s.Reconcile, s.Name, s.Provider, s.ProviderConfig())
 		if err != nil {
 			return nil, fmt.Errorf("sources[%s].reconcile: %w", s.Name, err)
 		}

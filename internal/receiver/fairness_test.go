@@ -21,6 +21,7 @@ import (
 	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/webhook"
+	"github.com/hookinbox/hookinbox/pkg/component"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 )
 
@@ -56,9 +57,9 @@ func setupStorm(t *testing.T, share float64) *stormBundle {
 	}
 	reg := prometheus.NewRegistry()
 	srv, err := receiver.New(inboxstore.NewIngester(pool, client, &inboxstore.IngesterConfig{}), &receiver.Config{
-		Sources:     []receiver.Source{src("storm"), src("quiet")},
-		MaxInFlight: stormInFlight, SourceShare: share,
-		Metrics: metrics.NewReceiver(reg, &metrics.ReceiverConfig{}),
+		Sources:      []receiver.Source{src("storm"), src("quiet")},
+		ServerConfig: component.ServerConfig{MaxInFlight: stormInFlight, SourceShare: share},
+		Metrics:      metrics.NewReceiver(reg, &metrics.ReceiverConfig{}),
 	})
 	require.NoError(t, err)
 	// Keep-alive connections for every client: a storm of new connections

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/pkg/component"
 )
 
 func TestParsePrefixes(t *testing.T) {
@@ -21,6 +23,6 @@ func TestParsePrefixes(t *testing.T) {
 func TestConfigValidateTrustedProxies(t *testing.T) {
 	t.Parallel()
 
-	c := (&Config{TrustedProxies: []string{"2001:db8::1/32"}}).WithDefaults()
+	c := (&Config{ServerConfig: component.ServerConfig{TrustedProxies: []string{"2001:db8::1/32"}}}).WithDefaults()
 	require.EqualError(t, c.Validate(), `trusted_proxies[0]: "2001:db8::1/32" has host bits set; write 2001:db8::/32 for the network, or 2001:db8::1/128 for the one host`)
 }

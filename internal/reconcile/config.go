@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/hookinbox/hookinbox/pkg/component"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 )
@@ -46,57 +47,15 @@ var baseURLs = map[string]string{
 	"github": GitHubBaseURLDefault,
 }
 
-// Config configures a source's reconciliation: the worker periodically
-// asks the provider's API what it sent, and claims the missing events
-// (Stripe, Paddle, Square) or asks for them to be redelivered (GitHub).
-// Its fields are the keys of a source's reconcile: section of the YAML
-// configuration (pkg/config decodes them directly); the secrets stay secret
-// types until Source reveals them. WithDefaults applies the defaults stated
-// below, Validate checks the fields.
-type Config struct {
-	// Enabled runs the reconciliation (providers stripe, paddle, square and
-	// github). Defaults to false.
-	Enabled bool `mapstructure:"enabled"`
-	// APIKey is the provider's API credential, sent as a bearer token: for
-	// Stripe a restricted key (rk_…) with read access to Events only; for
-	// Paddle an API key that may read events; for Square an access token
-	// with read access to events; for GitHub a token that may read and
-	// redeliver the hook's deliveries (unless hook is app). Reference the
-	// environment ("${STRIPE_RECONCILE_KEY}"). Required when Enabled, but
-	// for a GitHub App.
-	APIKey secret.String `mapstructure:"api_key"`
-	// APIBaseURL is the provider API's root. Defaults to the provider's:
-	// https://api.stripe.com, https://api.paddle.com,
-	// https://connect.squareup.com or https://api.github.com.
-	APIBaseURL secret.URL `mapstructure:"api_base_url"`
-	// Interval is how often the source is reconciled. Defaults to 15m.
-	Interval time.Duration `mapstructure:"interval"`
-	// Lookback is the overlap of the windows: each run lists from the start
-	// of the last run that finished (the watermark) less Lookback, or from
-	// Lookback ago for the first run; never further back than the provider
-	// keeps (Stripe and Paddle 720h, Square 672h, GitHub 71h). At least
-	// Interval, at most 720h. Defaults to 1h.
-	Lookback time.Duration `mapstructure:"lookback"`
-	// Hook (github only) names the webhook whose deliveries are
-	// redelivered: "repos/OWNER/REPO/hooks/ID", "orgs/ORG/hooks/ID" or
-	// "app" (the GitHub App's webhook, authenticated by app_id and
-	// private_key). Required for github.
-	Hook string `mapstructure:"hook"`
-	// AppID (github, hook app) is the GitHub App's id, the JWT's issuer.
-	AppID string `mapstructure:"app_id"`
-	// PrivateKey (github, hook app) is the GitHub App's private key, PEM.
-	// Reference the environment ("${GITHUB_APP_PRIVATE_KEY}").
-	PrivateKey secret.String `mapstructure:"private_key"`
-	// APIVersion (square only) is the Square-Version header: set it to the
-	// webhook subscription's API version so that listed events look like
-	// delivered ones. Defaults to 2025-01-23.
-	APIVersion string `mapstructure:"api_version"`
-}
+// Config configures a source's reconciliation, declared in pkg/component
+// (ReconcileConfig) so that pkg/config names a public type. WithDefaults
+// applies the defaults stated there, Validate checks the fields.
+type Config = component.ReconcileConfig
 
 // WithDefaults returns a copy of c, the reconcile: section of a source of
 // providerName, with every zero-valued setting at its documented default.
 // It is idempotent.
-func (c *Config) WithDefaults(providerName string) *Config {
+func WithDefaults(c *Config, providerName string) *Config {
 	out := *c
 	out.APIBaseURL = cmp.Or(out.APIBaseURL, secret.URL(baseURLs[providerName]))
 	out.Interval = cmp.Or(out.Interval, IntervalDefault)
@@ -111,7 +70,7 @@ func (c *Config) WithDefaults(providerName string) *Config {
 // providerName, only when Enabled, and returns every problem found, each an
 // error that starts with its key in the reconcile: section ("api_key:
 // required …"), joined.
-func (c *Config) Validate(providerName string) error {
+func Validate(c *Config, providerName string) error {
 	if !c.Enabled {
 		return nil
 	}
@@ -135,11 +94,11 @@ func (c *Config) Validate(providerName string) error {
 	case c.Lookback > LookbackMax:
 		errs = append(errs, fmt.Errorf("lookback: must be at most %s: Stripe lists the last 30 days of events", LookbackMax))
 	}
-	errs = append(errs, c.validateGitHub(providerName)...)
+	errs = append(errs, validateGitHub(c, providerName)...)
 	return errors.Join(errs...)
 }
 
-func (c *Config) validateGitHub(providerName string) []error {
+func validateGitHub(c *Config, providerName string) []error {
 	var errs []error
 	if providerName != "github" {
 		for key, set := range map[string]bool{"hook": c.Hook != "", "app_id": c.AppID != "", "private_key": c.PrivateKey != ""} {
@@ -163,17 +122,17 @@ func (c *Config) validateGitHub(providerName string) []error {
 	return errs
 }
 
-// Source returns the reconciliation of the source named name, of provider
+// NewSource returns the reconciliation c of the source named name, of provider
 // providerName, whose verifier is configured by verifier (its listed events
 // are keyed by it), revealing the secrets only here.
-func (c *Config) Source(name, providerName string, verifier *provider.Config) (*Source, error) {
+func NewSource(c *Config, name, providerName string, verifier *provider.Config) (*Source, error) {
 	src := &Source{Name: name, Provider: providerName, Interval: c.Interval, Lookback: c.Lookback, Window: windows[providerName]}
 	if providerName == "github" {
 		var key []byte
 		if c.PrivateKey != "" {
 			key = []byte(c.PrivateKey.Reveal())
 		}
-		g, err := c.gitHub(key)
+		g, err := gitHub(c, key)
 		if err != nil {
 			return nil, err
 		}
@@ -205,7 +164,7 @@ func (c *Config) Source(name, providerName string, verifier *provider.Config) (*
 	return src, nil
 }
 
-func (c *Config) gitHub(pemKey []byte) (*GitHub, error) {
+func gitHub(c *Config, pemKey []byte) (*GitHub, error) {
 	gc := &GitHubConfig{Hook: c.Hook, Token: c.APIKey.Reveal(), AppID: c.AppID, BaseURL: c.APIBaseURL.Reveal()}
 	if c.Hook == "app" {
 		key, err := ParseRSAPrivateKey(pemKey)

@@ -24,11 +24,11 @@ func TestConfig(t *testing.T) {
 			"stripe": "https://api.stripe.com", "paddle": "https://api.paddle.com",
 			"square": "https://connect.squareup.com", "github": "https://api.github.com",
 		} {
-			c := (&reconcile.Config{}).WithDefaults(name)
+			c := reconcile.WithDefaults(&reconcile.Config{}, name)
 			require.Equal(t, secret.URL(want), c.APIBaseURL, name)
-			require.Equal(t, c, c.WithDefaults(name), "idempotent")
+			require.Equal(t, c, reconcile.WithDefaults(c, name), "idempotent")
 		}
-		require.Equal(t, reconcile.SquareVersionDefault, (&reconcile.Config{}).WithDefaults("square").APIVersion)
+		require.Equal(t, reconcile.SquareVersionDefault, reconcile.WithDefaults(&reconcile.Config{}, "square").APIVersion)
 	})
 
 	t.Run("RefusesWhatCannotWork", func(t *testing.T) {
@@ -49,7 +49,7 @@ func TestConfig(t *testing.T) {
 			{"square", reconcile.Config{APIKey: "k", Lookback: time.Minute}, "lookback: must be at least reconcile.interval"},
 		} {
 			tc.config.Enabled = true
-			err := tc.config.WithDefaults(tc.provider).Validate(tc.provider)
+			err := reconcile.Validate(reconcile.WithDefaults(&tc.config, tc.provider), tc.provider)
 			require.ErrorContains(t, err, tc.want, "%s %+v", tc.provider, tc.config)
 		}
 	})
@@ -72,9 +72,9 @@ func TestConfig(t *testing.T) {
 			{"github", reconcile.Config{Hook: "app", AppID: "1", PrivateKey: pemKey}, provider.Config{Secrets: []string{"s"}}},
 		} {
 			tc.config.Enabled = true
-			c := tc.config.WithDefaults(tc.provider)
-			require.NoError(t, c.Validate(tc.provider))
-			src, err := c.Source("src", tc.provider, &tc.verifier)
+			c := reconcile.WithDefaults(&tc.config, tc.provider)
+			require.NoError(t, reconcile.Validate(c, tc.provider))
+			src, err := reconcile.NewSource(c, "src", tc.provider, &tc.verifier)
 			require.NoError(t, err, tc.provider)
 			require.Equal(t, tc.provider == "github", src.GitHub != nil)
 			require.Equal(t, tc.provider != "github", src.Fetcher != nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/hookinbox/hookinbox/internal/inboxstore"
+	"github.com/hookinbox/hookinbox/pkg/component"
 	"github.com/hookinbox/hookinbox/pkg/inbox"
 )
 
@@ -22,51 +23,17 @@ const (
 	// RateDefault is Pace.Rate's default, rows per second: a replay of a
 	// million rows takes about 35 minutes, and its jobs wait behind live
 	// events anyway (inboxstore.ReplayPriority).
-	RateDefault = 500
+	RateDefault = component.ReplayRateDefault
 	// BatchDefault is Pace.Batch's default, rows per transaction.
-	BatchDefault = 100
+	BatchDefault = component.ReplayBatchDefault
 	// MaxAttemptsDefault is how often a run's job is retried after an
 	// error before River discards it (Resume then starts a new one).
 	MaxAttemptsDefault = 10
 )
 
-// Pace holds a run's default pace. Its tagged fields are keys of the
-// worker: section of the YAML configuration (pkg/config decodes them
-// directly). WithDefaults applies the defaults stated below, Validate
-// checks them.
-type Pace struct {
-	// Rate is a bulk replay's default pace, rows per second
-	// (`inboxctl replay --rate` overrides it per run). Replayed events'
-	// jobs also wait behind live ones (a lower River priority). Defaults
-	// to 500.
-	Rate int `mapstructure:"replay_rate"`
-	// Batch is how many rows one bulk replay transaction puts back
-	// to pending. Defaults to 100.
-	Batch int `mapstructure:"replay_batch"`
-}
-
-// WithDefaults returns a copy of p with every zero-valued setting at its
-// documented default. It is idempotent.
-func (p *Pace) WithDefaults() *Pace {
-	out := *p
-	out.Rate = cmp.Or(out.Rate, RateDefault)
-	out.Batch = cmp.Or(out.Batch, BatchDefault)
-	return &out
-}
-
-// Validate checks a Pace that WithDefaults filled, and returns every
-// problem found, each an error that starts with its key in the worker:
-// section ("replay_rate: must be positive"), joined.
-func (p *Pace) Validate() error {
-	var errs []error
-	if p.Rate <= 0 {
-		errs = append(errs, errors.New("replay_rate: must be positive"))
-	}
-	if p.Batch <= 0 {
-		errs = append(errs, errors.New("replay_batch: must be positive"))
-	}
-	return errors.Join(errs...)
-}
+// Pace holds a run's default pace, declared in pkg/component so that
+// pkg/config names a public type; WithDefaults and Validate are there.
+type Pace = component.Pace
 
 // Config configures a Manager.
 type Config struct {

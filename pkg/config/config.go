@@ -6,11 +6,7 @@ package config
 import (
 	"time"
 
-	"github.com/hookinbox/hookinbox/internal/inboxstore"
-	"github.com/hookinbox/hookinbox/internal/receiver"
-	"github.com/hookinbox/hookinbox/internal/reconcile"
-	"github.com/hookinbox/hookinbox/internal/replay"
-	"github.com/hookinbox/hookinbox/internal/tracing"
+	"github.com/hookinbox/hookinbox/pkg/component"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -23,8 +19,8 @@ type Config struct {
 	Sources  []SourceConfig `mapstructure:"sources"`
 	Worker   WorkerConfig   `mapstructure:"worker"`
 	// Tracing is the tracing: section: its keys, defaults and validation
-	// are internal/tracing's (tracing.Config).
-	Tracing tracing.Config `mapstructure:"tracing"`
+	// are pkg/component's TracingConfig, which internal/tracing uses.
+	Tracing component.TracingConfig `mapstructure:"tracing"`
 
 	// warnings are Load's warnings (see Warnings).
 	warnings []string
@@ -60,8 +56,9 @@ type DatabaseConfig struct {
 	// "transaction".
 	QueryMode string `mapstructure:"query_mode"`
 	// Durability holds what the commits a 2xx rests on wait for: its keys,
-	// defaults and validation are internal/inboxstore's.
-	Durability inboxstore.DurabilityConfig `mapstructure:"durability"`
+	// defaults and validation are pkg/component's DurabilityConfig, which
+	// internal/inboxstore uses.
+	Durability component.DurabilityConfig `mapstructure:"durability"`
 }
 
 // LogConfig configures the zap logger.
@@ -73,8 +70,8 @@ type LogConfig struct {
 }
 
 // ReceiverConfig is the receiver: section: the receiver's own settings
-// (receiver.Config, whose tagged fields sit at this level of the YAML) and
-// the keys of the process around it.
+// (component.ServerConfig and component.BatcherConfig, whose fields sit at
+// this level of the YAML) and the keys of the process around it.
 type ReceiverConfig struct {
 	// Listen is the HTTP address. Defaults to 127.0.0.1:8080.
 	Listen string `mapstructure:"listen"`
@@ -100,12 +97,13 @@ type ReceiverConfig struct {
 	// ShutdownDelay. Defaults to 10s.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
 	// BatcherConfig holds the group commit's settings (the batch_ keys):
-	// their keys, defaults and validation are internal/inboxstore's.
-	inboxstore.BatcherConfig `mapstructure:",squash"`
-	// Config holds the receiver's own settings, its connection limits and
-	// trusted_proxies included: their keys, defaults and validation are
-	// internal/receiver's.
-	receiver.Config `mapstructure:",squash"`
+	// their keys, defaults and validation are pkg/component's, which
+	// internal/inboxstore's Batcher uses.
+	component.BatcherConfig `mapstructure:",squash"`
+	// ServerConfig holds the receiver's own settings, its connection
+	// limits and trusted_proxies included: their keys are pkg/component's,
+	// their defaults and validation internal/receiver's (receiver.Config).
+	component.ServerConfig `mapstructure:",squash"`
 	// Rejections configures the per-source rejection samples (see ops.go).
 	Rejections RejectionsConfig `mapstructure:"rejections"`
 }
@@ -185,7 +183,7 @@ type SourceConfig struct {
 	// live as long as their rows.
 	PayloadRetention time.Duration `mapstructure:"payload_retention"`
 	// Reconcile configures the source's reconciliation (see ops.go).
-	Reconcile reconcile.Config `mapstructure:"reconcile"`
+	Reconcile component.ReconcileConfig `mapstructure:"reconcile"`
 }
 
 // BasicAuthConfig is one accepted pair of HTTP Basic credentials. Both are
@@ -250,9 +248,9 @@ type WorkerConfig struct {
 	// keys, defaults and validation are pkg/worker's.
 	worker.Config `mapstructure:",squash"`
 	// Pace holds the bulk replays' default pace (replay_rate,
-	// replay_batch): its keys, defaults and validation are
-	// internal/replay's.
-	replay.Pace `mapstructure:",squash"`
+	// replay_batch): its keys, defaults and validation are pkg/component's,
+	// which internal/replay uses.
+	component.Pace `mapstructure:",squash"`
 	// Unrouted decides what happens to an event no route matches: "failed"
 	// (the default: it fails loudly, and can be replayed once the routes
 	// are fixed) or "done" (marked done with a note, and never run).

@@ -60,7 +60,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 		c.Database.QueryMode = cmp.Or(c.Database.QueryMode, defaultDatabasePooledQueryMode)
 	}
 	c.Database.QueryMode = cmp.Or(c.Database.QueryMode, defaultDatabaseQueryMode)
-	c.Database.Durability = *c.Database.Durability.WithDefaults() // inboxstore's own defaults
+	c.Database.Durability = *c.Database.Durability.WithDefaults() // the durability settings' own defaults
 
 	c.Log.Level = cmp.Or(c.Log.Level, defaultLogLevel)
 	c.Log.Format = cmp.Or(c.Log.Format, defaultLogFormat)
@@ -76,7 +76,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 		r.ShutdownDelay = &delay
 	}
 	r.ShutdownTimeout = cmp.Or(r.ShutdownTimeout, defaultReceiverShutdownTimeout)
-	r.BatcherConfig = *r.BatcherConfig.WithDefaults() // the group commit's own defaults
+	r.BatcherConfig = *r.WithDefaults() // the group commit's own defaults
 
 	limits := make([]int64, len(c.Sources))
 	for i := range c.Sources {
@@ -92,10 +92,10 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	// The unverified-body budget must hold a body at each source's limit in
 	// one client's half of it.
 	r.MaxUnverifiedBytes = cmp.Or(r.MaxUnverifiedBytes, receiver.UnverifiedBytesFor(limits...))
-	r.Config = *r.Config.WithDefaults() // receiver.Config's own defaults
+	r.ServerConfig = receiverConfig(r).WithDefaults().ServerConfig // receiver.Config's own defaults
 	// source_share is the receiver's key; the group commit's queue is
 	// shared among the sources by the same share.
-	r.BatcherConfig.SourceShare = r.Config.SourceShare
+	r.BatcherConfig.SourceShare = r.ServerConfig.SourceShare
 
 	w := &c.Worker
 	w.Listen = cmp.Or(w.Listen, defaultWorkerListen)
@@ -106,7 +106,7 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 	w.Config = *w.Config.WithDefaults() // worker.Config's own defaults
 	w.Unrouted = cmp.Or(w.Unrouted, defaultWorkerUnrouted)
 	w.HardStopTimeout = cmp.Or(w.HardStopTimeout, defaultWorkerHardStopTimeout)
-	w.Pace = *w.Pace.WithDefaults() // replay's own defaults
+	w.Pace = *w.Pace.WithDefaults() // the replay pace's own defaults
 	applyOutboxDefaults(w)
 	for i, r := range w.Routes {
 		// A route's mirror and sequence defaults are its source's
@@ -118,7 +118,13 @@ func (c *Config) applyDefaults(presetFor func(name string) (provider.Preset, boo
 		w.Routes[i] = r.WithDefaults(provider)
 	}
 	c.applyOpsDefaults()
-	c.Tracing = *c.Tracing.WithDefaults() // tracing.Config's own defaults
+	c.Tracing = *c.Tracing.WithDefaults() // the tracing settings' own defaults
+}
+
+// receiverConfig is the receiver's Config holding r's settings: its
+// WithDefaults and Validate are the receiver's own.
+func receiverConfig(r *ReceiverConfig) *receiver.Config {
+	return &receiver.Config{ServerConfig: r.ServerConfig}
 }
 
 // Source returns the source named name, pointing into c.Sources.

@@ -13,12 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/hookinbox/hookinbox/internal/inboxstore"
-	"github.com/hookinbox/hookinbox/internal/receiver"
-	"github.com/hookinbox/hookinbox/internal/reconcile"
-	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/internal/relay"
-	"github.com/hookinbox/hookinbox/internal/replay"
+	"github.com/hookinbox/hookinbox/pkg/component"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -43,10 +39,10 @@ func TestApplyDefaults(t *testing.T) {
 			AckTimeout:      4 * time.Second,
 			ShutdownDelay:   new(5 * time.Second),
 			ShutdownTimeout: 10 * time.Second,
-			BatcherConfig:   inboxstore.BatcherConfig{MaxEvents: 256, Flushers: 4, QueueSize: 1024, SourceShare: 0.5},
-			Config: receiver.Config{RetryAfter: 5 * time.Second, MaxInFlight: 1024, SourceShare: 0.5, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second,
-				HTTPConfig: receiver.HTTPConfig{MaxConnections: 2048, MaxConnectionsPerClient: 512, MaxHeaderBytes: 32768}},
-			Rejections: RejectionsConfig{RecorderConfig: rejection.RecorderConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second}},
+			BatcherConfig:   component.BatcherConfig{MaxEvents: 256, Flushers: 4, QueueSize: 1024, SourceShare: 0.5},
+			ServerConfig: component.ServerConfig{RetryAfter: 5 * time.Second, MaxInFlight: 1024, SourceShare: 0.5, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second,
+				HTTPConfig: component.HTTPConfig{MaxConnections: 2048, MaxConnectionsPerClient: 512, MaxHeaderBytes: 32768}},
+			Rejections: RejectionsConfig{RecorderConfig: component.RecorderConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second}},
 		}, cfg.Receiver)
 		require.Equal(t, SourceConfig{
 			Name:         "stripe",
@@ -56,7 +52,7 @@ func TestApplyDefaults(t *testing.T) {
 			Queue:        "default",
 			Retention:    720 * time.Hour,
 			// No provider, so no provider's API root.
-			Reconcile: reconcile.Config{Interval: 15 * time.Minute, Lookback: time.Hour},
+			Reconcile: component.ReconcileConfig{Interval: 15 * time.Minute, Lookback: time.Hour},
 		}, cfg.Sources[0])
 		require.Equal(t, WorkerConfig{
 			Listen:      "127.0.0.1:8081",
@@ -79,7 +75,7 @@ func TestApplyDefaults(t *testing.T) {
 				HeartbeatInterval: 10 * time.Second,
 				Routes:            []worker.Route{{Source: "*", Types: []string{"*"}}},
 			},
-			Pace:            replay.Pace{Rate: 500, Batch: 100},
+			Pace:            component.Pace{Rate: 500, Batch: 100},
 			Unrouted:        UnroutedFailed,
 			HardStopTimeout: 5 * time.Second,
 			Outbox:          OutboxConfig{Relay: OutboxRelayConfig{Config: relay.Config{Batch: 100, Lease: 2 * time.Minute, PollInterval: time.Second}}},

@@ -126,7 +126,7 @@ func fieldComments(t *testing.T) map[string]string {
 	t.Helper()
 	fset := token.NewFileSet()
 	var names []string
-	for _, pattern := range []string{"*.go", "../worker/*.go", "../effect/*.go", "../outbox/*.go", "../../internal/receiver/*.go", "../../internal/inboxstore/*.go", "../../internal/relay/*.go", "../../internal/tracing/*.go", "../../internal/rejection/*.go", "../../internal/replay/*.go", "../../internal/reconcile/*.go"} {
+	for _, pattern := range []string{"*.go", "../worker/*.go", "../effect/*.go", "../outbox/*.go", "../component/*.go", "../../internal/receiver/*.go", "../../internal/inboxstore/*.go", "../../internal/relay/*.go", "../../internal/tracing/*.go", "../../internal/rejection/*.go", "../../internal/replay/*.go", "../../internal/reconcile/*.go"} {
 		matches, err := filepath.Glob(pattern)
 		require.NoError(t, err)
 		names = append(names, matches...)

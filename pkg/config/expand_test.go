@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/internal/receiver"
+	"github.com/hookinbox/hookinbox/pkg/component"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 	"github.com/hookinbox/hookinbox/pkg/worker"
 )
@@ -53,7 +53,7 @@ func TestExpandEnv(t *testing.T) {
 		t.Parallel()
 
 		cfg := &Config{
-			Receiver: ReceiverConfig{Config: receiver.Config{TrustedProxies: []string{"${PROXY_NET}"}}},
+			Receiver: ReceiverConfig{ServerConfig: component.ServerConfig{TrustedProxies: []string{"${PROXY_NET}"}}},
 			Sources: []SourceConfig{{
 				BasicAuth: []BasicAuthConfig{{Username: "${USER}", Password: "${PW_NEW}"}, {Username: "old", Password: "${PW_OLD}"}},
 				URL:       "https://${HOST}/webhooks/twilio",

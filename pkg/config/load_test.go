@@ -11,13 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookinbox/hookinbox/internal/inboxstore"
-	"github.com/hookinbox/hookinbox/internal/receiver"
-	"github.com/hookinbox/hookinbox/internal/reconcile"
-	"github.com/hookinbox/hookinbox/internal/rejection"
 	"github.com/hookinbox/hookinbox/internal/relay"
-	"github.com/hookinbox/hookinbox/internal/replay"
-	"github.com/hookinbox/hookinbox/internal/tracing"
+	"github.com/hookinbox/hookinbox/pkg/component"
 	"github.com/hookinbox/hookinbox/pkg/provider"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 	"github.com/hookinbox/hookinbox/pkg/worker"
@@ -63,7 +58,7 @@ worker:
 			AckTimeout:   2 * time.Second, // Inherited from receiver.
 			Queue:        "default",
 			Retention:    720 * time.Hour,
-			Reconcile:    reconcile.Config{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
+			Reconcile:    component.ReconcileConfig{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
 		}}, cfg.Sources)
 		require.Equal(t, 4, cfg.Worker.Concurrency)
 		require.Equal(t, []string{"default", "bank"}, cfg.Worker.Queues)
@@ -94,7 +89,7 @@ worker:
 				Pooler:     PoolerNone,
 				QueryMode:  "cache_statement",
 				MaxConns:   16,
-				Durability: inboxstore.DurabilityConfig{Require: inboxstore.RequireNone},
+				Durability: component.DurabilityConfig{Require: component.RequireNone},
 			},
 			Log: LogConfig{Level: "info", Format: "json"},
 			Receiver: ReceiverConfig{
@@ -103,10 +98,10 @@ worker:
 				AckTimeout:      4 * time.Second,
 				ShutdownDelay:   new(5 * time.Second),
 				ShutdownTimeout: 10 * time.Second,
-				BatcherConfig:   inboxstore.BatcherConfig{MaxEvents: 256, Flushers: 4, QueueSize: 1024, SourceShare: 0.5},
-				Config: receiver.Config{RetryAfter: 5 * time.Second, MaxInFlight: 1024, SourceShare: 0.5, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second,
-					HTTPConfig: receiver.HTTPConfig{MaxConnections: 2048, MaxConnectionsPerClient: 512, MaxHeaderBytes: 32768}},
-				Rejections: RejectionsConfig{RecorderConfig: rejection.RecorderConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second}},
+				BatcherConfig:   component.BatcherConfig{MaxEvents: 256, Flushers: 4, QueueSize: 1024, SourceShare: 0.5},
+				ServerConfig: component.ServerConfig{RetryAfter: 5 * time.Second, MaxInFlight: 1024, SourceShare: 0.5, MaxUnverifiedBytes: 64 << 20, MaxUnverifiedPerClient: 64, MinBodyRate: 16384, BodyGrace: time.Second,
+					HTTPConfig: component.HTTPConfig{MaxConnections: 2048, MaxConnectionsPerClient: 512, MaxHeaderBytes: 32768}},
+				Rejections: RejectionsConfig{RecorderConfig: component.RecorderConfig{Keep: 20, SampleBurst: 5, SampleEvery: 10 * time.Second}},
 			},
 			Sources: []SourceConfig{{
 				Name:         "stripe",
@@ -117,7 +112,7 @@ worker:
 				AckTimeout:   4 * time.Second,
 				Queue:        "default",
 				Retention:    720 * time.Hour,
-				Reconcile:    reconcile.Config{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
+				Reconcile:    component.ReconcileConfig{APIBaseURL: "https://api.stripe.com", Interval: 15 * time.Minute, Lookback: time.Hour},
 			}},
 			Worker: WorkerConfig{
 				Listen:      "127.0.0.1:8081",
@@ -140,12 +135,12 @@ worker:
 					HeartbeatInterval: 10 * time.Second,
 					Routes:            []worker.Route{{Source: "*", Types: []string{"*"}, Handlers: []string{"noop"}}},
 				},
-				Pace:            replay.Pace{Rate: 500, Batch: 100},
+				Pace:            component.Pace{Rate: 500, Batch: 100},
 				Unrouted:        "failed",
 				HardStopTimeout: 5 * time.Second,
 				Outbox:          OutboxConfig{Relay: OutboxRelayConfig{Config: relay.Config{Batch: 100, Lease: 2 * time.Minute, PollInterval: time.Second}}},
 			},
-			Tracing: tracing.Config{SampleRatio: 1},
+			Tracing: component.TracingConfig{SampleRatio: 1},
 		}, cfg)
 	})
 

@@ -1,7 +1,8 @@
 package config
 
 import (
-	"github.com/hookinbox/hookinbox/internal/rejection"
+	"github.com/hookinbox/hookinbox/internal/reconcile"
+	"github.com/hookinbox/hookinbox/pkg/component"
 	"github.com/hookinbox/hookinbox/pkg/secret"
 )
 
@@ -16,8 +17,8 @@ type RejectionsConfig struct {
 	Disabled bool `mapstructure:"disabled"`
 	// RecorderConfig holds the recorder's own settings (keep, sample_burst,
 	// sample_every): their keys, defaults and validation are
-	// internal/rejection's.
-	rejection.RecorderConfig `mapstructure:",squash"`
+	// pkg/component's, which internal/rejection's Recorder uses.
+	component.RecorderConfig `mapstructure:",squash"`
 }
 
 // WorkerAdminConfig configures the worker's admin HTTP API at /admin/v1/
@@ -39,7 +40,7 @@ func (c *Config) applyOpsDefaults() {
 	r.RecorderConfig = *r.WithDefaults() // the recorder's own defaults
 	for i := range c.Sources {
 		rc := &c.Sources[i].Reconcile
-		*rc = *rc.WithDefaults(c.Sources[i].Provider) // reconcile's own defaults
+		*rc = *reconcile.WithDefaults(rc, c.Sources[i].Provider) // reconcile's own defaults
 	}
 }
 
@@ -51,7 +52,7 @@ func (c *Config) validateOps(p *problems) {
 		s := &c.Sources[i]
 		rc := &s.Reconcile
 		key := keys[i] + ".reconcile"
-		ownerProblems(p, key+".", rc.Validate(s.Provider)) // reconcile's own checks
+		ownerProblems(p, key+".", reconcile.Validate(rc, s.Provider)) // reconcile's own checks
 	}
 
 	if t := c.Worker.Admin.Token; t != "" && len(t) < minAdminTokenBytes {

@@ -53,7 +53,7 @@ func (c *Config) validate(p *problems) {
 	c.validateSources(p)
 	c.validateWorker(p)
 	c.validateOps(p)
-	ownerProblems(p, "tracing.", c.Tracing.Validate()) // tracing.Config's own checks
+	ownerProblems(p, "tracing.", c.Tracing.Validate()) // the tracing settings' own checks
 }
 
 func (c *Config) validateDatabase(p *problems) {
@@ -64,7 +64,7 @@ func (c *Config) validateDatabase(p *problems) {
 	}
 	positive(p, "database.max_conns", c.Database.MaxConns)
 	c.Database.validatePooler(p)
-	ownerProblems(p, "database.durability.", c.Database.Durability.Validate()) // inboxstore's own checks
+	ownerProblems(p, "database.durability.", c.Database.Durability.Validate()) // the durability settings' own checks
 }
 
 // logLevels are the levels a config may name.
@@ -94,8 +94,8 @@ func (c *Config) validateReceiver(p *problems) {
 		p.addf("receiver.shutdown_delay", "must not be negative (0s turns the delay off)")
 	}
 	positive(p, "receiver.shutdown_timeout", r.ShutdownTimeout)
-	ownerProblems(p, "receiver.", r.BatcherConfig.Validate()) // the group commit's own checks
-	ownerProblems(p, "receiver.", r.Config.Validate())        // receiver.Config's own checks
+	ownerProblems(p, "receiver.", r.Validate())                 // the group commit's own checks
+	ownerProblems(p, "receiver.", receiverConfig(r).Validate()) // receiver.Config's own checks
 	for _, s := range c.Sources {
 		if r.MaxUnverifiedBytes > 0 && !receiver.BodyFits(s.MaxBodyBytes, r.MaxUnverifiedBytes) {
 			p.addf("receiver.max_unverified_bytes", "must be at least twice sources[%s].max_body_bytes plus one (%d), so that one client's half holds a body at the limit", s.Name, 2*(s.MaxBodyBytes+1))
@@ -125,7 +125,7 @@ func (c *Config) validateWorker(p *problems) {
 		p.addf("worker.unrouted", "must be %s or %s, not %q", UnroutedDone, UnroutedFailed, w.Unrouted)
 	}
 	positive(p, "worker.hard_stop_timeout", w.HardStopTimeout)
-	ownerProblems(p, "worker.", w.Pace.Validate()) // replay's own checks
+	ownerProblems(p, "worker.", w.Pace.Validate()) // the replay pace's own checks
 	if w.UI.Enabled && len(w.UI.BasicAuth) == 0 {
 		p.addf("worker.ui.basic_auth", "required when worker.ui.enabled is true: River UI is never served without authentication")
 	}

@@ -84,7 +84,7 @@ func newReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	// The group commit's settings come defaulted and validated from the
 	// receiver: section; the rest is set here.
 	bc := cfg.Receiver.BatcherConfig
-	bc.SourceShare = cfg.Receiver.Config.SourceShare // one setting for both budgets
+	bc.SourceShare = cfg.Receiver.ServerConfig.SourceShare // one setting for both budgets
 	bc.Logger = env.Logger.Named("batcher")
 	bc.ObserveGroup = m.Batch
 	bc.TracerProvider = env.TracerProvider
@@ -98,13 +98,14 @@ func newReceiver(env *Env) (srv *receiver.Server, stop func(), err error) {
 	}
 	// The receiver's own settings come defaulted and validated from the
 	// receiver: section; the rest is set here.
-	sc := cfg.Receiver.Config
-	sc.Sources = sources
-	sc.Logger = env.Logger
-	sc.Metrics = m
-	sc.Rejections = rejections
-	sc.TracerProvider = env.TracerProvider
-	srv, err = receiver.New(batcher, &sc)
+	srv, err = receiver.New(batcher, &receiver.Config{
+		ServerConfig:   cfg.Receiver.ServerConfig,
+		Sources:        sources,
+		Logger:         env.Logger,
+		Metrics:        m,
+		Rejections:     rejections,
+		TracerProvider: env.TracerProvider,
+	})
 	if err != nil {
 		stopAll()
 		return nil, nil, err

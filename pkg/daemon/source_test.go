@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/hookinbox/hookinbox/internal/receiver"
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 	"github.com/hookinbox/hookinbox/internal/webhook"
+	"github.com/hookinbox/hookinbox/pkg/component"
 	"github.com/hookinbox/hookinbox/pkg/config"
 	"github.com/hookinbox/hookinbox/pkg/daemon"
 )
@@ -74,7 +74,7 @@ func TestReceiverTrustedProxies(t *testing.T) {
 		t.Helper()
 		cfg := &config.Config{
 			Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
-			Receiver: config.ReceiverConfig{Config: receiver.Config{TrustedProxies: trusted}},
+			Receiver: config.ReceiverConfig{ServerConfig: component.ServerConfig{TrustedProxies: trusted}},
 			Sources: []config.SourceConfig{{
 				Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret},
 				AllowIPs: []string{"203.0.113.0/24"},
@@ -129,7 +129,7 @@ func TestNewReceiverRefusesBadTrustedProxies(t *testing.T) {
 	db := dbtest.New(t)
 	cfg := &config.Config{
 		Database: config.DatabaseConfig{URL: config.SecretURL(db.URL)},
-		Receiver: config.ReceiverConfig{Config: receiver.Config{TrustedProxies: []string{"ingress"}}},
+		Receiver: config.ReceiverConfig{ServerConfig: component.ServerConfig{TrustedProxies: []string{"ingress"}}},
 		Sources:  []config.SourceConfig{{Name: "bank", Provider: "standardwebhooks", Secrets: []config.Secret{secret}}},
 	}
 	cfg.ApplyDefaults()
