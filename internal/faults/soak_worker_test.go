@@ -33,13 +33,14 @@ const (
 	stepRollout   stepKind = "rollout"   // start the workers of the next route set beside the running ones
 	stepRetire    stepKind = "retire"    // stop the older route set's workers (SIGTERM), the newer take over
 	stepCutOff    stepKind = "cutoff"    // the running route set's workers lose PostgreSQL (their proxy cut), just before a rollout
-	stepReconnect stepKind = "reconnect" // once the newer set works their queue, the cut set's proxy opens again
+	stepReconnect stepKind = "reconnect" // once the newer set works their queue, the mark scene (soak_mark_test.go): the cut set's proxy opens again first
 )
 
 // cutEvery: every cutEvery-th rollout, from the second, is a cut
 // handover (addWorkerSteps), or the first after it that keeps clear of the
 // queue move. The cut route set's workers run through a pgproxy of their
-// own from their start.
+// own from their start, and so do the newer set's, which the mark scene
+// cuts off in turn (soak_mark_test.go).
 const cutEvery = 4
 
 // The lines a cut handover's old workers log (pkg/worker's rollout.go):
@@ -184,6 +185,13 @@ type soakWorkers struct {
 	// for.
 	proxy *pgproxy.Proxy
 	cut   []*proctest.Process
+	// newer is the pgproxy of the newer route set of a cut handover, from
+	// its rollout on: the mark scene cuts it off in turn.
+	newer *pgproxy.Proxy
+	// stopped is how long the mark scenes held the schedule's clock: the
+	// steps after a scene keep their spacing, instead of running at once,
+	// bunched, when it ends (a scene takes 20 to 50 s on a busy machine).
+	stopped time.Duration
 	// handovers counts the cut handovers' old workers that found the newer
 	// set working their queue.
 	handovers int
@@ -227,6 +235,10 @@ func (s *soak) doWorker(ctx context.Context, st *step) {
 			s.w.proxy, db = pgproxy.New(s.t, db)
 			s.w.proxy.Open()
 		}
+		if slices.ContainsFunc(s.sched.Steps, func(c step) bool { return c.Kind == stepCutOff && c.Index == st.Index-1 }) {
+			s.w.newer, db = pgproxy.New(s.t, db)
+			s.w.newer.Open()
+		}
 		config := s.routeSetConfig(db, st.Index)
 		for range soakProcesses {
 			p, _ := startWorker(s.t, config)
@@ -268,26 +280,6 @@ const cutHandoverQuiet = 10 * time.Second
 // (20 s) and the hard stop's 10 s, more on a busy machine.
 const cutHandoverWait = 2 * time.Minute
 
-// reconnect opens the cut set's proxy once a worker of the newer set works
-// the queue: the cut set's records expired, and the newer set's claim
-// deleted them.
-func (s *soak) reconnect(ctx context.Context) {
-	var pids []int
-	for _, p := range s.w.next {
-		pids = append(pids, p.PID())
-	}
-	for began := time.Now(); ; {
-		var working bool
-		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM hookinbox_worker_routes WHERE pid = ANY($1) AND state = 'working')`, pids).Scan(&working)
-		if err == nil && working {
-			break
-		}
-		require.Less(s.t, time.Since(began), cutHandoverWait, "cut handover: no worker of route set %d took the cut set's queue over (%v)", s.w.gen, err)
-		<-time.After(50 * time.Millisecond) // polling a condition with a deadline
-	}
-	s.w.proxy.Open()
-}
-
 // awaitHandover waits until each of the cut set's workers that worked its
 // queue and still runs has gone idle, having found the newer set working
 // it (what checkFenceKept reads), and counts those that said so. One that
@@ -298,16 +290,12 @@ func (s *soak) reconnect(ctx context.Context) {
 // retire) or the schedule killed has exited.
 func (s *soak) awaitHandover() {
 	for _, p := range s.w.cut {
-		worked := func() bool {
-			l := p.Log()
-			return strings.Contains(l, `"msg":"worker started","state":"working"`) || strings.Contains(l, `"msg":"taking over:`)
-		}
-		for began := time.Now(); !p.Exited() && worked() && !strings.Contains(p.Log(), retiredLine); {
+		for began := time.Now(); !p.Exited() && workedQueue(p) && !strings.Contains(p.Log(), retiredLine); {
 			if time.Since(began) > cutHandoverWait {
 				// Its goroutines, in its output below, say where it stands.
 				_ = syscall.Kill(p.PID(), syscall.SIGQUIT)
 				p.Wait(s.t)
-				s.t.Fatalf("cut handover: a worker of the cut set (pid %d) never went idle", p.PID())
+				s.failNow(fmt.Sprintf("cut handover: a worker of the cut set (pid %d) never went idle", p.PID()))
 			}
 			<-time.After(50 * time.Millisecond) // polling a condition with a deadline
 		}
@@ -315,7 +303,7 @@ func (s *soak) awaitHandover() {
 			s.w.handovers++
 		}
 	}
-	s.w.cut, s.w.proxy = nil, nil
+	s.w.cut, s.w.proxy, s.w.newer = nil, nil, nil
 }
 
 // addWorkerSteps adds the worker side's steps to s, from a generator of
