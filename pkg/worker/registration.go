@@ -158,7 +158,10 @@ func (r *registration) reclaim(ctx context.Context) (*otherWorker, error) {
 func (r *registration) claimFor(ctx context.Context, reclaiming bool) (*otherWorker, error) {
 	sent := r.sending()
 	var blocker *otherWorker
-	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+	// Durable, whatever the session's synchronous_commit: the worker acts
+	// on what it records (it works, or the next claim counts its mark), so
+	// a PostgreSQL crash must not lose it.
+	err := pgx.BeginTxFunc(ctx, r.pool, inboxstore.DurableTxOptions(false), func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, registrationLock); err != nil {
 			return err
 		}
@@ -280,15 +283,21 @@ ORDER BY state = 'working' DESC, queue, started_at`, r.queues, r.id, arg)
 // records that say working unfence the worker.
 func (r *registration) renew(ctx context.Context) (live, working bool, err error) {
 	sent := r.sending()
-	rows, err := r.pool.Query(ctx, `
+	// Durable, as a claim is: a renewal lost in a crash would leave the
+	// worker unfenced past its record's expiry.
+	var states []string
+	err = pgx.BeginTxFunc(ctx, r.pool, inboxstore.DurableTxOptions(false), func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
 UPDATE hookinbox_worker_routes SET expires_at = now() + $2 * interval '1 millisecond'
 WHERE worker_id = $1 AND expires_at > now()
 RETURNING state`,
-		r.id, r.ttl().Milliseconds())
-	if err != nil {
-		return false, false, fmt.Errorf("worker: renew routes record: %w", err)
-	}
-	states, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			r.id, r.ttl().Milliseconds())
+		if err != nil {
+			return err
+		}
+		states, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
 	if err != nil {
 		return false, false, fmt.Errorf("worker: renew routes record: %w", err)
 	}

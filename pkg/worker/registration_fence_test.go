@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
@@ -189,4 +191,49 @@ func TestAReclaimThatFindsAnotherRouteSetLeavesNoRecord(t *testing.T) {
 	blocker, err = c.claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker, "c takes the queue")
+}
+
+// TestTheRoutesRecordsCommitDurably: a claim and a renewal commit at
+// synchronous_commit = on in a session at off (as the soak's database
+// sets it): the worker acts on what they record (it works its queue, it
+// stays unfenced), so a PostgreSQL crash must not lose them. Their
+// triggers see the level each statement's transaction commits at.
+func TestTheRoutesRecordsCommitDurably(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	var session string
+	require.NoError(t, pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&session))
+	require.Equal(t, "off", session)
+	_, err = db.Pool.Exec(ctx, `
+CREATE TABLE commit_levels (op text NOT NULL, level text NOT NULL);
+CREATE FUNCTION commit_level() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO commit_levels VALUES (TG_OP, current_setting('synchronous_commit'));
+    RETURN NEW;
+END $$;
+CREATE TRIGGER commit_level AFTER INSERT OR UPDATE ON hookinbox_worker_routes
+    FOR EACH ROW EXECUTE FUNCTION commit_level();`)
+	require.NoError(t, err)
+
+	r := testRegistration(db, "a", time.Second)
+	r.pool = pool
+	blocker, err := r.claim(ctx)
+	require.NoError(t, err)
+	require.Nil(t, blocker)
+	live, working, err := r.renew(ctx)
+	require.NoError(t, err)
+	require.True(t, live && working)
+
+	rows, err := db.Pool.Query(ctx, `SELECT op || ' at ' || level FROM commit_levels ORDER BY op`)
+	require.NoError(t, err)
+	levels, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"INSERT at on", "UPDATE at on"}, levels)
 }
