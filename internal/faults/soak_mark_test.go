@@ -162,9 +162,9 @@ WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1)`, a
 	})
 	require.False(s.t, p.Exited(), "mark scene: the worker of another queue exited before its routes claim:\n%s", p.Log())
 	waited = time.Now()
-	// The newer set's claims committed at the database's synchronous_commit
-	// (off): a durable commit flushes the WAL past them, so that the
-	// immediate stop keeps its mark whatever the WAL writer did.
+	// A durable commit flushes the WAL before the immediate stop. The
+	// routes claims commit durably themselves since e55f492; this flush
+	// predates that, and also hides a mutant that undid it (none yet).
 	_, err := s.pool.Exec(ctx, `BEGIN; SET LOCAL synchronous_commit = on; UPDATE soak_slow_completions SET until = until; COMMIT`)
 	require.NoError(s.t, err)
 	s.pgRestart(ctx)
