@@ -58,7 +58,8 @@ build: ## build the commands and examples into bin/
 # -p at once: GOMAXPROCS, 2 here), so the longest packages go first: listed
 # alphabetically, pkg/worker and pkg/daemon started last and ran alone in
 # the end while the other slot sat idle. Longest first, as measured on
-# 2026-12-04 (docs/development.md); ./... adds the rest once each.
+# 2026-12-04 (docs/development.md); scripts/test.sh runs the rest beside
+# them, one at a time.
 TEST_FIRST := $(addprefix ./,$(wildcard internal/faults pkg/worker pkg/daemon examples/ledger internal/receiver internal/inboxstore internal/replay cmd/inboxctl internal/relay))
 # Every run links a -race test binary per package (about 50 MB each);
 # -ldflags=-w leaves their DWARF out, which nothing reads (stack traces and
@@ -67,7 +68,7 @@ TEST_FIRST := $(addprefix ./,$(wildcard internal/faults pkg/worker pkg/daemon ex
 TEST_LDFLAGS ?= -w
 
 test: ## run all tests, the bench module's too (private PostgreSQL unless DATABASE_URL is set; TESTFLAGS=-race)
-	scripts/with-postgres.sh sh -c 'set -e; $(GO) test -count=1 $(TESTFLAGS) -ldflags=$(TEST_LDFLAGS) -timeout 10m $(TEST_FIRST) ./...; cd bench && $(GO) test -count=1 $(TESTFLAGS) -ldflags=$(TEST_LDFLAGS) -timeout 10m ./...'
+	GO=$(GO) HEAVY='$(TEST_FIRST)' scripts/with-postgres.sh scripts/test.sh $(TESTFLAGS) -ldflags=$(TEST_LDFLAGS)
 
 # The docs check's tests (also part of make test): README.md's, docs/'s and
 # the chart README's commands, metrics, alerts, config keys and links
