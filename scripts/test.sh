@@ -38,7 +38,7 @@ done < <("$GO" list ./...)
 race=
 case " $* " in *" -race "*) race=-race ;; esac
 # shellcheck disable=SC2046 # one word per package
-"$GO" build $race $("$GO" list -f '{{if ne .Name "main"}}{{.ImportPath}}{{end}}' ./...)
+"$GO" build $race $("$GO" list -f '{{if and .GoFiles (ne .Name "main")}}{{.ImportPath}}{{end}}' ./...)
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
