@@ -58,17 +58,26 @@ build: ## build the commands and examples into bin/
 # -p at once: GOMAXPROCS, 2 here), so the longest packages go first: listed
 # alphabetically, pkg/worker and pkg/daemon started last and ran alone in
 # the end while the other slot sat idle. Longest first, as measured on
-# 2026-12-04 (docs/development.md); scripts/test.sh runs the rest beside
-# them, one at a time.
+# 2026-12-04 (docs/development.md); ./... adds the rest once each.
 TEST_FIRST := $(addprefix ./,$(wildcard internal/faults pkg/worker pkg/daemon examples/ledger internal/receiver internal/inboxstore internal/replay cmd/inboxctl internal/relay))
 # Every run links a -race test binary per package (about 50 MB each);
 # -ldflags=-w leaves their DWARF out, which nothing reads (stack traces and
 # race reports keep file:line: they come from the runtime's own tables):
 # internal/faults' link took 1.9-2.2 CPU-s instead of 2.4-3.0.
 TEST_LDFLAGS ?= -w
+# -trimpath: without it the compiled packages and linked test binaries in
+# the build cache name the checkout's folder, so a clean clone in a new
+# folder compiled and linked the whole module again (about 150 CPU-seconds
+# of a warm run's 350). Stack traces name module paths instead of absolute
+# ones; nothing here reads a source path at run time.
+TEST_BUILDFLAGS ?= -trimpath -ldflags=$(TEST_LDFLAGS)
 
+# GORACE=atexit_sleep_ms=0: a -race binary sleeps a second before it exits,
+# to report races of goroutines still running; a test that leaves one
+# running fails already (goleak), and the sleep cost a second per test
+# binary and per -race subprocess.
 test: ## run all tests, the bench module's too (private PostgreSQL unless DATABASE_URL is set; TESTFLAGS=-race)
-	GO=$(GO) HEAVY='$(TEST_FIRST)' scripts/with-postgres.sh scripts/test.sh $(TESTFLAGS) -ldflags=$(TEST_LDFLAGS)
+	GORACE=$${GORACE:-atexit_sleep_ms=0} scripts/with-postgres.sh sh -c 'set -e; $(GO) test -count=1 $(TESTFLAGS) $(TEST_BUILDFLAGS) -timeout 10m $(TEST_FIRST) ./...; cd bench && $(GO) test -count=1 $(TESTFLAGS) $(TEST_BUILDFLAGS) -timeout 10m ./...'
 
 # The docs check's tests (also part of make test): README.md's, docs/'s and
 # the chart README's commands, metrics, alerts, config keys and links
