@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -341,7 +343,7 @@ func (s *Store) UndoTakes(ctx context.Context, tx pgx.Tx, ts []*Taken, failures 
 		statuses[i], processed[i] = string(t.Event.Status), t.processedAt
 		if failures != nil && failures[i] != nil {
 			f := failures[i]
-			attempts[i], reasons[i], failed[i], final[i] = attempts[i]+1, f.Reason, true, f.Final
+			attempts[i], reasons[i], failed[i], final[i] = attempts[i]+1, Storable(f.Reason), true, f.Final
 		}
 	}
 	_, err := tx.Exec(ctx, `
@@ -379,11 +381,24 @@ UPDATE webhook_inbox
 SET attempts = attempts + 1, last_error = $3, status = CASE WHEN $4 THEN 'failed' ELSE status END,
     processed_at = CASE WHEN $4 THEN coalesce($5::timestamptz, now()) ELSE processed_at END,
     attempt_errors = `+appendAttemptError("$5::timestamptz", "attempts + 1", "nullif($2::bigint, 0)", "$3")+`
-WHERE id = $1 AND status <> 'done'`, planned, id, jobID, reason, final, nullTime(now))
+WHERE id = $1 AND status <> 'done'`, planned, id, jobID, Storable(reason), final, nullTime(now))
 	if err != nil {
 		return fmt.Errorf("inbox: record failure: %w", err)
 	}
 	return nil
+}
+
+// Storable returns a failure's text as PostgreSQL can store it, in a row's
+// text and in River's jsonb errors alike: each NUL byte, which neither
+// takes (22021, 22P05), as the four characters \x00, and invalid UTF-8 as
+// U+FFFD. A handler's error may quote anything, a downstream answer say;
+// written as is, its row recorded nothing and River's completer could not
+// settle its job, nor any job completed beside it.
+func Storable(s string) string {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", `\x00`)
 }
 
 // Orphan is a pending row the reaper found with no job that will settle it.

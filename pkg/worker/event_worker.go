@@ -481,6 +481,7 @@ type jobOutcome struct {
 // transaction did, with the group's commit), counts the outcome in the
 // metrics, and logs it.
 func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOutcome) error {
+	out.err = storable(out.err)
 	job, err := run.job, out.err
 	switch {
 	case out.unsettled:
@@ -534,6 +535,24 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 	}
 	return w.charge(ctx, run, out, log)
 }
+
+// storable returns err, or, when its text is one PostgreSQL cannot store
+// (inboxstore.Storable), err with that text made storable: River writes
+// the text of what Work returns in the job's errors (jsonb), and a NUL
+// there kept its completer from settling the job and every job beside it.
+// errors.Is and errors.As still see err.
+func storable(err error) error {
+	if err == nil || inboxstore.Storable(err.Error()) == err.Error() {
+		return err
+	}
+	return storableError{err}
+}
+
+// storableError is an error whose text is made storable.
+type storableError struct{ error }
+
+func (e storableError) Error() string { return inboxstore.Storable(e.error.Error()) }
+func (e storableError) Unwrap() error { return e.error }
 
 // charge settles a failed run that is charged an attempt, for
 // reportResult: the failure is recorded on the row (unless the group's
