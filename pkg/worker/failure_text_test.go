@@ -29,13 +29,7 @@ import (
 // is failed after its attempts.
 func TestAFailureQuotingANulByteIsRecorded(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	b.start(t, func(c *worker.Config) {
-		c.Registry.Register("nul", func(context.Context, pgx.Tx, inbox.Event) error {
-			return errors.New("downstream answered \x00\x01")
-		})
-		c.Routes = append([]worker.Route{{Source: "bank", Types: []string{"nul"}, Handlers: []string{"effect", "nul"}}}, c.Routes...)
-	})
+	b := startFailingWith(t, "downstream answered \x00\x01")
 	id := b.ingest(t, "evt_nul", "nul")
 	r := b.waitStatus(t, id, inbox.StatusFailed)
 	require.Equal(t, 3, r.Attempts)
@@ -50,13 +44,7 @@ func TestAFailureQuotingANulByteIsRecorded(t *testing.T) {
 // the worker's executors, and, after a restart, until River's rescuer.
 func TestAFailureQuotingANulByteLeavesTheOtherJobsSettled(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	b.start(t, func(c *worker.Config) {
-		c.Registry.Register("nul", func(context.Context, pgx.Tx, inbox.Event) error {
-			return errors.New("downstream answered \x00")
-		})
-		c.Routes = append([]worker.Route{{Source: "bank", Types: []string{"nul"}, Handlers: []string{"effect", "nul"}}}, c.Routes...)
-	})
+	b := startFailingWith(t, "downstream answered \x00")
 	b.ingest(t, "evt_nul", "nul")
 	poll(t, 30*time.Second, "the failing event's handlers to run", func() (bool, error) {
 		n, ok := b.runs.Load("evt_nul")
@@ -68,6 +56,20 @@ func TestAFailureQuotingANulByteLeavesTheOtherJobsSettled(t *testing.T) {
 		b.waitStatus(t, last, inbox.StatusDone)
 	}
 	require.Equal(t, "completed", b.jobState(t, last))
+}
+
+// startFailingWith starts a worker whose events of type "nul" (source bank)
+// run the effect handler, then one that fails with msg.
+func startFailingWith(t *testing.T, msg string) *testBundle {
+	t.Helper()
+	b := setup(t)
+	b.start(t, func(c *worker.Config) {
+		c.Registry.Register("nul", func(context.Context, pgx.Tx, inbox.Event) error {
+			return errors.New(msg)
+		})
+		c.Routes = append([]worker.Route{{Source: "bank", Types: []string{"nul"}, Handlers: []string{"effect", "nul"}}}, c.Routes...)
+	})
+	return b
 }
 
 func TestStorable(t *testing.T) {
