@@ -72,16 +72,12 @@ TEST_LDFLAGS ?= -w
 # ones; nothing here reads a source path at run time.
 TEST_BUILDFLAGS ?= -trimpath -ldflags=$(TEST_LDFLAGS)
 
-# -parallel: most tests wait on PostgreSQL, River's polls or subprocesses,
-# not on a core; at go test's default (GOMAXPROCS, 2 here) pkg/worker alone
-# took 125 s with the machine 47 % idle, at -parallel 6 74 s and 5 % idle.
-TEST_PARALLEL ?= 4
 # GORACE=atexit_sleep_ms=0: a -race binary sleeps a second before it exits,
 # to report races of goroutines still running; a test that leaves one
 # running fails already (goleak), and the sleep cost a second per test
 # binary and per -race subprocess.
 test: ## run all tests, the bench module's too (private PostgreSQL unless DATABASE_URL is set; TESTFLAGS=-race)
-	GORACE=$${GORACE:-atexit_sleep_ms=0} scripts/with-postgres.sh sh -c 'set -e; $(GO) test -count=1 -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(TEST_BUILDFLAGS) -timeout 10m $(TEST_FIRST) ./...; cd bench && $(GO) test -count=1 -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(TEST_BUILDFLAGS) -timeout 10m ./...'
+	GORACE=$${GORACE:-atexit_sleep_ms=0} scripts/with-postgres.sh sh -c 'set -e; $(GO) test -count=1 $(TESTFLAGS) $(TEST_BUILDFLAGS) -timeout 10m $(TEST_FIRST) ./...; cd bench && $(GO) test -count=1 $(TESTFLAGS) $(TEST_BUILDFLAGS) -timeout 10m ./...'
 
 # The docs check's tests (also part of make test): README.md's, docs/'s and
 # the chart README's commands, metrics, alerts, config keys and links
