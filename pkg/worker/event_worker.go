@@ -466,7 +466,10 @@ type jobOutcome struct {
 	// its row is held for Resume.
 	held bool
 	// unsettled: err came before the run (the pause check's own Hold
-	// failed); River gets it as it is, and nothing is recorded or counted.
+	// failed); River gets it as it is, and nothing is recorded or counted,
+	// unless the job's time ran out meanwhile (the check waited for the
+	// pause's row lock): then it is put back uncharged, like any run whose
+	// handlers never began.
 	unsettled bool
 	// woken is the event of the same sequence key that the run woke, if
 	// any (see runInline).
@@ -484,7 +487,7 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 	out.err = storable(out.err)
 	job, err := run.job, out.err
 	switch {
-	case out.unsettled:
+	case out.unsettled && ctx.Err() == nil:
 		return err
 	case out.held:
 		w.logHeld(job)

@@ -826,3 +826,58 @@ FROM river_job WHERE id = $1 AND state = 'running'`, b.row(t, id).JobID, (jobTim
 	require.Equal(t, 1, attempts, "done at its first attempt")
 	require.Equal(t, 1, b.effects(t, "evt_steady"))
 }
+
+func TestAPauseCheckThatRunsOutOfTimeIsNotCharged(t *testing.T) {
+	t.Parallel()
+
+	// Found by the review of issue 41's refactor: a job of a paused source
+	// checks the pause before anything else and holds its row, in a
+	// statement that waits for the pause's row lock (a Resume's first batch
+	// holds it until it commits, an operator's pause or resume too). A
+	// check that waited out the job's time returned that error to River
+	// as it was: an attempt charged though no handler began, and, at the
+	// last attempt, a discarded job whose row nothing would hold or run.
+	// It is put back uncharged now, like any run whose time ran out before
+	// its handlers began.
+	b := setup(t)
+	ctx := context.Background()
+	w := b.start(t, func(c *worker.Config) {
+		c.JobTimeout = time.Second
+		c.MaxAttempts = 1
+		c.PauseRefresh = 100 * time.Millisecond
+	})
+	_, err := b.store.Pause(ctx, "bank", "test", "")
+	require.NoError(t, err)
+	poll(t, 30*time.Second, "the worker to see the pause", func() (bool, error) { return w.SeesPaused("bank"), nil })
+
+	lock, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(ctx) }()
+	_, err = lock.Exec(ctx, `SELECT 1 FROM hookinbox_source_pause WHERE source = 'bank' FOR UPDATE`)
+	require.NoError(t, err)
+
+	id := b.ingest(t, "evt_late_check", "account.deposit")
+	jobID := b.row(t, id).JobID
+	// The first run's pause check waits on the lock until the job's time
+	// is up; its outcome is either a snooze or an error.
+	poll(t, 30*time.Second, "the first run to end", func() (bool, error) {
+		var ended bool
+		err := b.db.Pool.QueryRow(ctx, `
+SELECT coalesce((metadata->>'snoozes')::int, 0) > 0 OR errors IS NOT NULL FROM river_job WHERE id = $1`, jobID).Scan(&ended)
+		return ended, err
+	})
+	_, jobErrors := b.charged(t, "evt_late_check")
+	require.Zero(t, jobErrors, "an attempt charged to a run whose handlers never began")
+	require.NoError(t, lock.Rollback(ctx))
+
+	// The next run holds the row for Resume, which runs it once.
+	poll(t, 30*time.Second, "the row to be held", func() (bool, error) {
+		var held bool
+		err := b.db.Pool.QueryRow(ctx, `SELECT held_at IS NOT NULL FROM webhook_inbox WHERE id = $1`, id).Scan(&held)
+		return held, err
+	})
+	_, err = b.store.Resume(ctx, &inboxstore.ResumeParams{Source: "bank", Client: b.client, QueueFor: func(string) string { return river.QueueDefault }})
+	require.NoError(t, err)
+	require.Equal(t, 1, b.waitStatus(t, id, inbox.StatusDone).Attempts)
+	require.Equal(t, 1, b.effects(t, "evt_late_check"))
+}
