@@ -29,7 +29,8 @@ import (
 // immediate restarts of the soak's own cluster (its database at
 // synchronous_commit = off, as managed-PostgreSQL users set it), a pool
 // starved by long transactions, a source moved to another queue, a purge
-// of events whose jobs then run while their source is paused, inboxctl
+// of events whose jobs then run while their source is paused (and while a
+// long Resume holds the pause past a job's time), inboxctl
 // prune under a retention inside the provider's redelivery window, and a
 // retention pass on a worker clock hours ahead.
 const (
@@ -43,6 +44,7 @@ const (
 	stepBulk      stepKind = "bulkreplay" // a bulk replay of the poison events, cancelled at once
 	stepGarbled   stepKind = "garbled"    // authentic deliveries whose body is not JSON, ids Deposits'
 	stepRotate    stepKind = "rotate"     // the shop source's secret rotated through its secrets file
+	stepHoldPause stepKind = "holdpause"  // Source's pause row locked for Picks[0] ms, as a long Resume's first batch holds it
 )
 
 // soakNewSecret is the shop source's secret after the rotation.
@@ -214,9 +216,14 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 	// The purge scene: slow events fill the workers, fresh events wait
 	// behind them and are purged, the source is paused before the slow
 	// events end, so that the purged events' jobs run while it is paused.
-	// It keeps clear of the schedule's pauses of its source.
+	// Then a long Resume: its first batch holds the pause's row longer
+	// than a job's time, and the jobs of the source's new events check
+	// the pause behind it (a check that waited out its job's time was
+	// charged an attempt). It keeps clear of the schedule's pauses of its
+	// source.
+	holdPause := soakJobTimeout + 2*time.Second
 	for _, src := range soakSources {
-		at, ok := s.clearOfPauses(src, between(2*time.Second, end/3), end-10*time.Second, 6*time.Second)
+		at, ok := s.clearOfPauses(src, between(2*time.Second, end/3), end-holdPause-8*time.Second, holdPause+6*time.Second)
 		if !ok {
 			continue
 		}
@@ -226,7 +233,8 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 			step{At: at + 100*time.Millisecond, Kind: stepSend, Source: src, What: "purged", Copies: 1, Deposits: purged},
 			step{At: at + 600*time.Millisecond, Kind: stepPurge, Source: src, Deposits: purged},
 			step{At: at + 900*time.Millisecond, Kind: stepPause, Source: src},
-			step{At: at + between(4*time.Second, 5*time.Second), Kind: stepResume, Source: src})
+			step{At: at + 1300*time.Millisecond, Kind: stepHoldPause, Source: src, Picks: []uint64{uint64(holdPause.Milliseconds())}},
+			step{At: at + 1300*time.Millisecond + holdPause + between(time.Second, 2*time.Second), Kind: stepResume, Source: src})
 		break
 	}
 	// The mistaken prune and the skewed retention pass, each followed by
@@ -294,6 +302,8 @@ func opString(st *step) string {
 	switch st.Kind {
 	case stepStarve:
 		return fmt.Sprintf("every account locked for %d ms", st.Picks[0])
+	case stepHoldPause:
+		return fmt.Sprintf("%s: its pause locked for %d ms", st.Source, st.Picks[0])
 	case stepMove:
 		return fmt.Sprintf("%s: queue %s -> %s", st.Source, soakQueueA, soakQueueB)
 	case stepPurge:
@@ -326,6 +336,8 @@ func (s *soak) doOp(ctx context.Context, st *step) {
 		require.NoError(s.t, err)
 	case stepStarve:
 		s.starve(time.Duration(st.Picks[0]) * time.Millisecond)
+	case stepHoldPause:
+		s.holdPause(st.Source, time.Duration(st.Picks[0])*time.Millisecond)
 	case stepMove:
 		s.move()
 	case stepPurge:
@@ -430,6 +442,23 @@ func (s *soak) starve(d time.Duration) {
 		defer cancel()
 		_ = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT 1 FROM ledger_accounts ORDER BY account_id FOR UPDATE`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `SELECT pg_sleep($1)`, d.Seconds())
+			return err
+		})
+	})
+}
+
+// holdPause locks source's pause row for d, as the transaction of a
+// Resume enqueuing a large first batch does: the pause checks of the
+// source's jobs wait behind it. Its errors are the faults', as starve's.
+func (s *soak) holdPause(source string, d time.Duration) {
+	s.sends.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+		defer cancel()
+		_ = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM hookinbox_source_pause WHERE source = $1 FOR UPDATE`, source); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `SELECT pg_sleep($1)`, d.Seconds())

@@ -646,7 +646,9 @@ func (s *soak) checkFenceKept(context.Context) string {
 var timedOut = regexp.MustCompile(`deadline exceeded|statement timeout|canceling statement`)
 
 // checkCharged: no failure recorded on an event whose handler needs less
-// than its job's time (all but the hang scenes' first attempts) says it
+// than its job's time (all but the hang scenes' first attempts), on its
+// row or in its jobs' errors (River's count of its attempts: a run that
+// ended before the row was touched leaves its error there alone), says it
 // ran out of time. A quick event that shared a group, a connection or a
 // lock queue with a slow one is never charged for it: it is worked alone,
 // or snoozed uncharged when its time ran out before its handlers began;
@@ -655,7 +657,13 @@ var timedOut = regexp.MustCompile(`deadline exceeded|statement timeout|canceling
 // for a transaction, and then ran out, is snoozed uncharged and runs again
 // alone with all of its time.
 func (s *soak) checkCharged(ctx context.Context) string {
-	rows, err := s.pool.Query(ctx, `SELECT f.source, f.event_id, f.attempts, f.error FROM soak_failures AS f
+	rows, err := s.pool.Query(ctx, `SELECT f.source, f.event_id, f.attempts, f.error FROM (
+  SELECT source, event_id, attempts, error FROM soak_failures
+  UNION ALL
+  SELECT i.source, i.event_id, (e->>'attempt')::int, e->>'error'
+  FROM river_job AS j CROSS JOIN LATERAL unnest(j.errors) AS e
+  JOIN webhook_inbox AS i ON i.id = (j.args->>'inbox_id')::bigint
+  WHERE j.kind = 'hookinbox.event') AS f
 JOIN ledger_entries AS e ON e.source = f.source AND e.event_id = f.event_id
 WHERE e.account_id NOT LIKE $1 ORDER BY f.source, f.event_id`, hangPrefix+"%")
 	require.NoError(s.t, err)
