@@ -108,6 +108,9 @@ type soakOps struct {
 	// garbled are the unparseable deliveries answered 2xx.
 	garbled map[string][]string
 	bulks   int
+	// pauseWaiters is the most pause checks seen waiting behind a long
+	// Resume at once (holdPause).
+	pauseWaiters int
 	// secretsFile holds the shop source's secrets; rotated is whether
 	// senders sign shop's deliveries with soakNewSecret; signing counts
 	// the sends in flight with the old secret.
@@ -453,6 +456,10 @@ func (s *soak) starve(d time.Duration) {
 // holdPause locks source's pause row for d, as the transaction of a
 // Resume enqueuing a large first batch does: the pause checks of the
 // source's jobs wait behind it. Its errors are the faults', as starve's.
+//
+// It counts the most pause checks seen waiting behind it at once (the
+// summary prints the largest count): none would mean the scene tested
+// nothing.
 func (s *soak) holdPause(source string, d time.Duration) {
 	s.sends.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
@@ -461,8 +468,18 @@ func (s *soak) holdPause(source string, d time.Duration) {
 			if _, err := tx.Exec(ctx, `SELECT 1 FROM hookinbox_source_pause WHERE source = $1 FOR UPDATE`, source); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `SELECT pg_sleep($1)`, d.Seconds())
-			return err
+			for end := time.Now().Add(d); time.Now().Before(end); {
+				<-time.After(min(500*time.Millisecond, time.Until(end))) // samples, not a wait for a condition
+				var waiting int
+				if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE '%hookinbox_source_pause%FOR SHARE%'`).Scan(&waiting); err != nil {
+					return err
+				}
+				s.ops.mu.Lock()
+				s.ops.pauseWaiters = max(s.ops.pauseWaiters, waiting)
+				s.ops.mu.Unlock()
+			}
+			return nil
 		})
 	})
 }
@@ -771,8 +788,8 @@ func (s *soak) opsSummary() string {
 	for _, ids := range o.garbled {
 		garbled += len(ids)
 	}
-	return fmt.Sprintf("%d PostgreSQL restarts, %d starvations, queue moved %t, %d events purged, %d prunes refused, %d skewed passes, "+
+	return fmt.Sprintf("%d PostgreSQL restarts, %d starvations, %d pause checks waiting behind a long Resume at most, queue moved %t, %d events purged, %d prunes refused, %d skewed passes, "+
 		"%d replays of one event, %d bulk replays cancelled or ended, %d unparseable deliveries, secret rotated %t",
-		o.counts[stepPGRestart], o.counts[stepStarve], o.moved, purged, o.counts[stepPrune], o.counts[stepSkewPrune],
+		o.counts[stepPGRestart], o.counts[stepStarve], o.pauseWaiters, o.moved, purged, o.counts[stepPrune], o.counts[stepSkewPrune],
 		len(o.replayed), o.bulks, garbled, o.rotated)
 }
