@@ -220,11 +220,11 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 	// behind them and are purged, the source is paused before the slow
 	// events end, so that the purged events' jobs run while it is paused.
 	// Then a long Resume: its first batch holds the pause's row longer
-	// than a job's time, and the jobs of the source's new events check
-	// the pause behind it (a check that waited out its job's time was
-	// charged an attempt). It keeps clear of the schedule's pauses of its
-	// source.
-	holdPause := soakJobTimeout + 2*time.Second
+	// than a job's time, and the jobs of a burst sent just after it
+	// locked the row check the pause behind it until their time is up (a
+	// check that waited out its job's time was charged an attempt). It
+	// keeps clear of the schedule's pauses of its source.
+	holdPause := soakJobTimeout + 4*time.Second
 	for _, src := range soakSources {
 		at, ok := s.clearOfPauses(src, between(2*time.Second, end/3), end-holdPause-8*time.Second, holdPause+6*time.Second)
 		if !ok {
@@ -237,6 +237,7 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 			step{At: at + 600*time.Millisecond, Kind: stepPurge, Source: src, Deposits: purged},
 			step{At: at + 900*time.Millisecond, Kind: stepPause, Source: src},
 			step{At: at + 1300*time.Millisecond, Kind: stepHoldPause, Source: src, Picks: []uint64{uint64(holdPause.Milliseconds())}},
+			step{At: at + 1500*time.Millisecond, Kind: stepSend, Source: src, What: "new", Copies: 1, Deposits: fresh(src, 10, "")},
 			step{At: at + 1300*time.Millisecond + holdPause + between(time.Second, 2*time.Second), Kind: stepResume, Source: src})
 		break
 	}
