@@ -456,32 +456,40 @@ func (s *soak) starve(d time.Duration) {
 
 // holdPause locks source's pause row for d, as the transaction of a
 // Resume enqueuing a large first batch does: the pause checks of the
-// source's jobs wait behind it. Its errors are the faults', as starve's.
+// source's jobs wait behind it. A PostgreSQL restart or a terminated
+// backend (the schedule's other faults) ends its transaction; it locks
+// the row again at once, until d is over.
 //
 // It counts the most pause checks seen waiting behind it at once (the
 // summary prints the largest count): none would mean the scene tested
 // nothing.
 func (s *soak) holdPause(source string, d time.Duration) {
 	s.sends.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+		end := time.Now().Add(d)
+		ctx, cancel := context.WithDeadline(context.Background(), end.Add(30*time.Second))
 		defer cancel()
-		_ = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT 1 FROM hookinbox_source_pause WHERE source = $1 FOR UPDATE`, source); err != nil {
-				return err
-			}
-			for end := time.Now().Add(d); time.Now().Before(end); {
-				<-time.After(min(500*time.Millisecond, time.Until(end))) // samples, not a wait for a condition
-				var waiting int
-				if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE '%hookinbox_source_pause%FOR SHARE%'`).Scan(&waiting); err != nil {
+		for time.Now().Before(end) {
+			_ = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `SELECT 1 FROM hookinbox_source_pause WHERE source = $1 FOR UPDATE`, source); err != nil {
 					return err
 				}
-				s.ops.mu.Lock()
-				s.ops.pauseWaiters = max(s.ops.pauseWaiters, waiting)
-				s.ops.mu.Unlock()
+				for time.Now().Before(end) {
+					<-time.After(min(500*time.Millisecond, time.Until(end))) // samples, not a wait for a condition
+					var waiting int
+					if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE '%hookinbox_source_pause%FOR SHARE%'`).Scan(&waiting); err != nil {
+						return err
+					}
+					s.ops.mu.Lock()
+					s.ops.pauseWaiters = max(s.ops.pauseWaiters, waiting)
+					s.ops.mu.Unlock()
+				}
+				return nil
+			})
+			if time.Now().Before(end) {
+				<-time.After(100 * time.Millisecond) // PostgreSQL coming back: a pace, not a wait for a condition
 			}
-			return nil
-		})
+		}
 	})
 }
 
