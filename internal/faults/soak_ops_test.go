@@ -219,14 +219,10 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 	// The purge scene: slow events fill the workers, fresh events wait
 	// behind them and are purged, the source is paused before the slow
 	// events end, so that the purged events' jobs run while it is paused.
-	// Then a long Resume: its first batch holds the pause's row longer
-	// than a job's time, and the jobs of a burst sent just after it
-	// locked the row check the pause behind it until their time is up (a
-	// check that waited out its job's time was charged an attempt). It
-	// keeps clear of the schedule's pauses of its source.
-	holdPause := soakJobTimeout + 4*time.Second
+	// It keeps clear of the schedule's pauses of its source.
+	purgeSource, purgeAt := "", time.Duration(0)
 	for _, src := range soakSources {
-		at, ok := s.clearOfPauses(src, between(2*time.Second, end/3), end-holdPause-8*time.Second, holdPause+6*time.Second)
+		at, ok := s.clearOfPauses(src, between(2*time.Second, end/3), end-10*time.Second, 6*time.Second)
 		if !ok {
 			continue
 		}
@@ -236,9 +232,37 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 			step{At: at + 100*time.Millisecond, Kind: stepSend, Source: src, What: "purged", Copies: 1, Deposits: purged},
 			step{At: at + 600*time.Millisecond, Kind: stepPurge, Source: src, Deposits: purged},
 			step{At: at + 900*time.Millisecond, Kind: stepPause, Source: src},
-			step{At: at + 1300*time.Millisecond, Kind: stepHoldPause, Source: src, Picks: []uint64{uint64(holdPause.Milliseconds())}},
-			step{At: at + 1500*time.Millisecond, Kind: stepSend, Source: src, What: "new", Copies: 1, Deposits: fresh(src, 10, "")},
-			step{At: at + 1300*time.Millisecond + holdPause + between(time.Second, 2*time.Second), Kind: stepResume, Source: src})
+			step{At: at + between(4*time.Second, 5*time.Second), Kind: stepResume, Source: src})
+		purgeSource, purgeAt = src, at
+		break
+	}
+	// The long Resume scene: a source is paused, then its pause's row is
+	// locked longer than a job's time (as a Resume enqueuing a large first
+	// batch holds it), and the jobs of a burst sent just after check the
+	// pause behind the lock until their time is up (a check that waited
+	// out its job's time was charged an attempt). The source the purge
+	// scene did not pause goes first; the scene keeps clear of the
+	// schedule's pauses of its source, and of the purge scene's.
+	holdPause := soakJobTimeout + 4*time.Second
+	from := between(2*time.Second, end/4)
+	order := []string{shop, bank}
+	if purgeSource == shop {
+		order = []string{bank, shop}
+	}
+	for _, src := range order {
+		lo := from
+		if src == purgeSource {
+			lo = max(lo, purgeAt+6*time.Second)
+		}
+		at, ok := s.clearOfPauses(src, lo, end-holdPause-4*time.Second, holdPause+3*time.Second)
+		if !ok {
+			continue
+		}
+		ops = append(ops,
+			step{At: at, Kind: stepPause, Source: src},
+			step{At: at + 400*time.Millisecond, Kind: stepHoldPause, Source: src, Picks: []uint64{uint64(holdPause.Milliseconds())}},
+			step{At: at + 600*time.Millisecond, Kind: stepSend, Source: src, What: "new", Copies: 1, Deposits: fresh(src, 10, "")},
+			step{At: at + 400*time.Millisecond + holdPause + time.Second, Kind: stepResume, Source: src})
 		break
 	}
 	// The mistaken prune and the skewed retention pass, each followed by
