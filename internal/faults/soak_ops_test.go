@@ -227,8 +227,15 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 			continue
 		}
 		purged := fresh(src, 5, "")
+		// Each slow event has an account of its own (acc_slow_0 …), so
+		// that none queues past a job's time behind the others on one
+		// account's row.
+		slow := fresh(src, soakProcesses*workerConcurrency, slowAccount)
+		for i := range slow {
+			slow[i].Account = fmt.Sprintf("%s_%d", slowAccount, i)
+		}
 		ops = append(ops,
-			step{At: at, Kind: stepSend, Source: src, What: "slow", Copies: 1, Deposits: fresh(src, soakProcesses*workerConcurrency, slowAccount)},
+			step{At: at, Kind: stepSend, Source: src, What: "slow", Copies: 1, Deposits: slow},
 			step{At: at + 100*time.Millisecond, Kind: stepSend, Source: src, What: "purged", Copies: 1, Deposits: purged},
 			step{At: at + 600*time.Millisecond, Kind: stepPurge, Source: src, Deposits: purged},
 			step{At: at + 900*time.Millisecond, Kind: stepPause, Source: src},
