@@ -247,16 +247,13 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 	// locked longer than a job's time (as a Resume enqueuing a large first
 	// batch holds it), and the jobs of a burst sent just after check the
 	// pause behind the lock until their time is up (a check that waited
-	// out its job's time was charged an attempt). The source the purge
-	// scene did not pause goes first; the scene keeps clear of the
-	// schedule's pauses of its source, and of the purge scene's.
+	// out its job's time was charged an attempt). It takes bank when it
+	// can (shop's pauses are the sequencing scenes', added later); it
+	// keeps clear of the schedule's pauses of its source, and of the
+	// purge scene's.
 	holdPause := soakJobTimeout + 4*time.Second
 	from := between(2*time.Second, end/4)
-	order := []string{shop, bank}
-	if purgeSource == shop {
-		order = []string{bank, shop}
-	}
-	for _, src := range order {
+	for _, src := range []string{bank, shop} {
 		lo := from
 		if src == purgeSource {
 			lo = max(lo, purgeAt+6*time.Second)
