@@ -545,7 +545,10 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 // there kept its completer from settling the job and every job beside it.
 // errors.Is and errors.As still see err.
 func storable(err error) error {
-	if err == nil || inboxstore.Storable(err.Error()) == err.Error() {
+	if err == nil {
+		return nil
+	}
+	if text := err.Error(); inboxstore.Storable(text) == text {
 		return err
 	}
 	return storableError{err}
