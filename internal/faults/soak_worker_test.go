@@ -51,6 +51,9 @@ const (
 		"routes works its queue since: this worker stops working"
 	unfencedLine = "unfenced: this worker's routes record was renewed; it begins events again"
 	retiredLine  = "idle: a newer route set took over this worker's queues; it works nothing (not ready) until it is stopped"
+	// workerStarted is pkg/daemon's line once the worker's first claim
+	// committed, working or waiting.
+	workerStarted = `"msg":"worker started"`
 )
 
 // soakWorkerMaxConns is the workers' database.max_conns: riverConnsDefault
@@ -229,6 +232,7 @@ func (s *soak) routeSetConfig(dbURL string, gen int) string {
 func (s *soak) doWorker(ctx context.Context, st *step) {
 	switch st.Kind {
 	case stepRollout:
+		s.awaitClaims(ctx)
 		s.w.gen = st.Index
 		db := s.w.dbURL
 		if slices.ContainsFunc(s.sched.Steps, func(c step) bool { return c.Kind == stepCutOff && c.Index == st.Index }) {
@@ -247,6 +251,7 @@ func (s *soak) doWorker(ctx context.Context, st *step) {
 		}
 		s.worker = config
 	case stepCutOff:
+		s.awaitClaims(ctx)
 		s.w.proxy.Cut()
 		s.w.cut = slices.Clone(s.procs[workerRole])
 	case stepReconnect:
@@ -265,6 +270,26 @@ func (s *soak) doWorker(ctx context.Context, st *step) {
 		s.procs[workerRole], s.w.next = s.w.next, nil
 	default:
 		panic("soak: unknown step " + string(st.Kind))
+	}
+}
+
+// awaitClaims waits until each running worker has claimed its queues (it
+// logged "worker started") or exited, before a rollout or a cut: "newer"
+// is by the first claim (docs/deploying.md), so a worker of the running
+// set restarted just before a rollout, whose claim lands after the newer
+// set's (it starts while PostgreSQL restarts, or behind a proxy the cut
+// closes at once), is the newest route set: the newer set hands the queue
+// back to it, as a rollback would. Seeds 202 and 303 (30 minutes) met it
+// as "a worker of the cut set never went idle", seed 101 as "the rollout
+// went backwards": the schedule's restart ran late, next to the cut. The
+// wait holds the schedule's clock.
+func (s *soak) awaitClaims(ctx context.Context) {
+	began := time.Now()
+	defer func() { s.w.stopped += time.Since(began) }()
+	for _, p := range s.procs[workerRole] {
+		s.pollUntil(ctx, "a worker (pid %d) neither started nor exited before a rollout", func(context.Context) (bool, error) {
+			return p.Exited() || strings.Contains(p.Log(), workerStarted), nil
+		}, p.PID())
 	}
 }
 
