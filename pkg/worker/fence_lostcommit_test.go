@@ -183,3 +183,49 @@ func TestAWorkerWhoseReclaimAnswerIsLostDoesNotWorkFencedForGood(t *testing.T) {
 		return err == nil && c.Done == int64(n), err
 	})
 }
+
+func TestAStartWhoseClaimAnswerIsLostKeepsItsRecordsStart(t *testing.T) {
+	t.Parallel()
+
+	// Worker A's first claim commits, but its answer is lost: Start fails,
+	// and is called again, as the daemon does. Meanwhile B, with other
+	// routes, started: it found A's record working, and waits. A's record
+	// says A started first, so B is the newer route set, and the rollout
+	// must go on: B works, A does not. An A that counted its start from
+	// its second claim saw no newer route set waiting, and kept working;
+	// B waited for good.
+	ctx := context.Background()
+	b := setup(t)
+	proxy, proxyURL := newCommitLoser(t, b.db.URL)
+	regPool, err := pgxpool.New(ctx, proxyURL)
+	require.NoError(t, err)
+	t.Cleanup(regPool.Close)
+	config := func(name string) *worker.Config {
+		c := &worker.Config{Sources: sources, Registry: b.registry(t), Logger: zaptest.NewLogger(t), HeartbeatInterval: time.Second}
+		c.Registry.Register(name, func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+			_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, ev.EventID)
+			return err
+		})
+		c.Routes = []worker.Route{{Source: "bank", Handlers: []string{name}}}
+		return c
+	}
+	wa, err := worker.New(b.defaultsPool(t), config("start_a"))
+	require.NoError(t, err)
+	wa.SetRegistrationPool(regPool)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = wa.Stop(ctx)
+	})
+	proxy.armed.Store(true)
+	require.Error(t, wa.Start(ctx), "A's claim, its answer lost")
+	require.False(t, proxy.armed.Load(), "the lost answer was the claim's")
+
+	wb := runWorker(t, b.defaultsPool(t), config("start_b"), nil)
+	require.Equal(t, worker.StateWaiting, wb.State(), "B found A's record working")
+	require.NoError(t, wa.Start(ctx))
+	poll(t, 15*time.Second, "B, started after A, to take the queue over", func() (bool, error) {
+		return wb.State() == worker.StateWorking, nil
+	})
+	require.NotEqual(t, worker.StateWorking, wa.State())
+}

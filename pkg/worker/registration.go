@@ -205,6 +205,10 @@ ON CONFLICT (queue, worker_id) DO UPDATE SET state = excluded.state, expires_at 
 			r.id, r.queues, r.routes, state, r.host, r.pid, startedAt, r.ttl().Milliseconds()); err != nil {
 			return err
 		}
+		// Kept before the COMMIT: one that commits with its answer lost
+		// is the worker's start all the same (its records say so), and
+		// Start's retry claims with it (a later start would make a route
+		// set that started in between older than this worker).
 		r.startedAt = startedAt
 		return nil
 	})
