@@ -118,6 +118,32 @@ func (p *commitLoser) answers(client, server net.Conn) {
 	}
 }
 
+// lostCommitSetup returns a test bundle, a commitLoser in front of its
+// database, the config of a worker whose one route runs a handler named
+// for it that records its effect, and worker A, not started, with config(a)
+// and its routes records kept through the commitLoser.
+func lostCommitSetup(t *testing.T, a string) (*testBundle, *commitLoser, func(name string) *worker.Config, *worker.Worker) {
+	t.Helper()
+	b := setup(t)
+	proxy, proxyURL := newCommitLoser(t, b.db.URL)
+	regPool, err := pgxpool.New(context.Background(), proxyURL)
+	require.NoError(t, err)
+	t.Cleanup(regPool.Close)
+	config := func(name string) *worker.Config {
+		c := &worker.Config{Sources: sources, Registry: b.registry(t), Logger: zaptest.NewLogger(t), HeartbeatInterval: time.Second}
+		c.Registry.Register(name, func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+			_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, ev.EventID)
+			return err
+		})
+		c.Routes = []worker.Route{{Source: "bank", Handlers: []string{name}}}
+		return c
+	}
+	wa, err := worker.New(b.defaultsPool(t), config(a))
+	require.NoError(t, err)
+	wa.SetRegistrationPool(regPool)
+	return b, proxy, config, wa
+}
+
 func TestAWorkerWhoseReclaimAnswerIsLostDoesNotWorkFencedForGood(t *testing.T) {
 	t.Parallel()
 
@@ -129,24 +155,7 @@ func TestAWorkerWhoseReclaimAnswerIsLostDoesNotWorkFencedForGood(t *testing.T) {
 	// that says working (ready) while it is fenced for good snoozes every
 	// job it fetches and works nothing.
 	ctx := context.Background()
-	b := setup(t)
-	proxy, proxyURL := newCommitLoser(t, b.db.URL)
-	regPool, err := pgxpool.New(ctx, proxyURL)
-	require.NoError(t, err)
-	t.Cleanup(regPool.Close)
-
-	config := func(name string) *worker.Config {
-		c := &worker.Config{Sources: sources, Registry: b.registry(t), Logger: zaptest.NewLogger(t), HeartbeatInterval: time.Second}
-		c.Registry.Register(name, func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
-			_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, ev.EventID)
-			return err
-		})
-		c.Routes = []worker.Route{{Source: "bank", Handlers: []string{name}}}
-		return c
-	}
-	wa, err := worker.New(b.defaultsPool(t), config("rec_a"))
-	require.NoError(t, err)
-	wa.SetRegistrationPool(regPool)
+	b, proxy, config, wa := lostCommitSetup(t, "rec_a")
 	require.NoError(t, wa.Start(ctx))
 	t.Cleanup(func() {
 		proxy.reopen()
@@ -195,23 +204,7 @@ func TestAStartWhoseClaimAnswerIsLostKeepsItsRecordsStart(t *testing.T) {
 	// its second claim saw no newer route set waiting, and kept working;
 	// B waited for good.
 	ctx := context.Background()
-	b := setup(t)
-	proxy, proxyURL := newCommitLoser(t, b.db.URL)
-	regPool, err := pgxpool.New(ctx, proxyURL)
-	require.NoError(t, err)
-	t.Cleanup(regPool.Close)
-	config := func(name string) *worker.Config {
-		c := &worker.Config{Sources: sources, Registry: b.registry(t), Logger: zaptest.NewLogger(t), HeartbeatInterval: time.Second}
-		c.Registry.Register(name, func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
-			_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, ev.EventID)
-			return err
-		})
-		c.Routes = []worker.Route{{Source: "bank", Handlers: []string{name}}}
-		return c
-	}
-	wa, err := worker.New(b.defaultsPool(t), config("start_a"))
-	require.NoError(t, err)
-	wa.SetRegistrationPool(regPool)
+	b, proxy, config, wa := lostCommitSetup(t, "start_a")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
