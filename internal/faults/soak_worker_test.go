@@ -279,10 +279,11 @@ func (s *soak) doWorker(ctx context.Context, st *step) {
 // set restarted just before a rollout, whose claim lands after the newer
 // set's (it starts while PostgreSQL restarts, or behind a proxy the cut
 // closes at once), is the newest route set: the newer set hands the queue
-// back to it, as a rollback would. Seeds 202 and 303 (30 minutes) met it
-// as "a worker of the cut set never went idle", seed 101 as "the rollout
-// went backwards": the schedule's restart ran late, next to the cut. The
-// wait holds the schedule's clock.
+// back to it, as a rollback would. Seed 202 (30 minutes) met it as "a
+// worker of the cut set never went idle": the schedule's restart ran
+// late, next to the cut (seed 303 failed the same way, and seed 101's "the
+// rollout went backwards" fits it; neither was traced). The wait holds
+// the schedule's clock.
 func (s *soak) awaitClaims(ctx context.Context) {
 	began := time.Now()
 	defer func() { s.w.stopped += time.Since(began) }()
@@ -714,7 +715,7 @@ var groupLost = regexp.MustCompile(`event \d+ ran ([0-9.]+[µnm]?s) of its ([0-9
 // lock_timeout ended: the statement was not cut by its context, and the
 // group rolls back to the event's savepoint and goes on, unless its
 // connection is gone by then. The 30-minute soaks (seeds 202 and 303) saw
-// that once each: the schedule cut the connection under the rollback
+// that once each: a fault of the schedule dropped the connection under the rollback
 // ("rollback to savepoint: conn closed"), a fault the group must survive
 // by working its events again, not a group that took an event it had no
 // time for.
