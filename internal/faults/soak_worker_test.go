@@ -714,11 +714,11 @@ var groupLost = regexp.MustCompile(`event \d+ ran ([0-9.]+[µnm]?s) of its ([0-9
 // groupLockTimedOut is PostgreSQL's error for a statement the group's own
 // lock_timeout ended: the statement was not cut by its context, and the
 // group rolls back to the event's savepoint and goes on, unless its
-// connection is gone by then. The 30-minute soaks (seeds 202 and 303) saw
-// that once each: a fault of the schedule dropped the connection under the rollback
-// ("rollback to savepoint: conn closed"), a fault the group must survive
-// by working its events again, not a group that took an event it had no
-// time for.
+// connection is gone by then. The 30-minute soaks (seeds 202 and 303)
+// saw that once each: a fault of the schedule dropped the connection
+// under the rollback ("rollback to savepoint: conn closed"), which the
+// group survives by working its events again; it is not a group that
+// took an event it had no time for.
 const groupLockTimedOut = "canceling statement due to lock timeout"
 
 // checkGroupsKept: no group transaction is lost to one of its events
