@@ -171,7 +171,7 @@ WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1)`, a
 	restarted = time.Now()
 	s.pollUntil(ctx, "mark scene: the worker of another queue neither started nor exited after PostgreSQL restarted under its routes claim",
 		func(context.Context) (bool, error) {
-			return p.Exited() || strings.Contains(p.Log(), workerStarted), nil
+			return claimedOrExited(p), nil
 		})
 	if p.Exited() {
 		s.failNow(fmt.Sprintf("a worker (pid %d) exited at start-up when PostgreSQL restarted under its routes claim, instead of starting again: %s",

@@ -288,10 +288,16 @@ func (s *soak) awaitClaims(ctx context.Context) {
 	began := time.Now()
 	defer func() { s.w.stopped += time.Since(began) }()
 	for _, p := range s.procs[workerRole] {
-		s.pollUntil(ctx, "a worker (pid %d) neither started nor exited before a rollout", func(context.Context) (bool, error) {
-			return p.Exited() || strings.Contains(p.Log(), workerStarted), nil
+		s.pollUntil(ctx, "a worker (pid %d) neither started nor exited before a rollout or a cut", func(context.Context) (bool, error) {
+			return claimedOrExited(p), nil
 		}, p.PID())
 	}
+}
+
+// claimedOrExited reports whether p's first routes claim committed (it
+// logged workerStarted) or p has exited.
+func claimedOrExited(p *proctest.Process) bool {
+	return p.Exited() || strings.Contains(p.Log(), workerStarted)
 }
 
 // cutHandoverQuiet is how much later than a plain rollout's a cut
