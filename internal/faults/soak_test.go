@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,8 +71,29 @@ func (s *soak) failNow(broken string) {
 	}
 	seed, duration := s.sched.Seed, s.sched.Duration
 	fmt.Printf("soak: FAILED seed %d after %.0fs: %s\n", seed, time.Since(s.began).Seconds(), broken)
-	s.t.Fatalf("soak: seed %d (replay: make soak SEED=%d DURATION=%s): first promise broken: %s\n%s",
-		seed, seed, duration, broken, s.sched)
+	s.t.Fatalf("soak: seed %d (replay: make soak SEED=%d DURATION=%s): first promise broken: %s\n%s\n%s",
+		seed, seed, duration, broken, s.sched, s.workState())
+}
+
+// workState is what a failed run's reader needs to see who works what:
+// the workers' routes records, River's queues and the jobs by queue and
+// state.
+func (s *soak) workState() string {
+	rows, err := s.pool.Query(context.Background(), `(SELECT format('routes: queue %s, worker %s (pid %s), %s, started %s, expires in %ss: %s',
+    queue, worker_id, pid, state, started_at, round(extract(epoch FROM expires_at - now())), routes)
+FROM hookinbox_worker_routes ORDER BY queue, started_at)
+UNION ALL (SELECT format('river queue %s: paused at %s, updated %s', name, coalesce(paused_at::text, 'never'), updated_at)
+FROM river_queue ORDER BY name)
+UNION ALL (SELECT format('jobs: queue %s, %s: %s', queue, state, count(*))
+FROM river_job GROUP BY queue, state ORDER BY queue, state)`)
+	if err != nil {
+		return "work state: " + err.Error()
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "work state: " + err.Error()
+	}
+	return "work state at the verdict:\n" + strings.Join(lines, "\n")
 }
 
 // soakSeed is SOAK_SEED, or a random seed.
@@ -362,9 +384,9 @@ func (s *soak) quietTail() time.Duration {
 func (s *soak) pending() []string {
 	// Each event with what it waits for: its attempts and last error, and
 	// its newest job's state, attempt, errors and when River runs it next.
-	rows, err := s.pool.Query(context.Background(), `(SELECT format('%s/%s %s (attempts %s, last error %s; job %s, attempt %s, %s errors, runs in %ss)',
+	rows, err := s.pool.Query(context.Background(), `(SELECT format('%s/%s %s (attempts %s, last error %s; job %s %s on queue %s, attempt %s, %s errors, runs in %ss)',
     i.source, i.event_id, i.status, i.attempts, coalesce(left(i.last_error, 60), 'none'),
-    coalesce(j.state::text, 'none'), j.attempt, coalesce(array_length(j.errors, 1), 0),
+    j.id, coalesce(j.state::text, 'none'), j.queue, j.attempt, coalesce(array_length(j.errors, 1), 0),
     round(extract(epoch FROM j.scheduled_at - now())))
 FROM webhook_inbox AS i LEFT JOIN LATERAL (SELECT * FROM river_job WHERE kind = 'hookinbox.event' AND (args->>'inbox_id')::bigint = i.id
     ORDER BY id DESC LIMIT 1) AS j ON true
