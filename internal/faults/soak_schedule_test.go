@@ -105,6 +105,31 @@ func (s *schedule) String() string {
 // soakProcesses is how many receivers and how many workers a soak runs.
 const soakProcesses = 2
 
+// The scenes whose handlers sleep (the pause scenes' slow events, the
+// slow groups of addWorkerSteps) come at their full rate for the first
+// soakFullRate of a schedule, and past it soakThinning times less often.
+// At the full rate they ask for about 11 of the two workers' 16 slots on
+// average (3 s per slow event, 4 s per slow group member, with the hang
+// and block scenes), and the groups they sit in hold more: seed 101's
+// 30-minute schedule sent 1,300 events a minute, the workers settled 600,
+// and 15,000 events were still waiting 25 minutes in, far past what the
+// quiet tail can drain. A short schedule is a burst the tail drains; a
+// long one has to be a load the workers can carry. Every schedule of up to
+// soakFullRate is as it was.
+const (
+	soakFullRate = 2 * time.Minute
+	soakThinning = 3
+)
+
+// thinning is how many times less often than at the full rate a heavy
+// scene comes at at: 1, or soakThinning past soakFullRate.
+func thinning(at time.Duration) int {
+	if at < soakFullRate {
+		return 1
+	}
+	return soakThinning
+}
+
 // newSchedule draws a schedule of the given duration from seed: the same
 // seed and duration give the same schedule. Traffic runs on every source
 // throughout; faults and pauses are spread over it; every killed process is
@@ -150,7 +175,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 			s.Steps = append(s.Steps, st)
 			// Now and then, a pause scene: slow events, a burst behind them
 			// (fetched, waiting for a transaction), then the pause.
-			if rng.IntN(12) == 0 && at+15*time.Second < end {
+			if rng.IntN(12*thinning(at)) == 0 && at+15*time.Second < end {
 				slow := step{At: at + 100*time.Millisecond, Kind: stepSend, Source: src, What: "slow", Copies: 1,
 					Deposits: fresh(soakProcesses*workerConcurrency, func(i int) string { return fmt.Sprintf("%s_%d", slowAccount, i) })}
 				burst := step{At: at + 200*time.Millisecond, Kind: stepSend, Source: src, What: "new", Copies: 1,

@@ -414,7 +414,7 @@ func addWorkerSteps(s *schedule) {
 		s.Steps = slices.Delete(s.Steps, i, i+1)
 	}
 	n := 0
-	for at := between(2*time.Second, 6*time.Second); at < end-3*time.Second; at += between(6*time.Second, 12*time.Second) {
+	for at := between(2*time.Second, 6*time.Second); at < end-3*time.Second; at += between(6*time.Second, 12*time.Second) * time.Duration(thinning(at)) {
 		ds := make([]faults.Deposit, 0, 2*workerConcurrency)
 		for i := range 2 * workerConcurrency {
 			account := fmt.Sprintf("acc_%d", rng.IntN(soakAccount))
