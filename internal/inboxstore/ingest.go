@@ -161,7 +161,7 @@ func (in *Ingester) claimOnce(ctx context.Context, group [][]newEvent, dry bool)
 			return err
 		}
 		if !dry {
-			if err := in.store.enqueueTx(ctx, tx, in.river, rows, in.config.QueueFor, 0, jobMetadata(all)); err != nil {
+			if err := in.store.enqueueTx(ctx, tx, in.river, rows, in.config.QueueFor, EventPriority, jobMetadata(all)); err != nil {
 				return err
 			}
 		}
@@ -254,11 +254,11 @@ func (in *Ingester) classify(ctx context.Context, tx pgx.Tx, events []newEvent, 
 // queueFor names for its source, in the caller's transaction. The job's
 // args carry the row's id; the row keeps no link back (see newestJob).
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rows []ClaimedRow, queueFor func(string) string) error {
-	return s.enqueueTx(ctx, tx, client, rows, queueFor, 0, nil)
+	return s.enqueueTx(ctx, tx, client, rows, queueFor, EventPriority, nil)
 }
 
-// enqueueTx is EnqueueTx with the jobs' River priority (0 for River's
-// default, 1) and, by (source, event id), their metadata (see
+// enqueueTx is EnqueueTx with the jobs' River priority (EventPriority or
+// ReplayPriority) and, by (source, event id), their metadata (see
 // jobMetadata; nil for none).
 func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rows []ClaimedRow, queueFor func(string) string,
 	priority int, metadata map[[2]string][]byte,

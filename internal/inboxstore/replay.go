@@ -11,11 +11,20 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// ReplayPriority is the River priority of a replayed event's job. Live
-// events are inserted at River's default, 1, and River fetches a queue's
-// jobs by priority first, so a bulk replay's jobs wait behind live traffic
-// instead of starving it.
-const ReplayPriority = 4
+// The River priorities of event jobs. River fetches a queue's jobs by
+// priority first (1 before 4), then in order. The worker's own jobs (the
+// reaper, the prune, a bulk replay's run, reconciliation) keep River's
+// default, 1, so that a backlog of events never holds back the jobs that
+// heal it: at 1, the events' priority until this version, a reaper waited
+// behind a storm's backlog, and the stale locks, orphans and jobs on a
+// dead queue it heals waited as long as the storm.
+const (
+	// EventPriority is a live event's job's, and one replayed by id.
+	EventPriority = 2
+	// ReplayPriority is a bulk-replayed event's job's: it waits behind
+	// live traffic instead of starving it.
+	ReplayPriority = 4
+)
 
 // ErrNotReplayable is returned by ReplayEventTx for a row that is pending
 // (its job is still to run) or erased (nothing left to run it on).
@@ -70,7 +79,7 @@ RETURNING i.id, i.source, i.event_id, i.status, i.event_type, coalesce(i.request
 // ReplayEventTx replays source's event eventID (see ReplayTx), in the
 // caller's transaction. It returns ErrNotFound when there is no such row,
 // and ErrNotReplayable when it is pending or erased. One event is the
-// operator's own request, so its job gets River's default priority.
+// operator's own request, so its job gets a live event's priority.
 func (s *Store) ReplayEventTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], source, eventID string,
 	queueFor func(string) string,
 ) (*ClaimedRow, error) {
@@ -96,7 +105,7 @@ FROM found JOIN webhook_inbox AS i ON i.id = found.id`, planned, source, eventID
 	if !ok {
 		return nil, ErrNotReplayable
 	}
-	if err := s.enqueueTx(ctx, tx, client, []ClaimedRow{row}, queueFor, 0, nil); err != nil {
+	if err := s.enqueueTx(ctx, tx, client, []ClaimedRow{row}, queueFor, EventPriority, nil); err != nil {
 		return nil, err
 	}
 	return &row, nil

@@ -2,9 +2,12 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
@@ -277,4 +280,74 @@ VALUES ('old-worker', 'old', 'bank * -> effect; unrouted -> failed', 'test', 1, 
 		require.Equal(t, river.QueueDefault, queue)
 		require.Equal(t, "available", state)
 	})
+}
+
+// A backlog of events does not hold the reaper back: the worker's own
+// jobs come before events in River's fetch order (they heal what a backlog
+// strands: stale locks, orphans, jobs on a dead queue). Both of the
+// worker's slots are held by events whose handler waits on a gate while a
+// backlog is enqueued and then a reaper job; once the gate opens, the
+// reaper runs before the backlog, not after it.
+func TestReaperRunsBeforeABacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	gate := make(chan struct{})
+	b.start(t, func(c *worker.Config) {
+		c.Queues = map[string]int{river.QueueDefault: 2}
+		c.ReaperInterval = 100 * time.Millisecond
+		c.OrphanAfter = time.Hour
+		c.JobTimeout = time.Minute // the gate stays shut for far less
+		c.Routes = append(slices.Clone(routes), worker.Route{Source: "bank", Types: []string{"gated"}, Handlers: []string{"gated"}})
+		c.Registry.Register("gated", func(ctx context.Context, _ pgx.Tx, _ inbox.Event) error {
+			select {
+			case <-gate:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	})
+	b.ingest(t, "evt_gated_1", "gated")
+	b.ingest(t, "evt_gated_2", "gated")
+	poll(t, 30*time.Second, "both slots held by the gated events", func() (bool, error) {
+		var n int
+		err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND state = 'running'`, inboxstore.JobKind).Scan(&n)
+		return n == 2, err
+	})
+
+	const backlog = 60
+	d := delivery("evt_backlog_00", "account.deposit")
+	for i := 1; i < backlog; i++ {
+		d.Events = append(d.Events, inboxstore.IncomingEvent{ID: fmt.Sprintf("evt_backlog_%02d", i), Type: "account.deposit", Payload: []byte(`{}`)})
+	}
+	res, err := b.ingester.Ingest(ctx, d)
+	require.NoError(t, err)
+	require.Equal(t, backlog, res.New)
+	var lastBacklogJob int64
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT max(id) FROM river_job WHERE kind = $1`, inboxstore.JobKind).Scan(&lastBacklogJob))
+	var reaperJob int64
+	poll(t, 30*time.Second, "a reaper job enqueued behind the backlog", func() (bool, error) {
+		err := b.db.Pool.QueryRow(ctx, `SELECT coalesce(min(id), 0) FROM river_job WHERE kind = 'hookinbox.reaper' AND id > $1`, lastBacklogJob).Scan(&reaperJob)
+		return reaperJob != 0, err
+	})
+	close(gate)
+
+	poll(t, 30*time.Second, "the backlog done", func() (bool, error) {
+		var n int
+		err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox WHERE event_id LIKE 'evt_backlog_%' AND status = 'done'`).Scan(&n)
+		return n == backlog, err
+	})
+	poll(t, 30*time.Second, "the reaper job run", func() (bool, error) {
+		var state string
+		err := b.db.Pool.QueryRow(ctx, `SELECT state FROM river_job WHERE id = $1`, reaperJob).Scan(&state)
+		return state == "completed", err
+	})
+	var before int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM river_job AS e, river_job AS r
+WHERE r.id = $1 AND e.kind = $2 AND e.args->>'event_id' LIKE 'evt_backlog_%' AND e.attempted_at < r.attempted_at`,
+		reaperJob, inboxstore.JobKind).Scan(&before))
+	// At most one fetch's worth (two slots) of the backlog may come first.
+	require.LessOrEqual(t, before, 2, "backlog jobs fetched before the reaper job enqueued after them")
 }
