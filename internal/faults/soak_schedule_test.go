@@ -108,12 +108,12 @@ const soakProcesses = 2
 // The scenes whose handlers sleep (the pause scenes' slow events, the
 // slow groups of addWorkerSteps) come at their full rate for the first
 // soakFullRate of a schedule, and past it soakThinning times less often.
-// At the full rate they ask for about 11 of the two workers' 16 slots on
-// average (3 s per slow event, 4 s per slow group member, with the hang
-// and block scenes), and the groups they sit in hold more: seed 101's
-// 30-minute schedule sent 1,300 events a minute, the workers settled 600,
-// and 15,000 events were still waiting 25 minutes in, far past what the
-// quiet tail can drain. A short schedule is a burst the tail drains; a
+// At the full rate, with the hang and block scenes, their handlers' sleep
+// (3 s per slow event, 4 s per slow group member) held 9.5 of the two
+// workers' 16 slots on average in seed 101's 30-minute schedule, and the
+// groups they sit in held more: it sent 1,300 events a minute, the
+// workers settled 600, and 15,000 events were still waiting 25 minutes
+// in, far past what the quiet tail can drain (5.3 slots now). A short schedule is a burst the tail drains; a
 // long one has to be a load the workers can carry. Every schedule of up to
 // soakFullRate is as it was.
 const (
