@@ -208,7 +208,7 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 	}
 	var ops []step
 	// PostgreSQL restarts, 8 s apart at least.
-	for at := between(5*time.Second, 9*time.Second); at < end-6*time.Second; at += between(8*time.Second, 16*time.Second) {
+	for at := between(5*time.Second, 9*time.Second); at < end-6*time.Second; at += thinned(at, between(8*time.Second, 16*time.Second)) {
 		ops = append(ops, step{At: at, Kind: stepPGRestart, Source: bank, Deposits: fresh(bank, 100, "")})
 	}
 	ops = append(ops, step{At: between(3*time.Second, end-5*time.Second), Kind: stepStarve, Picks: []uint64{uint64(1000 + rng.IntN(3000))}})

@@ -265,14 +265,14 @@ func addOutboxSteps(s *schedule) {
 	rng := rand.New(rand.NewPCG(s.Seed, 0x0b0c))
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
 	end := s.Duration - 2*time.Second
-	for at := between(3*time.Second, 8*time.Second); at < end-3*time.Second; at += between(6*time.Second, 12*time.Second) {
+	for at := between(3*time.Second, 8*time.Second); at < end-3*time.Second; at += thinned(at, between(6*time.Second, 12*time.Second)) {
 		s.Steps = append(s.Steps, step{At: at, Kind: stepFeedDown, Source: soakFeed, Picks: []uint64{uint64(1000 + rng.IntN(2000))}})
 	}
-	for at := between(8*time.Second, 16*time.Second); at < end-6*time.Second; at += between(40*time.Second, 60*time.Second) {
+	for at := between(8*time.Second, 16*time.Second); at < end-6*time.Second; at += thinned(at, between(40*time.Second, 60*time.Second)) {
 		s.Steps = append(s.Steps, step{At: at, Kind: stepFeedCrash, Source: soakFeed})
 	}
 	n := 0
-	for at := between(time.Second, 5*time.Second); at < end-3*time.Second; at += between(5*time.Second, 10*time.Second) {
+	for at := between(time.Second, 5*time.Second); at < end-3*time.Second; at += thinned(at, between(5*time.Second, 10*time.Second)) {
 		ds := make([]faults.Deposit, 3+rng.IntN(4))
 		for i := range ds {
 			ds[i] = faults.Deposit{ID: fmt.Sprintf("%s_o%05d", soakSources[0], n), Account: fmt.Sprintf("%s%d", afterSendPrefix, n),

@@ -105,29 +105,31 @@ func (s *schedule) String() string {
 // soakProcesses is how many receivers and how many workers a soak runs.
 const soakProcesses = 2
 
-// The scenes whose handlers sleep (the pause scenes' slow events, the
-// slow groups of addWorkerSteps) come at their full rate for the first
-// soakFullRate of a schedule, and past it soakThinning times less often.
-// At the full rate, with the hang and block scenes, their handlers' sleep
-// (3 s per slow event, 4 s per slow group member) held 9.5 of the two
-// workers' 16 slots on average in seed 101's 30-minute schedule, and the
-// groups they sit in held more: it sent 1,300 events a minute, the
-// workers settled 600, and 15,000 events were still waiting 25 minutes
-// in, far past what the quiet tail can drain (5.3 slots now). A short schedule is a burst the tail drains; a
-// long one has to be a load the workers can carry. Every schedule of up to
-// soakFullRate is as it was.
+// A schedule plays its generators (traffic, faults, PostgreSQL restarts,
+// rollouts, scenes) at their full rate for its first soakFullRate, and
+// past it with soakThinning times the time between two of each. At the
+// full rate the two workers cannot keep up for long: seed 101's 30-minute
+// schedule sent 1,300 events a minute (a third of them during PostgreSQL
+// restarts, every 12 s), the scenes whose handlers sleep held 9.5 of the
+// 16 slots on average and the groups they sit in more, a restart or a
+// rollout every few seconds stalled the rest, and the workers settled 600
+// a minute; 25 minutes in, 15,000 events waited, far past what the quiet
+// tail can drain. Thinning the sleeping scenes alone still left the
+// backlog growing by 270 a minute. A short schedule is a burst the tail
+// drains; a long one has to be a load the workers carry. Every schedule of
+// up to soakFullRate is as it was, step for step.
 const (
 	soakFullRate = 2 * time.Minute
 	soakThinning = 3
 )
 
-// thinning is how many times less often than at the full rate a heavy
-// scene comes at at: 1, or soakThinning past soakFullRate.
-func thinning(at time.Duration) int {
+// thinned is gap, the time from a generator's step at at to its next,
+// soakThinning times longer past soakFullRate.
+func thinned(at, gap time.Duration) time.Duration {
 	if at < soakFullRate {
-		return 1
+		return gap
 	}
-	return soakThinning
+	return soakThinning * gap
 }
 
 // newSchedule draws a schedule of the given duration from seed: the same
@@ -144,7 +146,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 		s.Poison[src] = map[string]bool{}
 		var sent []faults.Deposit
 		n := 0
-		for at := between(0, time.Second); at < end; at += between(500*time.Millisecond, 2500*time.Millisecond) {
+		for at := between(0, time.Second); at < end; at += thinned(at, between(500*time.Millisecond, 2500*time.Millisecond)) {
 			fresh := func(count int, account func(i int) string) []faults.Deposit {
 				ds := make([]faults.Deposit, count)
 				for i := range ds {
@@ -175,7 +177,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 			s.Steps = append(s.Steps, st)
 			// Now and then, a pause scene: slow events, a burst behind them
 			// (fetched, waiting for a transaction), then the pause.
-			if rng.IntN(12*thinning(at)) == 0 && at+15*time.Second < end {
+			if rng.IntN(12) == 0 && at+15*time.Second < end {
 				slow := step{At: at + 100*time.Millisecond, Kind: stepSend, Source: src, What: "slow", Copies: 1,
 					Deposits: fresh(soakProcesses*workerConcurrency, func(i int) string { return fmt.Sprintf("%s_%d", slowAccount, i) })}
 				burst := step{At: at + 200*time.Millisecond, Kind: stepSend, Source: src, What: "new", Copies: 1,
@@ -190,7 +192,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 	}
 	// Faults: one every 3 to 10 s, never two kills of one process at once.
 	downUntil := map[string]time.Duration{}
-	for at := between(3*time.Second, 8*time.Second); at < end-5*time.Second; at += between(3*time.Second, 10*time.Second) {
+	for at := between(3*time.Second, 8*time.Second); at < end-5*time.Second; at += thinned(at, between(3*time.Second, 10*time.Second)) {
 		if rng.IntN(3) == 0 {
 			st := step{At: at, Kind: stepTerm}
 			for range 1 + rng.IntN(3) {

@@ -204,7 +204,7 @@ func addTrafficSteps(s *schedule) {
 	}
 	var steps []step
 	var batches [][]faults.Deposit
-	for at := between(0, time.Second); at < end; at += between(time.Second, 3*time.Second) {
+	for at := between(0, time.Second); at < end; at += thinned(at, between(time.Second, 3*time.Second)) {
 		st := step{At: at, Kind: stepBatch, Source: cardSource, Copies: 1}
 		switch k := rng.IntN(10); {
 		case k < 4 || len(batches) == 0:
@@ -236,7 +236,7 @@ func addTrafficSteps(s *schedule) {
 		e.deliveries++
 		return d
 	}
-	for at := between(0, time.Second); at < end; at += between(time.Second, 3*time.Second) {
+	for at := between(0, time.Second); at < end; at += thinned(at, between(time.Second, 3*time.Second)) {
 		st := step{At: at, Kind: stepTwins, Source: storeSource, Copies: 1}
 		var pick []*event
 		switch k := rng.IntN(10); {

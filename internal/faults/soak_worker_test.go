@@ -364,7 +364,7 @@ func addWorkerSteps(s *schedule) {
 		}
 	}
 	gen, cutDue := 0, false
-	for at := between(4*time.Second, 8*time.Second); at+8*time.Second < end; at += between(8*time.Second, 14*time.Second) {
+	for at := between(4*time.Second, 8*time.Second); at+8*time.Second < end; at += thinned(at, between(8*time.Second, 14*time.Second)) {
 		gen++
 		retire := at + between(3*time.Second, 6*time.Second)
 		what := strings.TrimPrefix(shopRouteOptions(gen), ", ")
@@ -414,7 +414,7 @@ func addWorkerSteps(s *schedule) {
 		s.Steps = slices.Delete(s.Steps, i, i+1)
 	}
 	n := 0
-	for at := between(2*time.Second, 6*time.Second); at < end-3*time.Second; at += between(6*time.Second, 12*time.Second) * time.Duration(thinning(at)) {
+	for at := between(2*time.Second, 6*time.Second); at < end-3*time.Second; at += thinned(at, between(6*time.Second, 12*time.Second)) {
 		ds := make([]faults.Deposit, 0, 2*workerConcurrency)
 		for i := range 2 * workerConcurrency {
 			account := fmt.Sprintf("acc_%d", rng.IntN(soakAccount))
@@ -458,7 +458,7 @@ func addBlockScenes(s *schedule) {
 		}
 		return ds
 	}
-	for at := 20*time.Second + time.Duration(rng.Int64N(int64(10*time.Second))); at < end-3*time.Second; at += 50*time.Second + time.Duration(rng.Int64N(int64(40*time.Second))) {
+	for at := 20*time.Second + time.Duration(rng.Int64N(int64(10*time.Second))); at < end-3*time.Second; at += thinned(at, 50*time.Second+time.Duration(rng.Int64N(int64(40*time.Second)))) {
 		block := deposits((soakProcesses-1)*workerConcurrency+soakEventTxs, blockPrefix)
 		for i := range block {
 			block[i].Type = hangType
@@ -501,7 +501,7 @@ func addHangScenes(s *schedule) {
 		return ds
 	}
 	n := 0
-	for at := 8*time.Second + time.Duration(rng.Int64N(int64(8*time.Second))); at < end-3*time.Second; at += time.Minute + time.Duration(rng.Int64N(int64(time.Minute))) {
+	for at := 8*time.Second + time.Duration(rng.Int64N(int64(8*time.Second))); at < end-3*time.Second; at += thinned(at, time.Minute+time.Duration(rng.Int64N(int64(time.Minute)))) {
 		hang := deposits(&n, (soakProcesses-1)*workerConcurrency+soakEventTxs, func(n int) string { return fmt.Sprintf("%s%d", hangPrefix, n) })
 		for i := range hang {
 			hang[i].Type = hangType
