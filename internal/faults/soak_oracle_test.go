@@ -2,11 +2,14 @@ package faults_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/inboxstore"
 )
 
 // soakRow is an event as the oracle reads it.
@@ -54,6 +57,9 @@ func (s *soak) oracle() string {
 	if broken := s.workerOracle(ctx); broken != "" {
 		return broken
 	}
+	if broken := s.checkReaperFirst(ctx); broken != "" {
+		return broken
+	}
 	if p := s.pending(); len(p) > 0 {
 		return fmt.Sprintf("events still pending %s after the schedule: %v", soakTail, p)
 	}
@@ -93,6 +99,38 @@ WHERE balance <> (SELECT coalesce(sum(amount), 0) FROM ledger_entries AS e WHERE
 		return broken
 	}
 	return s.checkSecrets()
+}
+
+// reaperBehind bounds how many event jobs River may fetch from the
+// reaper's queue after a reaper job was enqueued and before it fetches
+// that job. The reaper comes first (River priority 1, events 2): only the
+// fetches that began before the reaper's insert committed, or raced its
+// fetch for the row lock, take events first, each at most a worker's 8
+// slots, and two workers fetch. Behind a backlog at one priority the
+// count is the backlog (the soak's bursts leave hundreds).
+const reaperBehind = 64
+
+// checkReaperFirst is promise 2's last part: a backlog of events does not
+// hold back the reaper, which heals what an outage or a queue move left
+// (see inboxstore.EventPriority). It reads River's records: for each
+// reaper job, the event jobs on its queue fetched after it was enqueued
+// and before it was fetched.
+func (s *soak) checkReaperFirst(ctx context.Context) string {
+	var id, behind int64
+	var queue string
+	err := s.pool.QueryRow(ctx, `
+SELECT r.id, r.queue, (SELECT count(*) FROM river_job AS e
+    WHERE e.kind = $1 AND e.queue = r.queue AND e.attempted_at > r.created_at AND e.attempted_at < r.attempted_at) AS behind
+FROM river_job AS r WHERE r.kind = 'hookinbox.reaper' AND r.attempted_at IS NOT NULL
+ORDER BY behind DESC LIMIT 1`, inboxstore.JobKind).Scan(&id, &queue, &behind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ""
+	}
+	require.NoError(s.t, err)
+	if behind > reaperBehind {
+		return fmt.Sprintf("reaper job %d waited on queue %s while River fetched %d event jobs from it (at most %d): a backlog held the reaper back", id, queue, behind, reaperBehind)
+	}
+	return ""
 }
 
 // readRows returns the inbox's rows by "source/event_id", with the
