@@ -419,7 +419,7 @@ type Orphan struct {
 	RequestID string
 }
 
-// OrphanQuery says which pending rows ListOrphans returns.
+// OrphanQuery says which rows ListOrphans returns.
 type OrphanQuery struct {
 	// OrphanAfter is how long after it was received a row with no job, or
 	// a finished one, waits before it is an orphan.
@@ -439,10 +439,10 @@ type OrphanQuery struct {
 	Limit int
 }
 
-// ListOrphans locks up to q.Limit pending rows whose job will not settle
-// them, skipping rows another transaction holds and the rows of paused
-// sources (their held events wait for Resume). Every time is compared by
-// the database. A row is returned when
+// ListOrphans locks up to q.Limit rows whose job will not serve them
+// (pending rows, but for a stray's), skipping rows another transaction
+// holds and the rows of paused sources (their held events wait for
+// Resume). Every time is compared by the database. A row is returned when
 //
 //   - its job is missing or finished and it was received more than
 //     q.OrphanAfter ago (the job vanished, or its end was not recorded),
@@ -465,7 +465,8 @@ type OrphanQuery struct {
 //     job's lookup, off its other passes;
 //   - it is a stray: its job waits (available, retryable, scheduled) on a
 //     queue that is no longer its source's and that no live worker works,
-//     while a live worker works the source's queue (see MoveJobs).
+//     while a live worker works the source's queue (see MoveJobs); the
+//     row pending, or already settled (its job then runs as a no-op).
 //
 // db is the caller's transaction, which holds the locks. A row is returned
 // once, by the first rule it meets.
@@ -519,10 +520,13 @@ ORDER BY i.received_at`, q.LostCommitGrace.Milliseconds()); err != nil {
 		}
 	}
 	// Driven by the waiting jobs of the dead queues (River's fetching
-	// index), not by every pending row.
+	// index), not by every pending row. A settled row's job is moved too:
+	// it runs as the no-op it is (a worker killed between its commit and
+	// River's completion leaves one, rescued), where on the dead queue it
+	// would wait for ever, counted in the queue's depth.
 	if err := add(`
 JOIN unnest($3::text[], $4::text[]) AS m (source, queue) ON m.source = i.source
-WHERE i.status = 'pending' AND `+notPaused+`
+WHERE `+notPaused+`
   AND j.state IN ('available', 'retryable', 'scheduled') AND j.queue = ANY($2::text[]) AND j.queue <> m.queue
   AND i.id IN (`+waitingInboxIDs("$2")+`)`, dead, sources, queues); err != nil {
 		return nil, err

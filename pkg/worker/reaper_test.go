@@ -248,6 +248,24 @@ func TestReaperQueueMoves(t *testing.T) {
 		require.Equal(t, river.QueueDefault, queue)
 	})
 
+	t.Run("JobOfADoneRowOnADeadQueueIsMovedToo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A worker of "old" committed the event and was killed before River
+		// completed the job; the rescued job waits on "old", which no
+		// worker works since the move.
+		id := ingestOn(t, b, "evt_done_stranded", "old")
+		_, err := b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET status = 'done', processed_at = now() WHERE id = $1`, id)
+		require.NoError(t, err)
+		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
+		poll(t, 30*time.Second, "the stranded job moved and run", func() (bool, error) {
+			queue, state := jobQueue(t, b, id)
+			return queue == river.QueueDefault && state == "completed", nil
+		})
+		require.Equal(t, 0, b.effects(t, "evt_done_stranded"), "a done row's job runs as a no-op")
+		require.Equal(t, inbox.StatusDone, b.row(t, id).Status)
+	})
+
 	t.Run("JobOnAQueueALiveWorkerWorksStays", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
