@@ -64,10 +64,13 @@ const (
 	soakQueueB = "shop_b"
 )
 
-// soakOrphanAfter is the workers' orphan_after: the product's default, far
-// past the quiet tail, so that only the lost-commit rule and the
-// dead-queue rule can heal a row within the tail.
-const soakOrphanAfter = "orphan_after: 5m"
+// soakOrphanAfter is the workers' orphan_after, past a short schedule and
+// the quiet tail together, so that only the lost-commit rule and the
+// dead-queue rule can heal a row within the run. At the product's default,
+// 5 minutes, as long as the tail, the orphan pass healed a lost done mark
+// just inside the tail once the reaper no longer waited behind a backlog,
+// and mutant lost-done-mark-waits-orphan-pass passed (seed 1, 40 s).
+const soakOrphanAfter = "orphan_after: 10m"
 
 // soakShortRetention is the retention of `inboxctl prune`'s mistaken
 // config, far inside Standard Webhooks' redelivery window.
