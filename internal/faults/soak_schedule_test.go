@@ -123,8 +123,9 @@ const (
 	soakThinning = 3
 )
 
-// thinned is gap, the time from a generator's step at at to its next,
-// soakThinning times longer past soakFullRate.
+// thinned is gap, the time from a generator's step to its next, made
+// soakThinning times longer when the step comes past soakFullRate (at is
+// the step's time).
 func thinned(at, gap time.Duration) time.Duration {
 	if at < soakFullRate {
 		return gap
