@@ -26,7 +26,8 @@ type soakRow struct {
 //     applied by an older route set after a newer one began, no attempt
 //     charged to an event for another's time, the request id in every
 //     handler line (before the tail's bound: a worker that charges the
-//     wrong events also leaves them pending for River's backoff);
+//     wrong events also leaves them pending for River's backoff); then
+//     no reaper job held back by a backlog (checkReaperFirst);
 //  3. nothing is pending after the quiet tail (soakTail);
 //  4. every acknowledged event is done and its handler ran (committed)
 //     exactly once, or, when the schedule made it poison, failed and never
@@ -110,7 +111,7 @@ WHERE balance <> (SELECT coalesce(sum(amount), 0) FROM ledger_entries AS e WHERE
 // count is the backlog (the soak's bursts leave hundreds).
 const reaperBehind = 64
 
-// checkReaperFirst is promise 2's last part: a backlog of events does not
+// checkReaperFirst is promise 2's last part (5b in docs/guarantees.md): a backlog of events does not
 // hold back the reaper, which heals what an outage or a queue move left
 // (see inboxstore.EventPriority). It reads River's records: for each
 // reaper job, the event jobs on its queue fetched after it was enqueued
