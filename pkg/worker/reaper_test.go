@@ -342,11 +342,15 @@ func TestReaperRunsBeforeABacklog(t *testing.T) {
 	res, err := b.ingester.Ingest(ctx, d)
 	require.NoError(t, err)
 	require.Equal(t, backlog, res.New)
-	var lastBacklogJob int64
-	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT max(id) FROM river_job WHERE kind = $1`, inboxstore.JobKind).Scan(&lastBacklogJob))
+	// Behind the backlog in River's order at one priority (scheduled_at,
+	// then id), not only by id: a reaper insert that took its id after the
+	// backlog's but stamped its time before would go first anyway.
 	var reaperJob int64
 	poll(t, 30*time.Second, "a reaper job enqueued behind the backlog", func() (bool, error) {
-		err := b.db.Pool.QueryRow(ctx, `SELECT coalesce(min(id), 0) FROM river_job WHERE kind = 'hookinbox.reaper' AND id > $1`, lastBacklogJob).Scan(&reaperJob)
+		err := b.db.Pool.QueryRow(ctx, `
+SELECT coalesce(min(r.id), 0) FROM river_job AS r
+WHERE r.kind = 'hookinbox.reaper'
+  AND NOT EXISTS (SELECT 1 FROM river_job AS e WHERE e.kind = $1 AND (e.scheduled_at, e.id) > (r.scheduled_at, r.id))`, inboxstore.JobKind).Scan(&reaperJob)
 		return reaperJob != 0, err
 	})
 	close(gate)
