@@ -440,7 +440,7 @@ type OrphanQuery struct {
 }
 
 // ListOrphans locks up to q.Limit rows whose job will not serve them
-// (pending rows, but for a stray's), skipping rows another transaction
+// (pending rows, or a stray's done row), skipping rows another transaction
 // holds and the rows of paused sources (their held events wait for
 // Resume). Every time is compared by the database. A row is returned when
 //
@@ -466,7 +466,7 @@ type OrphanQuery struct {
 //   - it is a stray: its job waits (available, retryable, scheduled) on a
 //     queue that is no longer its source's and that no live worker works,
 //     while a live worker works the source's queue (see MoveJobs); the
-//     row pending, or already settled (its job then runs as a no-op).
+//     row pending, or already done (its job then runs as a no-op).
 //
 // db is the caller's transaction, which holds the locks. A row is returned
 // once, by the first rule it meets.
@@ -520,13 +520,15 @@ ORDER BY i.received_at`, q.LostCommitGrace.Milliseconds()); err != nil {
 		}
 	}
 	// Driven by the waiting jobs of the dead queues (River's fetching
-	// index), not by every pending row. A settled row's job is moved too:
-	// it runs as the no-op it is (a worker killed between its commit and
+	// index), not by every pending row. A done row's job is moved too: it
+	// runs as the no-op it is (a worker killed between its commit and
 	// River's completion leaves one, rescued), where on the dead queue it
-	// would wait for ever, counted in the queue's depth.
+	// would wait for ever, counted in the queue's depth. A failed row's is
+	// not: its job runs the handlers again (that is how River UI replays
+	// an event), which only an operator asks for.
 	if err := add(`
 JOIN unnest($3::text[], $4::text[]) AS m (source, queue) ON m.source = i.source
-WHERE `+notPaused+`
+WHERE i.status IN ('pending', 'done') AND `+notPaused+`
   AND j.state IN ('available', 'retryable', 'scheduled') AND j.queue = ANY($2::text[]) AND j.queue <> m.queue
   AND i.id IN (`+waitingInboxIDs("$2")+`)`, dead, sources, queues); err != nil {
 		return nil, err

@@ -266,6 +266,35 @@ func TestReaperQueueMoves(t *testing.T) {
 		require.Equal(t, inbox.StatusDone, b.row(t, id).Status)
 	})
 
+	t.Run("JobOfAFailedRowOnADeadQueueStays", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// As above, but the row failed for good (a permanent failure at
+		// attempt 1 of 3, River's cancel lost with the worker): its job
+		// would run the handlers again, a replay no operator asked for.
+		failed := ingestOn(t, b, "evt_failed_stranded", "old")
+		_, err := b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET status = 'failed', attempts = 1, last_error = 'cannot ever work', processed_at = now() WHERE id = $1`, failed)
+		require.NoError(t, err)
+		// A done row's job beside it, which the same reaper pass moves:
+		// the signal that the pass has looked at "old".
+		done := ingestOn(t, b, "evt_done_beside", "old")
+		_, err = b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET status = 'done', processed_at = now() WHERE id = $1`, done)
+		require.NoError(t, err)
+		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
+		poll(t, 30*time.Second, "the done row's job moved", func() (bool, error) {
+			queue, _ := jobQueue(t, b, done)
+			return queue == river.QueueDefault, nil
+		})
+		queue, state := jobQueue(t, b, failed)
+		require.Equal(t, "old", queue)
+		require.Equal(t, "available", state)
+		r := b.row(t, failed)
+		require.Equal(t, inbox.StatusFailed, r.Status)
+		require.Equal(t, 1, r.Attempts)
+		require.Equal(t, "cannot ever work", r.LastError)
+		require.Equal(t, 0, b.effects(t, "evt_failed_stranded"))
+	})
+
 	t.Run("JobOnAQueueALiveWorkerWorksStays", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
