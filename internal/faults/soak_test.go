@@ -379,9 +379,15 @@ func (s *soak) quietTail() time.Duration {
 	return time.Since(began)
 }
 
-// pending returns the soak's events not done nor failed, its bulk
-// replays still running, and its outbox messages not delivered nor failed.
+// pending returns the soak's events not done nor failed, the jobs of done
+// events left waiting on the queue the shop source moved off (the reaper
+// moves them, to run as no-ops: docs/operations.md), its bulk replays
+// still running, and its outbox messages not delivered nor failed.
 func (s *soak) pending() []string {
+	dead := ""
+	if s.ops.moved {
+		dead = soakQueueA
+	}
 	// Each event with what it waits for: its attempts and last error, and
 	// its newest job's state, attempt, errors and when River runs it next.
 	rows, err := s.pool.Query(context.Background(), `(SELECT format('%s/%s %s (attempts %s, last error %s; job %s %s on queue %s, attempt %s, %s errors, runs in %ss)',
@@ -391,8 +397,12 @@ func (s *soak) pending() []string {
 FROM webhook_inbox AS i LEFT JOIN LATERAL (SELECT * FROM river_job WHERE kind = 'hookinbox.event' AND (args->>'inbox_id')::bigint = i.id
     ORDER BY id DESC LIMIT 1) AS j ON true
 WHERE i.status NOT IN ('done', 'failed') ORDER BY i.id LIMIT 10)
+UNION ALL (SELECT format('job %s (%s) of done event %s/%s waits on queue %s, which no worker works', j.id, j.state, i.source, i.event_id, j.queue)
+FROM river_job AS j JOIN webhook_inbox AS i ON i.id = (j.args->>'inbox_id')::bigint
+WHERE j.kind = 'hookinbox.event' AND j.queue = $1 AND j.state IN ('available', 'retryable', 'scheduled') AND i.status = 'done'
+ORDER BY j.id LIMIT 10)
 UNION ALL (SELECT 'bulk replay ' || id || ' running' FROM hookinbox_replay WHERE state = 'running')
-UNION ALL (`+outboxPending+` ORDER BY id LIMIT 10)`)
+UNION ALL (`+outboxPending+` ORDER BY id LIMIT 10)`, dead)
 	require.NoError(s.t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(s.t, err)
