@@ -78,16 +78,16 @@ SELECT id, state::text AS state, queue, errors[array_length(errors, 1)]->>'error
 WHERE kind = '` + JobKind + `' AND (args->>'inbox_id')::bigint = i.id
 ORDER BY id + 0 DESC LIMIT 1`
 
-// waitingInboxIDs is a subquery of the inbox ids whose event jobs wait
-// (available, retryable or scheduled) on the queues of the text[]
-// parameter queues (say "$2"): it drives ListOrphans' stray pass from the
-// waiting jobs of the dead queues (River's fetching index), not from every
-// pending row.
+// waitingJobs is a subquery of the event jobs that wait (available,
+// retryable or scheduled) on the queues of the text[] parameter queues
+// (say "$2"), with their id, state, queue and inbox_id: it drives
+// ListOrphans' stray pass from the waiting jobs of the dead queues (River's
+// fetching index), not from every pending row.
 //
 // Why not River: JobList would page every waiting job out to the process
 // to feed a statement that locks the rows.
-func waitingInboxIDs(queues string) string {
-	return `SELECT (w.args->>'inbox_id')::bigint FROM river_job AS w
+func waitingJobs(queues string) string {
+	return `SELECT w.id, w.state, w.queue, (w.args->>'inbox_id')::bigint AS inbox_id FROM river_job AS w
                WHERE w.state IN ('available', 'retryable', 'scheduled') AND w.queue = ANY(` + queues + `::text[]) AND w.kind = '` + JobKind + `'`
 }
 

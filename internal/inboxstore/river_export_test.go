@@ -6,9 +6,8 @@ import "context"
 // job, to the River schema contract test.
 const NewestJob = newestJob
 
-// WaitingInboxIDs exposes waitingInboxIDs to the River schema contract
-// test.
-func WaitingInboxIDs(queues string) string { return waitingInboxIDs(queues) }
+// WaitingJobs exposes waitingJobs to the River schema contract test.
+func WaitingJobs(queues string) string { return waitingJobs(queues) }
 
 // DeadQueues exposes deadQueues to the River schema contract test.
 func (s *Store) DeadQueues(ctx context.Context, db DBTX, live []string) ([]string, error) {

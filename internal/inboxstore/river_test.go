@@ -82,7 +82,7 @@ FROM (SELECT $1::bigint AS id) AS i, LATERAL (`+inboxstore.NewestJob+`) AS j`, i
 		require.Contains(t, strings.Join(plan, "\n"), "river_job_inbox_id_idx")
 	})
 
-	t.Run("DeadQueuesAndWaitingInboxIDsFindTheJobsWaitingOnAQueueNoWorkerWorks", func(t *testing.T) {
+	t.Run("DeadQueuesAndWaitingJobsFindTheJobsWaitingOnAQueueNoWorkerWorks", func(t *testing.T) {
 		tx := inTx(t)
 		insert(t, tx, 51, &river.InsertOpts{Queue: "gone"})
 		insert(t, tx, 52, &river.InsertOpts{Queue: "later", ScheduledAt: time.Now().Add(time.Hour)})
@@ -92,7 +92,7 @@ FROM (SELECT $1::bigint AS id) AS i, LATERAL (`+inboxstore.NewestJob+`) AS j`, i
 		require.NoError(t, err)
 		require.Equal(t, []string{"gone", "later"}, dead)
 
-		rows, err := tx.Query(ctx, inboxstore.WaitingInboxIDs("$1")+` ORDER BY 1`, dead)
+		rows, err := tx.Query(ctx, `SELECT inbox_id FROM (`+inboxstore.WaitingJobs("$1")+`) AS w ORDER BY 1`, dead)
 		require.NoError(t, err)
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		require.NoError(t, err)

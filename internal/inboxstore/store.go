@@ -406,9 +406,10 @@ type Orphan struct {
 	ID      int64
 	Source  string
 	EventID string
-	// JobID is the id of the row's last job, 0 when it has none.
+	// JobID is the id of the row's last job, 0 when it has none; of a
+	// stray, the id of the job to move.
 	JobID int64
-	// JobState is the state of the row's last job, "" when it has none.
+	// JobState is the state of that job, "" when it has none.
 	JobState string
 	// JobQueue is that job's queue.
 	JobQueue string
@@ -463,13 +464,15 @@ type OrphanQuery struct {
 //     this rule only within OrphanAfter of a restart or a promotion (see
 //     NoteServer), which keeps the scan of every pending row, and its
 //     job's lookup, off its other passes;
-//   - it is a stray: its job waits (available, retryable, scheduled) on a
-//     queue that is no longer its source's and that no live worker works,
-//     while a live worker works the source's queue (see MoveJobs); the
-//     row pending, or already done (its job then runs as a no-op).
+//   - it is a stray: a job of it, its newest or an older one, waits
+//     (available, retryable, scheduled) on a queue that is no longer its
+//     source's and that no live worker works, while a live worker works
+//     the source's queue (see MoveJobs); the row pending, or already done
+//     (the job then runs as a no-op). The Orphan names that job.
 //
 // db is the caller's transaction, which holds the locks. A row is returned
-// once, by the first rule it meets.
+// once, by the first rule it meets (a row with two stray jobs has its
+// second moved by the next call).
 func (s *Store) ListOrphans(ctx context.Context, db DBTX, q *OrphanQuery) ([]Orphan, error) {
 	var all []Orphan
 	seen := map[int64]bool{}
@@ -477,7 +480,7 @@ func (s *Store) ListOrphans(ctx context.Context, db DBTX, q *OrphanQuery) ([]Orp
 		if len(all) >= q.Limit {
 			return nil
 		}
-		rows, err := db.Query(ctx, orphanColumns+sql+`
+		rows, err := db.Query(ctx, sql+`
 LIMIT $1
 FOR UPDATE OF i SKIP LOCKED`, append([]any{planned, q.Limit - len(all)}, args...)...)
 		if err != nil {
@@ -495,14 +498,14 @@ FOR UPDATE OF i SKIP LOCKED`, append([]any{planned, q.Limit - len(all)}, args...
 		}
 		return nil
 	}
-	if err := add(`
+	if err := add(orphanColumns+`
 WHERE i.status = 'pending' AND i.received_at < now() - $2 * interval '1 millisecond' AND `+notPaused+` AND `+notParked+`
   AND (j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled'))
 ORDER BY i.received_at`, q.OrphanAfter.Milliseconds()); err != nil {
 		return nil, err
 	}
 	if q.LostCommits {
-		if err := add(`
+		if err := add(orphanColumns+`
 WHERE i.status = 'pending' AND i.held_at IS NULL AND `+notPaused+` AND `+notParked+`
   AND j.state IN ('completed', 'discarded', 'cancelled') AND j.finalized_at < now() - $2 * interval '1 millisecond'
 ORDER BY i.received_at`, q.LostCommitGrace.Milliseconds()); err != nil {
@@ -520,17 +523,22 @@ ORDER BY i.received_at`, q.LostCommitGrace.Milliseconds()); err != nil {
 		}
 	}
 	// Driven by the waiting jobs of the dead queues (River's fetching
-	// index), not by every pending row. A done row's job is moved too: it
-	// runs as the no-op it is (a worker killed between its commit and
-	// River's completion leaves one, rescued), where on the dead queue it
-	// would wait for ever, counted in the queue's depth. A failed row's is
-	// not: its job runs the handlers again (that is how River UI replays
-	// an event), which only an operator asks for.
+	// index), not by every pending row, and by each such job, not only a
+	// row's newest: a job rescued after the row got a newer one (its
+	// worker killed after it held the event, which a Resume then enqueued
+	// again) waits there too. A done row's job is moved as well: it runs
+	// as the no-op it is (a worker killed between its commit and River's
+	// completion leaves one, rescued), where on the dead queue it would
+	// wait for ever, counted in the queue's depth. A failed row's is not:
+	// its job runs the handlers again (that is how River UI replays an
+	// event), which only an operator asks for.
 	if err := add(`
+SELECT i.id, i.source, i.event_id, j.id, j.state::text, j.queue, '', i.event_type, coalesce(i.request_id, '')
+FROM (`+waitingJobs("$2")+`) AS j
+JOIN webhook_inbox AS i ON i.id = j.inbox_id
 JOIN unnest($3::text[], $4::text[]) AS m (source, queue) ON m.source = i.source
-WHERE i.status IN ('pending', 'done') AND `+notPaused+`
-  AND j.state IN ('available', 'retryable', 'scheduled') AND j.queue = ANY($2::text[]) AND j.queue <> m.queue
-  AND i.id IN (`+waitingInboxIDs("$2")+`)`, dead, sources, queues); err != nil {
+WHERE j.queue <> m.queue AND i.status IN ('pending', 'done') AND `+notPaused+`
+ORDER BY j.id`, dead, sources, queues); err != nil {
 		return nil, err
 	}
 	return all, nil

@@ -266,6 +266,31 @@ func TestReaperQueueMoves(t *testing.T) {
 		require.Equal(t, inbox.StatusDone, b.row(t, id).Status)
 	})
 
+	t.Run("OlderJobOfADoneRowOnADeadQueueIsMovedToo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A worker of "old" held the event (its source paused) and was
+		// killed before River completed the job; the Resume enqueued the
+		// event again on the source's new queue, where it ran; then River
+		// rescued the older job, which waits on "old" behind a newer one.
+		id := ingestOn(t, b, "evt_done_older", "old")
+		older := b.row(t, id).JobID
+		_, err := b.db.Pool.Exec(ctx, `INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, attempt, attempted_at, finalized_at)
+SELECT args, kind, max_attempts, priority, $2, 'completed', 1, now(), now() FROM river_job WHERE id = $1`, older, river.QueueDefault)
+		require.NoError(t, err)
+		_, err = b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET status = 'done', processed_at = now() WHERE id = $1`, id)
+		require.NoError(t, err)
+		require.NotEqual(t, older, b.row(t, id).JobID, "the newer job is the row's newest")
+		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
+		poll(t, 30*time.Second, "the older job moved and run", func() (bool, error) {
+			var queue, state string
+			err := b.db.Pool.QueryRow(ctx, `SELECT queue, state FROM river_job WHERE id = $1`, older).Scan(&queue, &state)
+			return queue == river.QueueDefault && state == "completed", err
+		})
+		require.Equal(t, 0, b.effects(t, "evt_done_older"), "a done row's job runs as a no-op")
+		require.Equal(t, inbox.StatusDone, b.row(t, id).Status)
+	})
+
 	t.Run("JobOfAFailedRowOnADeadQueueStays", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
