@@ -464,11 +464,11 @@ type OrphanQuery struct {
 //     this rule only within OrphanAfter of a restart or a promotion (see
 //     NoteServer), which keeps the scan of every pending row, and its
 //     job's lookup, off its other passes;
-//   - it is a stray: a job of it, its newest or an older one, waits
-//     (available, retryable, scheduled) on a queue that is no longer its
-//     source's and that no live worker works, while a live worker works
-//     the source's queue (see MoveJobs); the row pending, or already done
-//     (the job then runs as a no-op). The Orphan names that job.
+//   - it is a stray: a job of it waits (available, retryable, scheduled)
+//     on a queue that is no longer its source's and that no live worker
+//     works, while a live worker works the source's queue (see MoveJobs):
+//     a pending row's newest job, or any job of a done row (it then runs
+//     as a no-op). The Orphan names that job.
 //
 // db is the caller's transaction, which holds the locks. A row is returned
 // once, by the first rule it meets (a row with two stray jobs has its
@@ -523,21 +523,23 @@ ORDER BY i.received_at`, q.LostCommitGrace.Milliseconds()); err != nil {
 		}
 	}
 	// Driven by the waiting jobs of the dead queues (River's fetching
-	// index), not by every pending row, and by each such job, not only a
-	// row's newest: a job rescued after the row got a newer one (its
-	// worker killed after it held the event, which a Resume then enqueued
-	// again) waits there too. A done row's job is moved as well: it runs
-	// as the no-op it is (a worker killed between its commit and River's
-	// completion leaves one, rescued), where on the dead queue it would
-	// wait for ever, counted in the queue's depth. A failed row's is not:
-	// its job runs the handlers again (that is how River UI replays an
-	// event), which only an operator asks for.
+	// index), not by every pending row. A pending row's newest job is
+	// moved, and once the row is done any job of it: it runs as the no-op
+	// it is (a worker killed between its commit and River's completion
+	// leaves one, rescued; or one killed after it held the event, whose
+	// Resume enqueued a newer job that ran), where on the dead queue it
+	// would wait for ever, counted in the queue's depth. Not a pending
+	// row's older job: it would run beside the newest, with River attempts
+	// the row was never charged, and its last one would fail the row for
+	// good. Nor a failed row's: its job runs the handlers again (that is
+	// how River UI replays an event), which only an operator asks for.
 	if err := add(`
 SELECT i.id, i.source, i.event_id, j.id, j.state::text, j.queue, '', i.event_type, coalesce(i.request_id, '')
 FROM (`+waitingJobs("$2")+`) AS j
 JOIN webhook_inbox AS i ON i.id = j.inbox_id
 JOIN unnest($3::text[], $4::text[]) AS m (source, queue) ON m.source = i.source
-WHERE j.queue <> m.queue AND i.status IN ('pending', 'done') AND `+notPaused+`
+WHERE j.queue <> m.queue AND `+notPaused+`
+  AND (i.status = 'done' OR i.status = 'pending' AND j.id = (SELECT n.id FROM (`+newestJob+`) AS n))
 ORDER BY j.id`, dead, sources, queues); err != nil {
 		return nil, err
 	}

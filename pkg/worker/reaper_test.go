@@ -221,12 +221,16 @@ func TestReaperQueueMoves(t *testing.T) {
 
 	// ingestOn claims an event whose job is enqueued on queue, as a
 	// receiver still on an older config does.
-	ingestOn := func(t *testing.T, b *testBundle, eventID, queue string) int64 {
+	ingestOn := func(t *testing.T, b *testBundle, eventID, queue string, eventType ...string) int64 {
 		t.Helper()
+		typ := "account.deposit"
+		if len(eventType) > 0 {
+			typ = eventType[0]
+		}
 		client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{})
 		require.NoError(t, err)
 		ing := inboxstore.NewIngester(b.db.Pool, client, &inboxstore.IngesterConfig{QueueFor: func(string) string { return queue }})
-		res, err := ing.Ingest(ctx, delivery(eventID, "account.deposit"))
+		res, err := ing.Ingest(ctx, delivery(eventID, typ))
 		require.NoError(t, err)
 		return res.Claimed[0].ID
 	}
@@ -288,6 +292,51 @@ SELECT args, kind, max_attempts, priority, $2, 'completed', 1, now(), now() FROM
 			return queue == river.QueueDefault && state == "completed", err
 		})
 		require.Equal(t, 0, b.effects(t, "evt_done_older"), "a done row's job runs as a no-op")
+		require.Equal(t, inbox.StatusDone, b.row(t, id).Status)
+	})
+
+	t.Run("OlderJobOfAPendingRowWaitsUntilTheRowIsDone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.flakyFailures.Store(1)
+		// An event on "old": attempt 1 failed (charged); attempt 2 held it
+		// (its source paused) and the move killed its worker before River
+		// completed the job, which River's rescuer made retryable at
+		// attempt 2 of 3. The Resume, on the old config, enqueued the event
+		// again on "old". Moved first, the older job would run its last
+		// attempt: one transient failure would fail the event for good,
+		// and the newer job would stay on "old" behind a failed row.
+		id := ingestOn(t, b, "evt_two_jobs", "old", "flaky")
+		older := b.row(t, id).JobID
+		_, err := b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET attempts = 1, last_error = 'downstream unavailable' WHERE id = $1`, id)
+		require.NoError(t, err)
+		_, err = b.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'retryable', attempt = 2, max_attempts = 3,
+    attempted_at = now() - interval '1 minute', scheduled_at = now() - interval '1 second' WHERE id = $1`, older)
+		require.NoError(t, err)
+		var newer int64
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `INSERT INTO river_job (args, kind, max_attempts, priority, queue, state)
+SELECT args, kind, 3, priority, 'old', 'available' FROM river_job WHERE id = $1 RETURNING id`, older).Scan(&newer))
+		jobAt := func(job int64) (queue, state string) {
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT queue, state FROM river_job WHERE id = $1`, job).Scan(&queue, &state))
+			return queue, state
+		}
+		// The reaper runs once, at start: it moves the newest job only,
+		// which fails once, is retried and settles the row.
+		first := b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
+		b.waitStatus(t, id, inbox.StatusDone)
+		require.Equal(t, 1, b.effects(t, "evt_two_jobs"))
+		queue, state := jobAt(older)
+		require.Equal(t, "old", queue, "a pending row's older job is not moved")
+		require.Contains(t, []string{"available", "retryable"}, state, "it still waits (River's scheduler makes a due retryable job available)")
+		// The next pass (the next leader's, at its start) moves it: the
+		// row is done, and it runs as a no-op.
+		require.NoError(t, first.Stop(ctx))
+		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
+		poll(t, 30*time.Second, "the older job moved and run", func() (bool, error) {
+			queue, state := jobAt(older)
+			return queue == river.QueueDefault && state == "completed", nil
+		})
+		require.Equal(t, 1, b.effects(t, "evt_two_jobs"))
 		require.Equal(t, inbox.StatusDone, b.row(t, id).Status)
 	})
 
