@@ -234,10 +234,23 @@ func TestReaperQueueMoves(t *testing.T) {
 		require.NoError(t, err)
 		return res.Claimed[0].ID
 	}
+	jobAt := func(t *testing.T, b *testBundle, job int64) (queue, state string) {
+		t.Helper()
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT queue, state FROM river_job WHERE id = $1`, job).Scan(&queue, &state))
+		return queue, state
+	}
+	// jobQueue is the queue and state of row id's newest job.
 	jobQueue := func(t *testing.T, b *testBundle, id int64) (queue, state string) {
 		t.Helper()
-		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT queue, state FROM river_job WHERE id = $1`, b.row(t, id).JobID).Scan(&queue, &state))
-		return queue, state
+		return jobAt(t, b, b.row(t, id).JobID)
+	}
+	// movedAndRun waits until job was moved to the source's queue and ran.
+	movedAndRun := func(t *testing.T, b *testBundle, job int64) {
+		t.Helper()
+		poll(t, 30*time.Second, "the job moved and run", func() (bool, error) {
+			queue, state := jobAt(t, b, job)
+			return queue == river.QueueDefault && state == "completed", nil
+		})
 	}
 
 	t.Run("JobOnAQueueNoLiveWorkerWorksIsMovedToTheSourcesQueue", func(t *testing.T) {
@@ -262,10 +275,7 @@ func TestReaperQueueMoves(t *testing.T) {
 		_, err := b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET status = 'done', processed_at = now() WHERE id = $1`, id)
 		require.NoError(t, err)
 		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
-		poll(t, 30*time.Second, "the stranded job moved and run", func() (bool, error) {
-			queue, state := jobQueue(t, b, id)
-			return queue == river.QueueDefault && state == "completed", nil
-		})
+		movedAndRun(t, b, b.row(t, id).JobID)
 		require.Equal(t, 0, b.effects(t, "evt_done_stranded"), "a done row's job runs as a no-op")
 		require.Equal(t, inbox.StatusDone, b.row(t, id).Status)
 	})
@@ -286,11 +296,7 @@ SELECT args, kind, max_attempts, priority, $2, 'completed', 1, now(), now() FROM
 		require.NoError(t, err)
 		require.NotEqual(t, older, b.row(t, id).JobID, "the newer job is the row's newest")
 		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
-		poll(t, 30*time.Second, "the older job moved and run", func() (bool, error) {
-			var queue, state string
-			err := b.db.Pool.QueryRow(ctx, `SELECT queue, state FROM river_job WHERE id = $1`, older).Scan(&queue, &state)
-			return queue == river.QueueDefault && state == "completed", err
-		})
+		movedAndRun(t, b, older)
 		require.Equal(t, 0, b.effects(t, "evt_done_older"), "a done row's job runs as a no-op")
 		require.Equal(t, inbox.StatusDone, b.row(t, id).Status)
 	})
@@ -316,26 +322,19 @@ SELECT args, kind, max_attempts, priority, $2, 'completed', 1, now(), now() FROM
 		var newer int64
 		require.NoError(t, b.db.Pool.QueryRow(ctx, `INSERT INTO river_job (args, kind, max_attempts, priority, queue, state)
 SELECT args, kind, 3, priority, 'old', 'available' FROM river_job WHERE id = $1 RETURNING id`, older).Scan(&newer))
-		jobAt := func(job int64) (queue, state string) {
-			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT queue, state FROM river_job WHERE id = $1`, job).Scan(&queue, &state))
-			return queue, state
-		}
 		// The reaper runs once, at start: it moves the newest job only,
 		// which fails once, is retried and settles the row.
 		first := b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
 		b.waitStatus(t, id, inbox.StatusDone)
 		require.Equal(t, 1, b.effects(t, "evt_two_jobs"))
-		queue, state := jobAt(older)
+		queue, state := jobAt(t, b, older)
 		require.Equal(t, "old", queue, "a pending row's older job is not moved")
 		require.Contains(t, []string{"available", "retryable"}, state, "it still waits (River's scheduler makes a due retryable job available)")
 		// The next pass (the next leader's, at its start) moves it: the
 		// row is done, and it runs as a no-op.
 		require.NoError(t, first.Stop(ctx))
 		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
-		poll(t, 30*time.Second, "the older job moved and run", func() (bool, error) {
-			queue, state := jobAt(older)
-			return queue == river.QueueDefault && state == "completed", nil
-		})
+		movedAndRun(t, b, older)
 		require.Equal(t, 1, b.effects(t, "evt_two_jobs"))
 		require.Equal(t, inbox.StatusDone, b.row(t, id).Status)
 	})
