@@ -381,7 +381,7 @@ func (s *soak) quietTail() time.Duration {
 
 // pending returns the soak's events not done nor failed, the jobs of done
 // events left waiting on the queue the shop source moved off (the reaper
-// moves them, to run as no-ops: docs/operations.md), its bulk replays
+// moves them, to run as no-ops: "Strays" in docs/design.md), its bulk replays
 // still running, and its outbox messages not delivered nor failed.
 func (s *soak) pending() []string {
 	dead := ""
