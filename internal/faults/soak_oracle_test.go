@@ -111,11 +111,11 @@ WHERE balance <> (SELECT coalesce(sum(amount), 0) FROM ledger_entries AS e WHERE
 // count is the backlog (the soak's bursts leave hundreds).
 const reaperBehind = 64
 
-// checkReaperFirst is promise 2's last part (5b in docs/guarantees.md): a backlog of events does not
-// hold back the reaper, which heals what an outage or a queue move left
-// (see inboxstore.EventPriority). It reads River's records: for each
-// reaper job, the event jobs on its queue fetched after it was enqueued
-// and before it was fetched.
+// checkReaperFirst is promise 2's last part (5b in docs/guarantees.md): a
+// backlog of events does not hold back the reaper, which heals what an
+// outage or a queue move left (see inboxstore.EventPriority). It reads
+// River's records: for each reaper job, the event jobs on its queue
+// fetched after it was enqueued and before it was fetched.
 func (s *soak) checkReaperFirst(ctx context.Context) string {
 	var id, behind int64
 	var queue string

@@ -219,18 +219,14 @@ func TestReaperQueueMoves(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	// ingestOn claims an event whose job is enqueued on queue, as a
-	// receiver still on an older config does.
-	ingestOn := func(t *testing.T, b *testBundle, eventID, queue string, eventType ...string) int64 {
+	// ingestOn claims an event of eventType whose job is enqueued on queue,
+	// as a receiver still on an older config does.
+	ingestOn := func(t *testing.T, b *testBundle, eventID, eventType, queue string) int64 {
 		t.Helper()
-		typ := "account.deposit"
-		if len(eventType) > 0 {
-			typ = eventType[0]
-		}
 		client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{})
 		require.NoError(t, err)
 		ing := inboxstore.NewIngester(b.db.Pool, client, &inboxstore.IngesterConfig{QueueFor: func(string) string { return queue }})
-		res, err := ing.Ingest(ctx, delivery(eventID, typ))
+		res, err := ing.Ingest(ctx, delivery(eventID, eventType))
 		require.NoError(t, err)
 		return res.Claimed[0].ID
 	}
@@ -256,7 +252,7 @@ func TestReaperQueueMoves(t *testing.T) {
 	t.Run("JobOnAQueueNoLiveWorkerWorksIsMovedToTheSourcesQueue", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		id := ingestOn(t, b, "evt_stranded", "old")
+		id := ingestOn(t, b, "evt_stranded", "account.deposit", "old")
 		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
 		b.waitStatus(t, id, inbox.StatusDone)
 		require.Equal(t, 1, b.effects(t, "evt_stranded"))
@@ -271,7 +267,7 @@ func TestReaperQueueMoves(t *testing.T) {
 		// A worker of "old" committed the event and was killed before River
 		// completed the job; the rescued job waits on "old", which no
 		// worker works since the move.
-		id := ingestOn(t, b, "evt_done_stranded", "old")
+		id := ingestOn(t, b, "evt_done_stranded", "account.deposit", "old")
 		_, err := b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET status = 'done', processed_at = now() WHERE id = $1`, id)
 		require.NoError(t, err)
 		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
@@ -287,7 +283,7 @@ func TestReaperQueueMoves(t *testing.T) {
 		// killed before River completed the job; the Resume enqueued the
 		// event again on the source's new queue, where it ran; then River
 		// rescued the older job, which waits on "old" behind a newer one.
-		id := ingestOn(t, b, "evt_done_older", "old")
+		id := ingestOn(t, b, "evt_done_older", "account.deposit", "old")
 		older := b.row(t, id).JobID
 		_, err := b.db.Pool.Exec(ctx, `INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, attempt, attempted_at, finalized_at)
 SELECT args, kind, max_attempts, priority, $2, 'completed', 1, now(), now() FROM river_job WHERE id = $1`, older, river.QueueDefault)
@@ -312,7 +308,7 @@ SELECT args, kind, max_attempts, priority, $2, 'completed', 1, now(), now() FROM
 		// again on "old". Moved first, the older job would run its last
 		// attempt: one transient failure would fail the event for good,
 		// and the newer job would stay on "old" behind a failed row.
-		id := ingestOn(t, b, "evt_two_jobs", "old", "flaky")
+		id := ingestOn(t, b, "evt_two_jobs", "flaky", "old")
 		older := b.row(t, id).JobID
 		_, err := b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET attempts = 1, last_error = 'downstream unavailable' WHERE id = $1`, id)
 		require.NoError(t, err)
@@ -345,12 +341,12 @@ SELECT args, kind, 3, priority, 'old', 'available' FROM river_job WHERE id = $1 
 		// As above, but the row failed for good (a permanent failure at
 		// attempt 1 of 3, River's cancel lost with the worker): its job
 		// would run the handlers again, a replay no operator asked for.
-		failed := ingestOn(t, b, "evt_failed_stranded", "old")
+		failed := ingestOn(t, b, "evt_failed_stranded", "account.deposit", "old")
 		_, err := b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET status = 'failed', attempts = 1, last_error = 'cannot ever work', processed_at = now() WHERE id = $1`, failed)
 		require.NoError(t, err)
 		// A done row's job beside it, which the same reaper pass moves:
 		// the signal that the pass has looked at "old".
-		done := ingestOn(t, b, "evt_done_beside", "old")
+		done := ingestOn(t, b, "evt_done_beside", "account.deposit", "old")
 		_, err = b.db.Pool.Exec(ctx, `UPDATE webhook_inbox SET status = 'done', processed_at = now() WHERE id = $1`, done)
 		require.NoError(t, err)
 		b.start(t, func(c *worker.Config) { c.OrphanAfter = time.Hour })
@@ -371,7 +367,7 @@ SELECT args, kind, 3, priority, 'old', 'available' FROM river_job WHERE id = $1 
 	t.Run("JobOnAQueueALiveWorkerWorksStays", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		id := ingestOn(t, b, "evt_old_worker", "old")
+		id := ingestOn(t, b, "evt_old_worker", "account.deposit", "old")
 		// An old worker, still running, works "old" (its record, renewed).
 		_, err := b.db.Pool.Exec(ctx, `
 INSERT INTO hookinbox_worker_routes (worker_id, queue, routes, host, pid, expires_at)
@@ -387,7 +383,7 @@ VALUES ('old-worker', 'old', 'bank * -> effect; unrouted -> failed', 'test', 1, 
 	t.Run("JobIsNotMovedToAQueueNoLiveWorkerWorks", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		id := ingestOn(t, b, "evt_nowhere", river.QueueDefault)
+		id := ingestOn(t, b, "evt_nowhere", "account.deposit", river.QueueDefault)
 		// This worker's config puts bank on "new", which it does not work:
 		// moving there would strand the job anew.
 		b.start(t, func(c *worker.Config) {
