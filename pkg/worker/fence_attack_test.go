@@ -85,7 +85,7 @@ VALUES ('x', 'default', 'bank * -> x', 'working', 'x', 1, now() - interval '1 ho
 	ingest(5)
 	b.ingest(t, "hold", "hold")
 	n++
-	<-entered
+	await(t, entered, "the held handler to begin")
 	_, err = b.db.Pool.Exec(ctx, `REVOKE ALL ON hookinbox_worker_routes FROM `+role)
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func TestGroupCommit(t *testing.T) {
 			map[string]worker.Handler{"boom": func(context.Context, pgx.Tx, inbox.Event) error { return errors.New("boom") }},
 			worker.Route{Source: "*", Types: []string{"boom"}, Handlers: []string{"tx_effect", "boom"}})
 		b.ingest(t, "evt_gate", "gate")
-		<-entered
+		await(t, entered, "the held handler to begin")
 		// While the only flusher waits in the gate, ten events queue up
 		// behind it: they are the next group.
 		const n = 10
@@ -150,7 +151,7 @@ FROM tx_effects`).Scan(&effects, &txids, &boomEffects))
 		}
 		w, entered, release := startGated(t, b, bad, routes...)
 		b.ingest(t, "evt_gate", "gate")
-		<-entered
+		await(t, entered, "the held handler to begin")
 		// Good and failing events alternate in one group: each good one
 		// writes after a failing one's rollback.
 		var good, failing []int64
@@ -204,7 +205,7 @@ FROM tx_effects`).Scan(&goodEffects, &txids, &badEffects))
 		require.NoError(t, err)
 
 		b.ingest(t, "evt_gate", "gate")
-		<-entered
+		await(t, entered, "the held handler to begin")
 		const n, hot = 10, 3
 		ids := make([]int64, n)
 		for i := range n {
@@ -262,7 +263,7 @@ FROM tx_effects`).Scan(&effects, &distinct, &groupTxids))
 			QueueFor: func(string) string { return "storm" },
 		})
 		b.ingest(t, "evt_gate", "gate")
-		<-entered
+		await(t, entered, "the held handler to begin")
 		for i := range stormEvents {
 			d := delivery(fmt.Sprintf("evt_storm_%02d", i), "account.deposit")
 			d.Source = "storm"
@@ -311,10 +312,15 @@ func startGatedWith(t *testing.T, b *testBundle, mutate func(*worker.Config), ha
 		c.Queues = map[string]int{river.QueueDefault: 32}
 		c.GroupMaxEvents = worker.GroupMaxEventsAdvised
 		c.GroupFlushers = 1 // the gate holds the only flusher
-		c.Registry.Register("gate", func(context.Context, pgx.Tx, inbox.Event) error {
-			close(in)
-			<-out
-			return nil
+		var entered sync.Once
+		c.Registry.Register("gate", func(ctx context.Context, _ pgx.Tx, _ inbox.Event) error {
+			entered.Do(func() { close(in) })
+			select {
+			case <-out:
+				return nil
+			case <-ctx.Done(): // a test that failed before it released the gate
+				return ctx.Err()
+			}
 		})
 		c.Registry.Register("tx_effect", func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
 			_, err := tx.Exec(ctx, `INSERT INTO tx_effects VALUES ($1, txid_current())`, ev.EventID)

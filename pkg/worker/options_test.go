@@ -61,8 +61,16 @@ func TestRouteOptions(t *testing.T) {
 				return err
 			}
 			if runs.Add(1) == 1 {
-				read <- struct{}{}
-				<-proceed
+				select {
+				case read <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				select {
+				case <-proceed:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
 			_, err := tx.Exec(ctx, `UPDATE counter SET n = $1 + 1`, n)
 			return err
@@ -72,7 +80,7 @@ func TestRouteOptions(t *testing.T) {
 			c.Routes = []worker.Route{{Source: "bank", Types: []string{"bump"}, Handlers: []string{"bump"}, Isolation: worker.IsolationSerializable}}
 		})
 		id := b.ingest(t, "evt_bump", "bump")
-		<-read
+		await(t, read, "the held handler to begin")
 		_, err = b.db.Pool.Exec(ctx, `UPDATE counter SET n = n + 10`)
 		require.NoError(t, err)
 		close(proceed)

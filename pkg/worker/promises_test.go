@@ -188,7 +188,11 @@ func newGate(capacity int) *gate {
 }
 
 func (g *gate) handler(ctx context.Context, _ pgx.Tx, ev inbox.Event) error {
-	g.entered <- ev.EventID
+	select {
+	case g.entered <- ev.EventID:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	select {
 	case <-g.release:
 		return nil
@@ -227,7 +231,7 @@ func TestPauseHoldsWhatHasNotBegun(t *testing.T) {
 			})
 			for i := range gates {
 				b.ingest(t, fmt.Sprintf("gate_%02d", i), "gate")
-				<-g.entered
+				await(t, g.entered, "the held handler to begin")
 			}
 			const n = 200
 			ids := make([]int64, n)
@@ -311,7 +315,7 @@ func TestControlPlaneUnderLoad(t *testing.T) {
 	}
 	slots := int(pool.Config().MaxConns) - 4
 	for range slots {
-		<-g.entered
+		await(t, g.entered, "the held handler to begin")
 	}
 	var first time.Time
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT max(expires_at) FROM hookinbox_worker_routes`).Scan(&first))
@@ -401,7 +405,7 @@ func TestHandlersSeeTheSameEventOnEveryPath(t *testing.T) {
 		worker.Route{Source: "*", Types: []string{"alone.*"}, Handlers: []string{"record"}, Isolation: "repeatable_read"},
 		worker.Route{Source: "*", Types: []string{"grouped.*"}, Handlers: []string{"record"}})
 	b.ingest(t, "evt_gate", "gate")
-	<-entered
+	await(t, entered, "the held handler to begin")
 	deliver := func(eventID, typ string) int64 {
 		res, err := b.ingester.Ingest(context.Background(), &inboxstore.Delivery{
 			Source: "bank", Provider: "standardwebhooks", Body: []byte(`{"a":1}`), RequestID: "req-" + eventID,
@@ -535,7 +539,11 @@ func TestASingleSourceUsesEveryFlusher(t *testing.T) {
 	w := b.startDefaults(t, b.defaultsPool(t), func(c *worker.Config) {
 		c.GroupFlushers = 2
 		c.Registry.Register("gate", func(ctx context.Context, _ pgx.Tx, ev inbox.Event) error {
-			entered <- ev.EventID
+			select {
+			case entered <- ev.EventID:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 			select {
 			case <-release:
 				return nil
@@ -557,7 +565,7 @@ func TestASingleSourceUsesEveryFlusher(t *testing.T) {
 	// A gate holds one transaction; the source's next events commit in
 	// the other.
 	b.ingest(t, "gate", "gate")
-	<-entered
+	await(t, entered, "the held handler to begin")
 	for i := range 10 {
 		b.waitStatus(t, b.ingest(t, fmt.Sprintf("evt_%d", i), "account.deposit"), inbox.StatusDone)
 	}
@@ -689,7 +697,10 @@ func TestAnEventThatWaitedForATransactionIsNotCharged(t *testing.T) {
 		c.JobTimeout = 2 * time.Second
 		c.MaxAttempts = 2
 		c.Registry.Register("slow", func(ctx context.Context, _ pgx.Tx, _ inbox.Event) error {
-			entered <- struct{}{}
+			select {
+			case entered <- struct{}{}:
+			case <-ctx.Done():
+			}
 			<-ctx.Done()
 			return ctx.Err()
 		})
@@ -716,7 +727,7 @@ func TestAnEventThatWaitedForATransactionIsNotCharged(t *testing.T) {
 	// Both slow events run alone (each left its group over its slice), on
 	// the two transactions, until their time is up.
 	for range slow {
-		<-entered
+		await(t, entered, "the held handler to begin")
 	}
 	for _, row := range ingest("account.deposit", slow, quick) {
 		b.waitStatus(t, row.ID, inbox.StatusDone)
@@ -798,7 +809,7 @@ func TestAnEventThatWaitedForATransactionIsNotChargedForTheTimeItNeeds(t *testin
 		require.NoError(t, err)
 	}
 	for range 2 {
-		<-hold.entered
+		await(t, hold.entered, "the held handler to begin")
 	}
 	res, err := b.ingester.Ingest(ctx, delivery("evt_steady", "account.deposit"))
 	require.NoError(t, err)

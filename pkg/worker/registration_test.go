@@ -38,7 +38,11 @@ func (b *testBundle) newWorker(t *testing.T, routes []worker.Route, queues map[s
 		RiverConfig: func(rc *river.Config) { rc.FetchPollInterval = 20 * time.Millisecond },
 	})
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, w.Stop(context.Background())) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, w.Stop(ctx))
+	})
 	return w
 }
 
@@ -47,7 +51,11 @@ func (b *testBundle) newWorker(t *testing.T, routes []worker.Route, queues map[s
 func (b *testBundle) holdRegistry(t *testing.T, started chan<- string, release <-chan struct{}) *worker.Registry {
 	r := b.registry(t)
 	r.Register("hold", func(ctx context.Context, _ pgx.Tx, ev inbox.Event) error {
-		started <- ev.EventID
+		select {
+		case started <- ev.EventID:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		select {
 		case <-release:
 			return nil
@@ -98,7 +106,7 @@ func TestWorkersSharingAQueueShareItsRoutes(t *testing.T) {
 		require.NoError(t, old.Start(ctx))
 		require.Equal(t, worker.StateWorking, old.State())
 		held := b.ingest(t, "evt_held", "account.deposit")
-		require.Equal(t, "evt_held", <-started)
+		require.Equal(t, "evt_held", await(t, started, "the held handler to begin"))
 
 		next := b.newWorker(t, otherRoutes, defaultQueue, nil)
 		require.NoError(t, next.Start(ctx), "a worker with other routes waits instead of failing")
@@ -199,7 +207,7 @@ VALUES ('older', 'default', 'bank * -> effect; unrouted -> done', 'waiting', 'go
 		old := b.newWorker(t, holdRoutes, defaultQueue, b.holdRegistry(t, started, release))
 		require.NoError(t, old.Start(ctx))
 		b.ingest(t, "evt_held", "account.deposit")
-		<-started
+		await(t, started, "the held handler to begin")
 		w := b.newWorker(t, otherRoutes, defaultQueue, nil)
 		require.NoError(t, w.Start(ctx))
 		require.Equal(t, worker.StateWaiting, w.State())

@@ -42,7 +42,7 @@ func TestTracingInAGroup(t *testing.T) {
 		worker.Route{Source: "*", Types: []string{"boom"}, Handlers: []string{"boom"}},
 		worker.Route{Source: "*", Types: []string{"account.deposit"}, Handlers: []string{"span", "tx_effect"}})
 	b.ingest(t, "evt_gate", "gate")
-	<-entered
+	await(t, entered, "the held handler to begin")
 
 	// Each delivery is received in a trace of its own.
 	receiver := tp.Tracer("receiver")

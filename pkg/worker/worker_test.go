@@ -120,12 +120,14 @@ func runWorker(t *testing.T, pool *pgxpool.Pool, cfg *worker.Config, mutate func
 	}
 	w, err := worker.New(pool, cfg)
 	require.NoError(t, err)
-	require.NoError(t, w.Start(context.Background()))
+	// Stopped even when Start fails: a failed Start leaves the pause watch
+	// running, which would log after the test ended.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		require.NoError(t, w.Stop(ctx))
 	})
+	require.NoError(t, w.Start(context.Background()))
 	return w
 }
 
@@ -180,6 +182,19 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, e
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		<-time.After(10 * time.Millisecond)
+	}
+}
+
+// await receives from ch, failing the test (instead of hanging the
+// package until go test's timeout) when nothing comes within 30 seconds.
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out after 30s waiting for %s", what)
+		panic("unreachable")
 	}
 }
 
