@@ -51,6 +51,9 @@ const (
 		"routes works its queue since: this worker stops working"
 	unfencedLine = "unfenced: this worker's routes record was renewed; it begins events again"
 	retiredLine  = "idle: a newer route set took over this worker's queues; it works nothing (not ready) until it is stopped"
+	// deleteRetryLine is what a worker's Stop logs when its first delete
+	// of its routes record failed; it tries again for 5 seconds.
+	deleteRetryLine = "could not delete this worker's routes record; trying again"
 	// workerStarted is pkg/daemon's line once the worker's first claim
 	// committed, working or waiting.
 	workerStarted = `"msg":"worker started"`
@@ -198,6 +201,10 @@ type soakWorkers struct {
 	// handovers counts the cut handovers' old workers that found the newer
 	// set working their queue.
 	handovers int
+	// cutRetires counts the cut handovers' retirements, and
+	// stopsThroughCut their workers that deleted their routes record once
+	// their proxy opened again (stopThroughCut).
+	cutRetires, stopsThroughCut int
 }
 
 // shopRouteOptions are the shop route's options in route set gen: none,
@@ -258,7 +265,9 @@ func (s *soak) doWorker(ctx context.Context, st *step) {
 		s.reconnect(ctx)
 	case stepRetire:
 		if s.w.cut != nil {
+			proxy := s.w.proxy
 			s.awaitHandover()
+			s.stopThroughCut(proxy)
 		}
 		for _, p := range s.procs[workerRole] {
 			// One the schedule killed, and has not restarted yet, is gone
@@ -336,6 +345,47 @@ func (s *soak) awaitHandover() {
 		}
 	}
 	s.w.cut, s.w.proxy, s.w.newer = nil, nil, nil
+}
+
+// stopThroughCut stops a cut handover's route set, once it went idle, with
+// its proxy cut again: each of its workers' Stop finds PostgreSQL out of
+// reach when it deletes its routes record, says so (deleteRetryLine), and
+// must delete it once the proxy opens, within its 5 seconds, and exit 0. A
+// Stop that gave up at once (mutant stop-gives-up-on-the-record) exited 1
+// and left the record to expire: the route set after it would wait out
+// its ttl. The soak used to meet that only when a PostgreSQL restart fell
+// on a retirement. Workers not behind the proxy (ones a restart put in
+// the cut set's places run the newest set's config) stop as usual.
+func (s *soak) stopThroughCut(proxy *pgproxy.Proxy) {
+	proxy.Cut()
+	var stopping []*proctest.Process
+	for _, p := range s.procs[workerRole] {
+		if !p.Exited() {
+			require.NoError(s.t, syscall.Kill(p.PID(), syscall.SIGTERM))
+			stopping = append(stopping, p)
+		}
+	}
+	for _, p := range stopping {
+		for began := time.Now(); !p.Exited() && !strings.Contains(p.Log(), deleteRetryLine); {
+			if time.Since(began) > cutHandoverWait {
+				_ = syscall.Kill(p.PID(), syscall.SIGQUIT)
+				p.Wait(s.t)
+				s.failNow(fmt.Sprintf("a worker of the cut set (pid %d) neither exited nor tried to delete its routes record after SIGTERM", p.PID()))
+			}
+			<-time.After(50 * time.Millisecond) // polling a condition with a deadline
+		}
+	}
+	proxy.Open()
+	s.w.cutRetires++
+	for _, p := range stopping {
+		if strings.Contains(p.Log(), deleteRetryLine) {
+			s.w.stopsThroughCut++
+		}
+		if code := p.Wait(s.t); code != 0 {
+			s.failNow(fmt.Sprintf("a worker (pid %d) stopped while its proxy was cut exited %d, not 0: "+
+				"its routes record is left to expire", p.PID(), code))
+		}
+	}
 }
 
 // addWorkerSteps adds the worker side's steps to s, from a generator of
@@ -670,6 +720,9 @@ func (s *soak) checkFenceKept(context.Context) string {
 	})
 	if broken == "" && s.w.handovers == 0 && slices.ContainsFunc(s.sched.Steps, func(st step) bool { return st.Kind == stepCutOff }) {
 		return "no worker of a cut handover found the newer route set working its queue: the fence promise checked nothing"
+	}
+	if broken == "" && s.w.cutRetires > 0 && s.w.stopsThroughCut == 0 {
+		return "no worker of a cut handover's retirement found its proxy cut when it deleted its routes record: stopThroughCut checked nothing"
 	}
 	return broken
 }

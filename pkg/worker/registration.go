@@ -327,18 +327,29 @@ func liveQueues(ctx context.Context, db pgx.Tx) ([]string, error) {
 	return queues, nil
 }
 
+// deleteTimeout bounds registration.delete's tries, and deleteRetryLine is
+// what it logs at its first failure.
+const (
+	deleteTimeout   = 5 * time.Second
+	deleteRetryLine = "could not delete this worker's routes record; trying again"
+)
+
 // delete deletes this worker's records, so that a worker with other routes
 // may work its queues at once. A worker stopped while its database restarts
-// tries again, every quarter second, for its 5 seconds: else the record
-// outlives it until its TTL, and the successor waits that long.
-func (r *registration) delete(ctx context.Context) error {
+// tries again, every quarter second, for its 5 seconds (it logs the first
+// failure): else the record outlives it until its TTL, and the successor
+// waits that long.
+func (r *registration) delete(ctx context.Context, logger *zap.Logger) error {
 	// Stop may have spent ctx on a hard stop; the delete gets its own time.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
 	defer cancel()
-	for {
+	for tries := 1; ; tries++ {
 		_, err := r.pool.Exec(ctx, `DELETE FROM hookinbox_worker_routes WHERE worker_id = $1`, r.id)
 		if err == nil {
 			return nil
+		}
+		if tries == 1 {
+			logger.Warn(deleteRetryLine, zap.Duration("for", deleteTimeout), zap.Error(err))
 		}
 		select {
 		case <-ctx.Done():

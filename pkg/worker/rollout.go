@@ -223,7 +223,7 @@ func (w *Worker) retire(ctx context.Context, drained bool) {
 	}
 	w.setState(StateRetired)
 	if drained {
-		if err := w.registration.delete(ctx); err != nil {
+		if err := w.registration.delete(ctx, w.config.Logger); err != nil {
 			w.config.Logger.Warn("could not delete the worker's routes record; it expires", zap.Error(err))
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/hookinbox/hookinbox/internal/testkit/dbtest"
 )
@@ -59,7 +60,7 @@ func TestAMarkBlocksOnlyOlderSetsWithOtherRoutes(t *testing.T) {
 	older := testRegistration(db, "older", time.Second, "default", "slow")
 	_, err := older.claim(ctx)
 	require.NoError(t, err)
-	require.NoError(t, older.delete(ctx)) // drained for mark, retired
+	require.NoError(t, older.delete(ctx, zaptest.NewLogger(t))) // drained for mark, retired
 	twin := testRegistration(db, "mark", time.Second, "default")
 	twin.id = "twin"
 	_, err = twin.claim(ctx) // the mark's routes, started before it
@@ -68,7 +69,7 @@ func TestAMarkBlocksOnlyOlderSetsWithOtherRoutes(t *testing.T) {
 	blocker, err := mark.claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker)
-	require.NoError(t, twin.delete(ctx))
+	require.NoError(t, twin.delete(ctx, zaptest.NewLogger(t)))
 	expireRecords(t, db, "mark")
 
 	// The older set, started before the mark, claims again (a reclaim).
@@ -81,7 +82,7 @@ func TestAMarkBlocksOnlyOlderSetsWithOtherRoutes(t *testing.T) {
 	blocker, err = twin.claim(ctx)
 	require.NoError(t, err)
 	require.Nil(t, blocker)
-	require.NoError(t, twin.delete(ctx))
+	require.NoError(t, twin.delete(ctx, zaptest.NewLogger(t)))
 	// Claims of another queue keep the mark.
 	blocker, err = testRegistration(db, "s", time.Second, "slow").claim(ctx)
 	require.NoError(t, err)

@@ -627,7 +627,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	if w.stopRollout == nil {
 		return nil
 	}
-	return w.registration.delete(ctx)
+	return w.registration.delete(ctx, w.config.Logger)
 }
 
 // stopWork, called with w.mu held, stops River's client, then the relay and
