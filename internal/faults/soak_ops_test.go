@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/faults"
@@ -45,6 +47,7 @@ const (
 	stepGarbled   stepKind = "garbled"    // authentic deliveries whose body is not JSON, ids Deposits'
 	stepRotate    stepKind = "rotate"     // the shop source's secret rotated through its secrets file
 	stepHoldPause stepKind = "holdpause"  // Source's pause row locked for Picks[0] ms, as a long Resume's first batch holds it
+	stepStrays    stepKind = "strays"     // after the move: Deposits claimed with their jobs on soakQueueA, each beside an older job with one attempt left
 )
 
 // soakNewSecret is the shop source's secret after the rotation.
@@ -310,6 +313,89 @@ func (s *schedule) addOps(rng *rand.Rand, end time.Duration) {
 	}
 }
 
+// strayPrefix names the stray scene's accounts, whose deposits fail while
+// their row's attempts, counted by the take, are below 3
+// (soakWorkerTrigger): their first two attempts.
+const strayPrefix = "acc_stray_"
+
+// addStrayScene adds the stray scene to s, from a generator of its own, 1
+// to 3 s after the queue move: three events of the shop source, each on an
+// account of its own.
+func (s *schedule) addStrayScene() {
+	i := slices.IndexFunc(s.Steps, func(st step) bool { return st.Kind == stepMove })
+	if i < 0 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(s.Seed, 0x57a4))
+	ds := make([]faults.Deposit, 3)
+	for n := range ds {
+		ds[n] = faults.Deposit{ID: fmt.Sprintf("%s_stray%d", soakSources[1], n), Account: fmt.Sprintf("%s%d", strayPrefix, n),
+			Cents: int64(100 + rng.IntN(10000)), Version: 1}
+	}
+	at := s.Steps[i].At + time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))
+	s.Steps = append(s.Steps, step{At: at, Kind: stepStrays, Source: soakSources[1], Deposits: ds})
+}
+
+// strays plays the stray scene (mutant stray-moves-older-jobs-of-pending-rows):
+// a receiver still on the config before the move claims the step's events
+// with their jobs on soakQueueA, which no worker works since; and each
+// gets an older job beside its newest, on soakQueueA too, with one attempt
+// left, as River leaves one after a worker of the old queue was killed
+// holding the event and a Resume on the old config enqueued it again (the
+// soak is too short for River's backoff to spend 24 attempts: the scene
+// writes them). The reaper must move the newest job alone, which fails
+// twice (strayPrefix) and then succeeds; the older one, moved once the row
+// is done, runs as a no-op. Had the older one moved too, one of its
+// event's failures would be its last, and the event failed for good: only
+// poison fails. The source is paused for the scene (the stray pass leaves
+// a paused source's jobs where they are), so that no pass moves a newest
+// job before its older one exists.
+func (s *soak) strays(ctx context.Context, st *step) {
+	if !s.ops.moved {
+		s.failNow("stray scene: the queue move has not run: the old queue's workers would run the older jobs")
+	}
+	var paused bool
+	require.NoError(s.t, s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM hookinbox_source_pause WHERE source = $1)`, st.Source).Scan(&paused))
+	if !paused {
+		s.do(ctx, &step{Kind: stepPause, Source: st.Source})
+	}
+	client, err := river.NewClient(riverpgxv5.New(s.pool), &river.Config{})
+	require.NoError(s.t, err)
+	ing := inboxstore.NewIngester(s.pool, client, &inboxstore.IngesterConfig{QueueFor: func(string) string { return soakQueueA }})
+	d := &inboxstore.Delivery{Source: st.Source, Provider: "standardwebhooks", Body: []byte(`{}`), RequestID: "soak-strays"}
+	s.mu.Lock()
+	for i := range st.Deposits {
+		dep := &st.Deposits[i]
+		d.Events = append(d.Events, inboxstore.IncomingEvent{ID: dep.ID, Type: faults.DepositType, Payload: dep.Body()})
+		s.sent[st.Source][dep.ID] = *dep
+	}
+	s.mu.Unlock()
+	res, err := ing.Ingest(ctx, d)
+	require.NoError(s.t, err)
+	require.Equal(s.t, len(st.Deposits), res.New, "stray scene: its events are new")
+	rows := make([]int64, 0, len(res.Claimed))
+	s.mu.Lock()
+	for _, row := range res.Claimed {
+		s.acked[st.Source][row.EventID] = true
+		rows = append(rows, row.ID)
+	}
+	s.mu.Unlock()
+	tag, err := s.pool.Exec(ctx, `
+WITH older AS (
+    UPDATE river_job SET state = 'retryable', attempt = max_attempts - 1, attempted_at = now() - interval '1 minute',
+           scheduled_at = now() - interval '1 second'
+    WHERE kind = $1 AND queue = $2 AND (args->>'inbox_id')::bigint = ANY($3)
+    RETURNING args, kind, max_attempts, priority, queue
+)
+INSERT INTO river_job (args, kind, max_attempts, priority, queue, state)
+SELECT args, kind, max_attempts, priority, queue, 'available' FROM older`, inboxstore.JobKind, soakQueueA, rows)
+	require.NoError(s.t, err)
+	require.EqualValues(s.t, len(st.Deposits), tag.RowsAffected(), "stray scene: a newest job beside each older one")
+	if !paused {
+		s.do(ctx, &step{Kind: stepResume, Source: st.Source})
+	}
+}
+
 // clearOfPauses returns a time from lo on, before hi, such that src has no
 // pause of the schedule from half a second before it to span after it, and
 // whether there is one.
@@ -357,7 +443,7 @@ func opString(st *step) string {
 		return fmt.Sprintf("%s: retention %s (inside the redelivery window)", st.Source, soakShortRetention)
 	case stepSkewPrune:
 		return fmt.Sprintf("clock +%dh", st.Picks[0])
-	case stepReplay, stepGarbled, stepPGRestart:
+	case stepReplay, stepGarbled, stepPGRestart, stepStrays:
 		return fmt.Sprintf("%s: %d events (%s …)", st.Source, len(st.Deposits), st.Deposits[0].ID)
 	case stepFeedDown, stepFeedCrash:
 		return outboxString(st)
@@ -399,6 +485,8 @@ func (s *soak) doOp(ctx context.Context, st *step) {
 		s.garbled(ctx, st)
 	case stepRotate:
 		s.rotate()
+	case stepStrays:
+		s.strays(ctx, st)
 	}
 }
 
@@ -839,7 +927,7 @@ func (s *soak) opsSummary() string {
 		garbled += len(ids)
 	}
 	return fmt.Sprintf("%d PostgreSQL restarts, %d starvations, %d pause checks waiting behind a long Resume at most, queue moved %t, %d events purged, %d prunes refused, %d skewed passes, "+
-		"%d replays of one event, %d bulk replays cancelled or ended, %d unparseable deliveries, secret rotated %t",
+		"%d replays of one event, %d bulk replays cancelled or ended, %d unparseable deliveries, secret rotated %t, %d stray scenes",
 		o.counts[stepPGRestart], o.counts[stepStarve], o.pauseWaiters, o.moved, purged, o.counts[stepPrune], o.counts[stepSkewPrune],
-		len(o.replayed), o.bulks, garbled, o.rotated)
+		len(o.replayed), o.bulks, garbled, o.rotated, o.counts[stepStrays])
 }

@@ -214,6 +214,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 			step{At: back, Kind: stepRestart, Role: role, Index: index})
 	}
 	s.addOps(rng, end)
+	s.addStrayScene()
 	addWorkerSteps(s)
 	addTrafficSteps(s)
 	addOutboxSteps(s)

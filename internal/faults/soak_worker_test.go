@@ -153,6 +153,9 @@ BEGIN
     IF NEW.account_id LIKE '%s%%' AND (SELECT attempts FROM webhook_inbox WHERE source = NEW.source AND event_id = NEW.event_id) < 2 THEN
         RAISE EXCEPTION 'soak: a flaky handler fails its first attempt';
     END IF;
+    IF NEW.account_id LIKE '%s%%' AND (SELECT attempts FROM webhook_inbox WHERE source = NEW.source AND event_id = NEW.event_id) < 3 THEN
+        RAISE EXCEPTION 'soak: a stray fails its first two attempts';
+    END IF;
     IF NEW.account_id LIKE '%s%%' AND (SELECT received_at FROM webhook_inbox WHERE source = NEW.source AND event_id = NEW.event_id) > now() - interval '%d seconds' THEN
         PERFORM pg_sleep(%d);
     END IF;
@@ -176,7 +179,7 @@ BEGIN
 END $$;
 CREATE TRIGGER soak_failed AFTER UPDATE ON webhook_inbox FOR EACH ROW
     WHEN (NEW.last_error IS NOT NULL AND (NEW.last_error IS DISTINCT FROM OLD.last_error OR NEW.attempts <> OLD.attempts))
-    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()), flakyPrefix, hangPrefix, int(hangWithin.Seconds()), int(hangSleep.Seconds()), waitPrefix, waitSleep.Seconds(),
+    EXECUTE FUNCTION soak_failed();`, groupSlowPrefix, int(groupSlowSleep.Seconds()), flakyPrefix, strayPrefix, hangPrefix, int(hangWithin.Seconds()), int(hangSleep.Seconds()), waitPrefix, waitSleep.Seconds(),
 	blockPrefix, blockSleep.Seconds(), slicePrefix, sliceSleep.Seconds())
 
 // soakWorkers is the worker side's state in a soak.
