@@ -31,7 +31,8 @@ type soakRow struct {
 //  3. nothing is pending after the quiet tail (soakTail);
 //  4. every acknowledged event is done and its handler ran (committed)
 //     exactly once, or, when the schedule made it poison, failed and never
-//     applied; no stored event failed that was not poison;
+//     applied; no stored event failed that was not poison, not even for
+//     a while (a job left behind that ran it again after);
 //  5. every account's balance is the sum of its entries;
 //  6. no source's secret (whole, or its key after "whsec_") in any
 //     process's log or inboxctl's output.
@@ -46,6 +47,7 @@ func (s *soak) oracle() string {
 		return broken
 	}
 	rows := s.readRows(ctx)
+	failed := s.everFailed(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, src := range soakSources {
@@ -76,6 +78,8 @@ func (s *soak) oracle() string {
 				return fmt.Sprintf("poison event %s/%s: status %s, applied %d times (want failed, 0)", src, id, r.status, r.applied)
 			case !poison && r.status != "done":
 				return fmt.Sprintf("event %s/%s: status %s (%s), want done: only poison fails", src, id, r.status, r.lastError)
+			case !poison && failed[src+"/"+id] != "":
+				return fmt.Sprintf("event %s/%s was failed for good (%s), then ran again: only poison fails", src, id, failed[src+"/"+id])
 			case !poison && r.applied != 1+s.ops.replays(src, id):
 				return fmt.Sprintf("event %s/%s applied %d times, want exactly once and once more per replay (%d)", src, id, r.applied, s.ops.replays(src, id))
 			}
@@ -147,6 +151,24 @@ FROM webhook_inbox AS i`)
 		r := &soakRow{}
 		require.NoError(s.t, rows.Scan(&key, &r.status, &r.lastError, &r.applied))
 		out[key] = r
+	}
+	require.NoError(s.t, rows.Err())
+	return out
+}
+
+// everFailed returns, by "source/event id", the first failure recorded on
+// each event that failed it (soak_failures.final), done since or not: a
+// failed event pages its operator, even when a job left behind runs it
+// again later.
+func (s *soak) everFailed(ctx context.Context) map[string]string {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (source, event_id) source || '/' || event_id, format('attempt %s: %s', attempts, error)
+FROM soak_failures WHERE final ORDER BY source, event_id, attempts`)
+	require.NoError(s.t, err)
+	out := map[string]string{}
+	for rows.Next() {
+		var key, what string
+		require.NoError(s.t, rows.Scan(&key, &what))
+		out[key] = what
 	}
 	require.NoError(s.t, rows.Err())
 	return out

@@ -142,7 +142,7 @@ const flakyPrefix = "acc_flaky_"
 // soakWorkerTrigger records, beside soakTrigger's soak_applied, which
 // route set applied each event (its workers' application_name, see
 // routeSetConfig) and every failure recorded on an inbox row (the
-// attempts it was charged, and why).
+// attempts it was charged, why, and whether it failed the event).
 var soakWorkerTrigger = fmt.Sprintf(`
 ALTER TABLE soak_applied ADD COLUMN app text NOT NULL DEFAULT current_setting('application_name');
 CREATE FUNCTION soak_gslow() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -171,10 +171,10 @@ BEGIN
     RETURN NEW;
 END $$;
 CREATE TRIGGER soak_gslow BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION soak_gslow();
-CREATE TABLE soak_failures (source text NOT NULL, event_id text NOT NULL, attempts int NOT NULL, error text NOT NULL);
+CREATE TABLE soak_failures (source text NOT NULL, event_id text NOT NULL, attempts int NOT NULL, error text NOT NULL, final bool NOT NULL);
 CREATE FUNCTION soak_failed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO soak_failures VALUES (NEW.source, NEW.event_id, NEW.attempts, NEW.last_error);
+    INSERT INTO soak_failures VALUES (NEW.source, NEW.event_id, NEW.attempts, NEW.last_error, NEW.status = 'failed');
     RETURN NEW;
 END $$;
 CREATE TRIGGER soak_failed AFTER UPDATE ON webhook_inbox FOR EACH ROW
