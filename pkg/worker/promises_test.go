@@ -569,7 +569,7 @@ func TestASingleSourceUsesEveryFlusher(t *testing.T) {
 	for i := range 10 {
 		b.waitStatus(t, b.ingest(t, fmt.Sprintf("evt_%d", i), "account.deposit"), inbox.StatusDone)
 	}
-	release <- struct{}{}
+	close(release)
 }
 
 // rolePool returns a pool of maxConns connections on the bundle's

@@ -35,8 +35,12 @@ func TestTracingInAGroup(t *testing.T) {
 		map[string]worker.Handler{
 			"boom": func(context.Context, pgx.Tx, inbox.Event) error { return inbox.Permanent(errors.New("boom")) },
 			"span": func(ctx context.Context, _ pgx.Tx, _ inbox.Event) error {
-				handled <- trace.SpanContextFromContext(ctx)
-				return nil
+				select {
+				case handled <- trace.SpanContextFromContext(ctx):
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			},
 		},
 		worker.Route{Source: "*", Types: []string{"boom"}, Handlers: []string{"boom"}},

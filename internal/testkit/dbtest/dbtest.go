@@ -130,7 +130,18 @@ func create(tb testing.TB, tmpl string) *DB {
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(tb, err)
 	tb.Cleanup(func() {
-		pool.Close()
+		// Close waits for every connection in use: a handler stuck past
+		// its context, or a transaction a failed test left open, would
+		// hang the package until go test's timeout. The drop below ends
+		// them.
+		closed := make(chan struct{})
+		go func() { pool.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(30 * time.Second):
+			tb.Errorf("dbtest: %d connections to %s still in use 30s after the test ended (a stuck handler, or a transaction left open); dropping it anyway",
+				pool.Stat().AcquiredConns(), name)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, serverURL)
