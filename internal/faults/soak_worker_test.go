@@ -334,20 +334,27 @@ const cutHandoverWait = 2 * time.Minute
 // retire) or the schedule killed has exited.
 func (s *soak) awaitHandover() {
 	for _, p := range s.w.cut {
-		for began := time.Now(); !p.Exited() && workedQueue(p) && !strings.Contains(p.Log(), retiredLine); {
-			if time.Since(began) > cutHandoverWait {
-				// Its goroutines, in its output below, say where it stands.
-				_ = syscall.Kill(p.PID(), syscall.SIGQUIT)
-				p.Wait(s.t)
-				s.failNow(fmt.Sprintf("cut handover: a worker of the cut set (pid %d) never went idle", p.PID()))
-			}
-			<-time.After(50 * time.Millisecond) // polling a condition with a deadline
-		}
+		s.awaitWorker(p, func() bool { return !workedQueue(p) || strings.Contains(p.Log(), retiredLine) },
+			fmt.Sprintf("cut handover: a worker of the cut set (pid %d) never went idle", p.PID()))
 		if strings.Contains(p.Log(), foundNewerWorking) {
 			s.w.handovers++
 		}
 	}
 	s.w.cut, s.w.proxy, s.w.newer = nil, nil, nil
+}
+
+// awaitWorker polls until done holds or p has exited, cutHandoverWait at
+// most; past it, p prints its goroutines (SIGQUIT: its output, below the
+// verdict, says where it stands) and the run fails with what.
+func (s *soak) awaitWorker(p *proctest.Process, done func() bool, what string) {
+	for began := time.Now(); !p.Exited() && !done(); {
+		if time.Since(began) > cutHandoverWait {
+			_ = syscall.Kill(p.PID(), syscall.SIGQUIT)
+			p.Wait(s.t)
+			s.failNow(what)
+		}
+		<-time.After(50 * time.Millisecond) // polling a condition with a deadline
+	}
 }
 
 // stopThroughCut stops a cut handover's route set, once it went idle, with
@@ -369,14 +376,8 @@ func (s *soak) stopThroughCut(proxy *pgproxy.Proxy) {
 		}
 	}
 	for _, p := range stopping {
-		for began := time.Now(); !p.Exited() && !strings.Contains(p.Log(), deleteRetryLine); {
-			if time.Since(began) > cutHandoverWait {
-				_ = syscall.Kill(p.PID(), syscall.SIGQUIT)
-				p.Wait(s.t)
-				s.failNow(fmt.Sprintf("a worker of the cut set (pid %d) neither exited nor tried to delete its routes record after SIGTERM", p.PID()))
-			}
-			<-time.After(50 * time.Millisecond) // polling a condition with a deadline
-		}
+		s.awaitWorker(p, func() bool { return strings.Contains(p.Log(), deleteRetryLine) },
+			fmt.Sprintf("a worker of the cut set (pid %d) neither exited nor tried to delete its routes record after SIGTERM", p.PID()))
 	}
 	proxy.Open()
 	s.w.cutRetires++
