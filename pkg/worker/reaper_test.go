@@ -411,7 +411,11 @@ func TestReaperRunsBeforeABacklog(t *testing.T) {
 	gate := make(chan struct{})
 	b.start(t, func(c *worker.Config) {
 		c.Queues = map[string]int{river.QueueDefault: 2}
-		c.ReaperInterval = 100 * time.Millisecond
+		// Often enough that one is enqueued behind the backlog soon; not so
+		// often that reaper jobs, at priority 1, fill both slots on a busy
+		// machine (at 100 ms, 200 of them ran while the backlog of 60 waited
+		// past 30 s).
+		c.ReaperInterval = time.Second
 		c.OrphanAfter = time.Hour
 		c.JobTimeout = time.Minute // the gate stays shut for far less
 		c.Routes = append(slices.Clone(routes), worker.Route{Source: "bank", Types: []string{"gated"}, Handlers: []string{"gated"}})
