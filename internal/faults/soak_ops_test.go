@@ -48,6 +48,7 @@ const (
 	stepRotate    stepKind = "rotate"     // the shop source's secret rotated through its secrets file
 	stepHoldPause stepKind = "holdpause"  // Source's pause row locked for Picks[0] ms, as a long Resume's first batch holds it
 	stepStrays    stepKind = "strays"     // after the move: Deposits claimed with their jobs on soakQueueA, each beside an older job with one attempt left
+	stepLostMarks stepKind = "lostmarks"  // Deposits sent, each run's commit then lost as a crash loses it while River's completer holds its completion
 )
 
 // soakNewSecret is the shop source's secret after the rotation.
@@ -123,6 +124,8 @@ type soakOps struct {
 	secretsFile string
 	rotated     bool
 	signing     sync.WaitGroup
+	// lostMarks is what the lost-mark scene made, as checkLostMarks read it.
+	lostMarks string
 }
 
 // soakCluster creates the soak's own PostgreSQL cluster (a restart must
@@ -138,7 +141,7 @@ func soakCluster(s *soak) string {
 	conn, err := pgx.Connect(context.Background(), url)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(context.Background(), soakSlowCompletions)
+	_, err = conn.Exec(context.Background(), soakSlowCompletions+soakLostMarks)
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "shop.secrets")
 	require.NoError(t, os.WriteFile(file, []byte(soakSecrets[1]+"\n"), 0o600))
@@ -396,6 +399,139 @@ SELECT args, kind, max_attempts, priority, queue, 'available' FROM older`, inbox
 	}
 }
 
+// lostMarkPrefix begins the accounts of the lost-mark scene's events: one
+// each, so that the run after the lost one credits the same balance and
+// writes the same message.
+const lostMarkPrefix = "acc_lost_"
+
+// soakLostMarks makes the lost-mark scene's case happen every time: a run
+// whose asynchronous commit a crash loses while River's completer holds
+// its job's completion, which it writes after the restart (the state the
+// reaper's lost-commit rule heals: the row pending, its job completed). A
+// crash finds that only by chance: any durable commit after the run (a
+// claim, the relay's claim of the run's own messages) flushes it first.
+// So the scene writes the crash's outcome instead, in River's completion
+// of the job (soak_lose_mark, in the completer's transaction): the run's
+// effects deleted (its ledger entry and credit, soak_applied's record,
+// its outbox messages), its inbox row as the run found it. Only a run that
+// found its row fresh (attempts 0, no error) is lost, and only while no
+// relay has claimed its messages (a claim is durable: the run would be on
+// disk); soak_hold_lost_mark keeps the relays off them for a minute. A
+// target that is not lost says why in skipped.
+const soakLostMarks = `
+CREATE TABLE soak_lost_marks (source text NOT NULL, event_id text NOT NULL, job_id bigint, lost_at timestamptz, skipped text,
+    PRIMARY KEY (source, event_id));
+CREATE FUNCTION soak_hold_lost_mark() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM soak_lost_marks WHERE source = NEW.source AND event_id = NEW.event_id AND lost_at IS NULL AND skipped IS NULL) THEN
+        NEW.next_attempt_at := now() + interval '1 minute';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER soak_hold_lost_mark BEFORE INSERT ON hookinbox_outbox FOR EACH ROW EXECUTE FUNCTION soak_hold_lost_mark();
+CREATE FUNCTION soak_lose_mark() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    r webhook_inbox;
+BEGIN
+    IF OLD.state <> 'running' OR NEW.state <> 'completed' OR NEW.kind <> 'hookinbox.event' THEN
+        RETURN NEW;
+    END IF;
+    SELECT * INTO r FROM webhook_inbox WHERE id = (NEW.args->>'inbox_id')::bigint;
+    IF NOT FOUND OR r.status <> 'done' THEN
+        RETURN NEW;
+    END IF;
+    PERFORM 1 FROM soak_lost_marks WHERE source = r.source AND event_id = r.event_id AND lost_at IS NULL AND skipped IS NULL FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NEW;
+    END IF;
+    IF r.attempts <> 1 OR r.last_error IS NOT NULL THEN
+        UPDATE soak_lost_marks SET skipped = format('its run found it with %s failed attempts', r.attempts - 1)
+        WHERE source = r.source AND event_id = r.event_id;
+        RETURN NEW;
+    END IF;
+    IF EXISTS (SELECT 1 FROM hookinbox_outbox WHERE source = r.source AND event_id = r.event_id AND (attempts > 0 OR status <> 'pending')) THEN
+        UPDATE soak_lost_marks SET skipped = 'a relay claimed its messages (the claim made the run durable)'
+        WHERE source = r.source AND event_id = r.event_id;
+        RETURN NEW;
+    END IF;
+    UPDATE ledger_accounts AS a SET balance = a.balance - e.amount FROM ledger_entries AS e
+    WHERE e.source = r.source AND e.event_id = r.event_id AND a.account_id = e.account_id;
+    DELETE FROM ledger_entries WHERE source = r.source AND event_id = r.event_id;
+    DELETE FROM soak_applied WHERE source = r.source AND event_id = r.event_id;
+    DELETE FROM hookinbox_outbox WHERE source = r.source AND event_id = r.event_id;
+    UPDATE webhook_inbox SET status = 'pending', attempts = 0, processed_at = NULL WHERE id = r.id;
+    UPDATE soak_lost_marks SET job_id = NEW.id, lost_at = clock_timestamp() WHERE source = r.source AND event_id = r.event_id;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER soak_lose_mark BEFORE UPDATE ON river_job FOR EACH ROW EXECUTE FUNCTION soak_lose_mark();`
+
+// addLostMarkScene adds the lost-mark scene to s, from a generator of its
+// own, from a second after the schedule's first PostgreSQL restart (a
+// commit is lost only in a crash, and the reaper looks for lost commits
+// only for orphan_after after it sees a restarted server) to 10 s before
+// the end: three events of the bank source, each on an account of its own.
+func (s *schedule) addLostMarkScene(end time.Duration) {
+	i := slices.IndexFunc(s.Steps, func(st step) bool { return st.Kind == stepPGRestart })
+	if i < 0 || s.Steps[i].At+time.Second >= end-10*time.Second {
+		return
+	}
+	from := s.Steps[i].At + time.Second
+	rng := rand.New(rand.NewPCG(s.Seed, 0x105d))
+	ds := make([]faults.Deposit, 3)
+	for n := range ds {
+		ds[n] = faults.Deposit{ID: fmt.Sprintf("%s_lost%d", soakSources[0], n), Account: fmt.Sprintf("%s%d", lostMarkPrefix, n),
+			Cents: int64(100 + rng.IntN(10000)), Version: 1}
+	}
+	at := from + time.Duration(rng.Int64N(int64(end-10*time.Second-from)))
+	s.Steps = append(s.Steps, step{At: at, Kind: stepLostMarks, Source: soakSources[0], Deposits: ds})
+}
+
+// lostMarks plays the lost-mark scene (mutant lost-done-mark-waits-orphan-pass):
+// the step's events become soak_lost_marks' targets, then are sent; each
+// run's commit is then lost as soakLostMarks says. The reaper's lost-commit
+// rule must run each again within the tail (the soak's orphan_after is
+// past it), and the oracle then finds each applied once.
+func (s *soak) lostMarks(ctx context.Context, st *step) {
+	ids := make([]string, len(st.Deposits))
+	for i, d := range st.Deposits {
+		ids[i] = d.ID
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO soak_lost_marks (source, event_id) SELECT $1, unnest($2::text[])`, st.Source, ids)
+	require.NoError(s.t, err)
+	s.burst(ctx, st)
+}
+
+// checkLostMarks notes what the lost-mark scene made, and returns a broken
+// promise of the soak's own when a scene lost no run: the scene would
+// have checked nothing.
+func (s *soak) checkLostMarks(ctx context.Context) string {
+	rows, err := s.pool.Query(ctx, `SELECT source || '/' || event_id, lost_at IS NOT NULL, coalesce(skipped, 'never run to completion')
+FROM soak_lost_marks ORDER BY 1`)
+	require.NoError(s.t, err)
+	var lost int
+	var notes []string
+	for rows.Next() {
+		var key, why string
+		var ok bool
+		require.NoError(s.t, rows.Scan(&key, &ok, &why))
+		if ok {
+			lost++
+		} else {
+			notes = append(notes, key+": "+why)
+		}
+	}
+	require.NoError(s.t, rows.Err())
+	summary := fmt.Sprintf("%d lost done marks of %d", lost, lost+len(notes))
+	if len(notes) > 0 {
+		summary += " (" + strings.Join(notes, "; ") + ")"
+	}
+	s.ops.lostMarks = summary
+	if lost == 0 && len(notes) > 0 {
+		return "the lost-mark scene lost no run's commit, and so checked nothing: " + summary
+	}
+	return ""
+}
+
 // clearOfPauses returns a time from lo on, before hi, such that src has no
 // pause of the schedule from half a second before it to span after it, and
 // whether there is one.
@@ -443,7 +579,7 @@ func opString(st *step) string {
 		return fmt.Sprintf("%s: retention %s (inside the redelivery window)", st.Source, soakShortRetention)
 	case stepSkewPrune:
 		return fmt.Sprintf("clock +%dh", st.Picks[0])
-	case stepReplay, stepGarbled, stepPGRestart, stepStrays:
+	case stepReplay, stepGarbled, stepPGRestart, stepStrays, stepLostMarks:
 		return fmt.Sprintf("%s: %d events (%s …)", st.Source, len(st.Deposits), st.Deposits[0].ID)
 	case stepFeedDown, stepFeedCrash:
 		return outboxString(st)
@@ -487,6 +623,8 @@ func (s *soak) doOp(ctx context.Context, st *step) {
 		s.rotate()
 	case stepStrays:
 		s.strays(ctx, st)
+	case stepLostMarks:
+		s.lostMarks(ctx, st)
 	}
 }
 
@@ -870,6 +1008,9 @@ func (s *soak) checkOps(ctx context.Context) string {
 	o := s.ops
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if broken := s.checkLostMarks(ctx); broken != "" {
+		return broken
+	}
 	for i, p := range s.all {
 		for _, needle := range []string{soakNewSecret, strings.TrimPrefix(soakNewSecret, "whsec_")} {
 			if strings.Contains(p.Log(), needle) {
@@ -927,7 +1068,7 @@ func (s *soak) opsSummary() string {
 		garbled += len(ids)
 	}
 	return fmt.Sprintf("%d PostgreSQL restarts, %d starvations, %d pause checks waiting behind a long Resume at most, queue moved %t, %d events purged, %d prunes refused, %d skewed passes, "+
-		"%d replays of one event, %d bulk replays cancelled or ended, %d unparseable deliveries, secret rotated %t, %d stray scenes",
+		"%d replays of one event, %d bulk replays cancelled or ended, %d unparseable deliveries, secret rotated %t, %d stray scenes, %s",
 		o.counts[stepPGRestart], o.counts[stepStarve], o.pauseWaiters, o.moved, purged, o.counts[stepPrune], o.counts[stepSkewPrune],
-		len(o.replayed), o.bulks, garbled, o.rotated, o.counts[stepStrays])
+		len(o.replayed), o.bulks, garbled, o.rotated, o.counts[stepStrays], o.lostMarks)
 }

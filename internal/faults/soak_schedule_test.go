@@ -215,6 +215,7 @@ func newSchedule(seed uint64, duration time.Duration) *schedule {
 	}
 	s.addOps(rng, end)
 	s.addStrayScene()
+	s.addLostMarkScene(end)
 	addWorkerSteps(s)
 	addTrafficSteps(s)
 	addOutboxSteps(s)
