@@ -416,8 +416,9 @@ const lostMarkPrefix = "acc_lost_"
 // its outbox messages), its inbox row as the run found it. Only a run that
 // found its row fresh (attempts 0, no error) is lost, and only while no
 // relay has claimed its messages (a claim is durable: the run would be on
-// disk); soak_hold_lost_mark keeps the relays off them for a minute. A
-// target that is not lost says why in skipped.
+// disk); soak_hold_lost_mark keeps the relays off them for a minute, and
+// the messages are locked before they are read (a claim in flight is
+// waited for, then seen). A target that is not lost says why in skipped.
 const soakLostMarks = `
 CREATE TABLE soak_lost_marks (source text NOT NULL, event_id text NOT NULL, job_id bigint, lost_at timestamptz, skipped text,
     PRIMARY KEY (source, event_id));
@@ -449,7 +450,8 @@ BEGIN
         WHERE source = r.source AND event_id = r.event_id;
         RETURN NEW;
     END IF;
-    IF EXISTS (SELECT 1 FROM hookinbox_outbox WHERE source = r.source AND event_id = r.event_id AND (attempts > 0 OR status <> 'pending')) THEN
+    IF EXISTS (SELECT 1 FROM (SELECT attempts, status FROM hookinbox_outbox WHERE source = r.source AND event_id = r.event_id FOR UPDATE) AS m
+               WHERE m.attempts > 0 OR m.status <> 'pending') THEN
         UPDATE soak_lost_marks SET skipped = 'a relay claimed its messages (the claim made the run durable)'
         WHERE source = r.source AND event_id = r.event_id;
         RETURN NEW;

@@ -847,7 +847,8 @@ func (s *soak) checkRequestIDs(ctx context.Context) string {
 // every rollout's old set is retired after it, no worker is killed or
 // restarted from 2 s before a rollout to 2 s after its retirement, and a
 // two-minute schedule has a cut handover: its old set cut off right
-// before its rollout, reconnected right after it.
+// before its rollout, reconnected right after it. (It checks the
+// lost-mark scene's place too: once, after a PostgreSQL restart.)
 func TestSoakScheduleWorkerSide(t *testing.T) {
 	t.Parallel()
 	holds := 0
@@ -886,6 +887,12 @@ func TestSoakScheduleWorkerSide(t *testing.T) {
 				}
 			}
 			require.Positive(t, rollouts, "seed %d, %s: no rollout", seed, d)
+			// The lost-mark scene, once, after a PostgreSQL restart (the
+			// reaper looks for lost commits only after it sees one).
+			lost := slices.IndexFunc(s.Steps, func(o step) bool { return o.Kind == stepLostMarks })
+			restart := slices.IndexFunc(s.Steps, func(o step) bool { return o.Kind == stepPGRestart })
+			require.True(t, lost > restart && restart >= 0, "seed %d, %s: the lost-mark scene is not after a PostgreSQL restart", seed, d)
+			require.Equal(t, -1, slices.IndexFunc(s.Steps[lost+1:], func(o step) bool { return o.Kind == stepLostMarks }), "seed %d, %s: two lost-mark scenes", seed, d)
 			if d >= 2*time.Minute {
 				require.Positive(t, cuts, "seed %d, %s: no cut handover", seed, d)
 			}
