@@ -414,18 +414,20 @@ const lostMarkPrefix = "acc_lost_"
 // of the job (soak_lose_mark, in the completer's transaction): the run's
 // effects deleted (its ledger entry and credit, soak_applied's record,
 // its outbox messages), its inbox row as the run found it. Only a run that
-// found its row fresh (attempts 0, no error) is lost, and only while no
-// relay has claimed its messages (a claim is durable: the run would be on
-// disk); soak_hold_lost_mark keeps the relays off them for a minute, and
-// the messages are locked before they are read (a claim in flight is
-// waited for, then seen). A target that is not lost says why in skipped.
+// found its row fresh (attempts 0) is lost, and only while no relay could
+// have claimed its messages (a claim is durable: the run would be on
+// disk); soak_hold_lost_mark keeps the relays off them for 3 minutes (a
+// completion a cut or a kill leaves to River's rescuer comes later than a
+// minute), and the messages are locked before they are read (a claim in
+// flight is waited for, then seen). A target that is not lost says why in
+// skipped, and its messages are released at once.
 const soakLostMarks = `
 CREATE TABLE soak_lost_marks (source text NOT NULL, event_id text NOT NULL, job_id bigint, lost_at timestamptz, skipped text,
     PRIMARY KEY (source, event_id));
 CREATE FUNCTION soak_hold_lost_mark() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM soak_lost_marks WHERE source = NEW.source AND event_id = NEW.event_id AND lost_at IS NULL AND skipped IS NULL) THEN
-        NEW.next_attempt_at := now() + interval '1 minute';
+        NEW.next_attempt_at := now() + interval '3 minutes';
     END IF;
     RETURN NEW;
 END $$;
@@ -445,15 +447,16 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NEW;
     END IF;
-    IF r.attempts <> 1 OR r.last_error IS NOT NULL THEN
+    IF r.attempts <> 1 THEN
         UPDATE soak_lost_marks SET skipped = format('its run found it with %s failed attempts', r.attempts - 1)
         WHERE source = r.source AND event_id = r.event_id;
-        RETURN NEW;
-    END IF;
-    IF EXISTS (SELECT 1 FROM (SELECT attempts, status FROM hookinbox_outbox WHERE source = r.source AND event_id = r.event_id FOR UPDATE) AS m
-               WHERE m.attempts > 0 OR m.status <> 'pending') THEN
-        UPDATE soak_lost_marks SET skipped = 'a relay claimed its messages (the claim made the run durable)'
+    ELSIF EXISTS (SELECT 1 FROM (SELECT attempts, status, next_attempt_at FROM hookinbox_outbox WHERE source = r.source AND event_id = r.event_id FOR UPDATE) AS m
+                  WHERE m.attempts > 0 OR m.status <> 'pending' OR m.next_attempt_at <= clock_timestamp()) THEN
+        UPDATE soak_lost_marks SET skipped = 'a relay could claim its messages (a claim makes the run durable)'
         WHERE source = r.source AND event_id = r.event_id;
+    END IF;
+    IF r.attempts <> 1 OR EXISTS (SELECT 1 FROM soak_lost_marks WHERE source = r.source AND event_id = r.event_id AND skipped IS NOT NULL) THEN
+        UPDATE hookinbox_outbox SET next_attempt_at = now() WHERE source = r.source AND event_id = r.event_id AND status = 'pending' AND attempts = 0;
         RETURN NEW;
     END IF;
     UPDATE ledger_accounts AS a SET balance = a.balance - e.amount FROM ledger_entries AS e
@@ -470,14 +473,20 @@ CREATE TRIGGER soak_lose_mark BEFORE UPDATE ON river_job FOR EACH ROW EXECUTE FU
 // addLostMarkScene adds the lost-mark scene to s, from a generator of its
 // own, from a second after the schedule's first PostgreSQL restart (a
 // commit is lost only in a crash, and the reaper looks for lost commits
-// only for orphan_after after it sees a restarted server) to 10 s before
-// the end: three events of the bank source, each on an account of its own.
+// only for orphan_after after it sees a restarted server), and within the
+// last 4 minutes (so that the orphan pass, 10 minutes after the events
+// arrived, comes after the tail's 5: only the lost-commit rule heals them
+// within the run), to 10 s before the end: three events of the bank
+// source, each on an account of its own.
 func (s *schedule) addLostMarkScene(end time.Duration) {
 	i := slices.IndexFunc(s.Steps, func(st step) bool { return st.Kind == stepPGRestart })
-	if i < 0 || s.Steps[i].At+time.Second >= end-10*time.Second {
+	if i < 0 {
 		return
 	}
-	from := s.Steps[i].At + time.Second
+	from := max(s.Steps[i].At+time.Second, end-4*time.Minute)
+	if from >= end-10*time.Second {
+		return
+	}
 	rng := rand.New(rand.NewPCG(s.Seed, 0x105d))
 	ds := make([]faults.Deposit, 3)
 	for n := range ds {

@@ -848,7 +848,7 @@ func (s *soak) checkRequestIDs(ctx context.Context) string {
 // restarted from 2 s before a rollout to 2 s after its retirement, and a
 // two-minute schedule has a cut handover: its old set cut off right
 // before its rollout, reconnected right after it. (It checks the
-// lost-mark scene's place too: once, after a PostgreSQL restart.)
+// lost-mark scene's place too: checkLostMarkScene.)
 func TestSoakScheduleWorkerSide(t *testing.T) {
 	t.Parallel()
 	holds := 0
@@ -887,12 +887,7 @@ func TestSoakScheduleWorkerSide(t *testing.T) {
 				}
 			}
 			require.Positive(t, rollouts, "seed %d, %s: no rollout", seed, d)
-			// The lost-mark scene, once, after a PostgreSQL restart (the
-			// reaper looks for lost commits only after it sees one).
-			lost := slices.IndexFunc(s.Steps, func(o step) bool { return o.Kind == stepLostMarks })
-			restart := slices.IndexFunc(s.Steps, func(o step) bool { return o.Kind == stepPGRestart })
-			require.True(t, lost > restart && restart >= 0, "seed %d, %s: the lost-mark scene is not after a PostgreSQL restart", seed, d)
-			require.Equal(t, -1, slices.IndexFunc(s.Steps[lost+1:], func(o step) bool { return o.Kind == stepLostMarks }), "seed %d, %s: two lost-mark scenes", seed, d)
+			checkLostMarkScene(t, s, d)
 			if d >= 2*time.Minute {
 				require.Positive(t, cuts, "seed %d, %s: no cut handover", seed, d)
 			}
@@ -901,4 +896,20 @@ func TestSoakScheduleWorkerSide(t *testing.T) {
 	// 73 of 80 at the scene's start: the others had no room clear of the
 	// sources' pauses.
 	require.Greater(t, holds, 70, "schedules with a long Resume, of 80")
+	for seed := range uint64(5) {
+		checkLostMarkScene(t, newSchedule(seed, 30*time.Minute), 30*time.Minute)
+	}
+}
+
+// checkLostMarkScene checks the lost-mark scene's place in s, a schedule
+// d long: once, after a PostgreSQL restart (the reaper looks for lost
+// commits only after it sees one), in the last 4 minutes (the orphan pass
+// comes after the tail).
+func checkLostMarkScene(t *testing.T, s *schedule, d time.Duration) {
+	t.Helper()
+	lost := slices.IndexFunc(s.Steps, func(o step) bool { return o.Kind == stepLostMarks })
+	restart := slices.IndexFunc(s.Steps, func(o step) bool { return o.Kind == stepPGRestart })
+	require.True(t, lost > restart && restart >= 0, "seed %d, %s: the lost-mark scene is not after a PostgreSQL restart", s.Seed, d)
+	require.GreaterOrEqual(t, s.Steps[lost].At, d-4*time.Minute, "seed %d, %s: the lost-mark scene", s.Seed, d)
+	require.Equal(t, -1, slices.IndexFunc(s.Steps[lost+1:], func(o step) bool { return o.Kind == stepLostMarks }), "seed %d, %s: two lost-mark scenes", s.Seed, d)
 }
