@@ -330,13 +330,20 @@ func (s *schedule) addStrayScene() {
 		return
 	}
 	rng := rand.New(rand.NewPCG(s.Seed, 0x57a4))
-	ds := make([]faults.Deposit, 3)
-	for n := range ds {
-		ds[n] = faults.Deposit{ID: fmt.Sprintf("%s_stray%d", soakSources[1], n), Account: fmt.Sprintf("%s%d", strayPrefix, n),
-			Cents: int64(100 + rng.IntN(10000)), Version: 1}
-	}
+	ds := sceneDeposits(rng, soakSources[1], "stray", strayPrefix)
 	at := s.Steps[i].At + time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))
 	s.Steps = append(s.Steps, step{At: at, Kind: stepStrays, Source: soakSources[1], Deposits: ds})
+}
+
+// sceneDeposits returns a scene's three events of src, <src>_<tag>0 to 2,
+// each on an account of its own (prefix and its index).
+func sceneDeposits(rng *rand.Rand, src, tag, prefix string) []faults.Deposit {
+	ds := make([]faults.Deposit, 3)
+	for n := range ds {
+		ds[n] = faults.Deposit{ID: fmt.Sprintf("%s_%s%d", src, tag, n), Account: fmt.Sprintf("%s%d", prefix, n),
+			Cents: int64(100 + rng.IntN(10000)), Version: 1}
+	}
+	return ds
 }
 
 // strays plays the stray scene (mutant stray-moves-older-jobs-of-pending-rows):
@@ -488,11 +495,7 @@ func (s *schedule) addLostMarkScene(end time.Duration) {
 		return
 	}
 	rng := rand.New(rand.NewPCG(s.Seed, 0x105d))
-	ds := make([]faults.Deposit, 3)
-	for n := range ds {
-		ds[n] = faults.Deposit{ID: fmt.Sprintf("%s_lost%d", soakSources[0], n), Account: fmt.Sprintf("%s%d", lostMarkPrefix, n),
-			Cents: int64(100 + rng.IntN(10000)), Version: 1}
-	}
+	ds := sceneDeposits(rng, soakSources[0], "lost", lostMarkPrefix)
 	at := from + time.Duration(rng.Int64N(int64(end-10*time.Second-from)))
 	s.Steps = append(s.Steps, step{At: at, Kind: stepLostMarks, Source: soakSources[0], Deposits: ds})
 }
