@@ -389,11 +389,13 @@ func (s *soak) pending() []string {
 		dead = soakQueueA
 	}
 	// Each event with what it waits for: its attempts and last error, and
-	// its newest job's state, attempt, errors and when River runs it next.
-	rows, err := s.pool.Query(context.Background(), `(SELECT format('%s/%s %s (attempts %s, last error %s; job %s %s on queue %s, attempt %s, %s errors, runs in %ss)',
+	// its newest job's state, attempt, errors (the last one's text: a run
+	// River counted but the row was not charged for says why) and when
+	// River runs it next.
+	rows, err := s.pool.Query(context.Background(), `(SELECT format('%s/%s %s (attempts %s, last error %s; job %s %s on queue %s, attempt %s, %s errors, runs in %ss, its last error %s)',
     i.source, i.event_id, i.status, i.attempts, coalesce(left(i.last_error, 60), 'none'),
     j.id, coalesce(j.state::text, 'none'), j.queue, j.attempt, coalesce(array_length(j.errors, 1), 0),
-    round(extract(epoch FROM j.scheduled_at - now())))
+    round(extract(epoch FROM j.scheduled_at - now())), coalesce(left(j.errors[array_length(j.errors, 1)]->>'error', 120), 'none'))
 FROM webhook_inbox AS i LEFT JOIN LATERAL (SELECT * FROM river_job WHERE kind = 'hookinbox.event' AND (args->>'inbox_id')::bigint = i.id
     ORDER BY id DESC LIMIT 1) AS j ON true
 WHERE i.status NOT IN ('done', 'failed') ORDER BY i.id LIMIT 10)
