@@ -442,6 +442,7 @@ CREATE TRIGGER soak_hold_lost_mark BEFORE INSERT ON hookinbox_outbox FOR EACH RO
 CREATE FUNCTION soak_lose_mark() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     r webhook_inbox;
+    why text;
 BEGIN
     IF OLD.state <> 'running' OR NEW.state <> 'completed' OR NEW.kind <> 'hookinbox.event' THEN
         RETURN NEW;
@@ -455,14 +456,13 @@ BEGIN
         RETURN NEW;
     END IF;
     IF r.attempts <> 1 THEN
-        UPDATE soak_lost_marks SET skipped = format('its run found it with %s failed attempts', r.attempts - 1)
-        WHERE source = r.source AND event_id = r.event_id;
+        why := format('its run found it with %s failed attempts', r.attempts - 1);
     ELSIF EXISTS (SELECT 1 FROM (SELECT attempts, status, next_attempt_at FROM hookinbox_outbox WHERE source = r.source AND event_id = r.event_id FOR UPDATE) AS m
                   WHERE m.attempts > 0 OR m.status <> 'pending' OR m.next_attempt_at <= clock_timestamp()) THEN
-        UPDATE soak_lost_marks SET skipped = 'a relay could claim its messages (a claim makes the run durable)'
-        WHERE source = r.source AND event_id = r.event_id;
+        why := 'a relay could claim its messages (a claim makes the run durable)';
     END IF;
-    IF r.attempts <> 1 OR EXISTS (SELECT 1 FROM soak_lost_marks WHERE source = r.source AND event_id = r.event_id AND skipped IS NOT NULL) THEN
+    IF why IS NOT NULL THEN
+        UPDATE soak_lost_marks SET skipped = why WHERE source = r.source AND event_id = r.event_id;
         UPDATE hookinbox_outbox SET next_attempt_at = now() WHERE source = r.source AND event_id = r.event_id AND status = 'pending' AND attempts = 0;
         RETURN NEW;
     END IF;
