@@ -205,6 +205,6 @@ func (s *soak) summary() string {
 		acked += len(s.acked[src])
 		poison += len(s.sched.Poison[src])
 	}
-	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps, %d workers found a newer set working after a cut, %d stopped through one; %s; %s; %s",
-		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps), s.w.handovers, s.w.stopsThroughCut, s.opsSummary(), s.trafficSummary(), s.outboxSummary())
+	return fmt.Sprintf("%d events sent, %d acknowledged, %d poison, %d pauses, %d processes started, %d steps, %d workers found a newer set working after a cut, %d stopped through one; %s; %s; %s; %s",
+		sent, acked, poison, len(s.pauses), len(s.all), len(s.sched.Steps), s.w.handovers, s.w.stopsThroughCut, s.w.lostDatabase, s.opsSummary(), s.trafficSummary(), s.outboxSummary())
 }

@@ -171,6 +171,8 @@ func startSoak(t *testing.T, sched *schedule) *soak {
 	require.NoError(t, err)
 	_, err = pool.Exec(context.Background(), soakWorkerTrigger)
 	require.NoError(t, err)
+	_, err = pool.Exec(context.Background(), soakLostDatabase)
+	require.NoError(t, err)
 	s.pool = pool
 	s.tr = s.startTraffic()
 	s.out = startOutbox(s)

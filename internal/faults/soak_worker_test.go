@@ -208,6 +208,9 @@ type soakWorkers struct {
 	// stopsThroughCut their workers that deleted their routes record once
 	// their proxy opened again (stopThroughCut).
 	cutRetires, stopsThroughCut int
+	// lostDatabase is the lost-database scene's figures
+	// (checkAttemptsCounted).
+	lostDatabase string
 }
 
 // shopRouteOptions are the shop route's options in route set gen: none,
@@ -485,6 +488,7 @@ func addWorkerSteps(s *schedule) {
 	}
 	addHangScenes(s)
 	addBlockScenes(s)
+	addLostDatabaseScene(s)
 }
 
 // addBlockScenes adds to s, from a generator of its own, a block scene 20
@@ -579,9 +583,13 @@ func addHangScenes(s *schedule) {
 //     (checkCharged);
 //   - every handler line carries its event's request id (checkRequestIDs);
 //   - no group transaction lost to an event cut within its slice
-//     (checkGroupsKept).
+//     (checkGroupsKept);
+//   - River counts an attempt exactly when the row does: no run that
+//     failed for want of the database counted on either side
+//     (checkAttemptsCounted, the lost-database scene).
 func (s *soak) workerOracle(ctx context.Context) string {
-	for _, check := range []func(context.Context) string{s.checkPausesSeen, s.checkRouteSets, s.checkFenceKept, s.checkCharged, s.checkRequestIDs, s.checkGroupsKept} {
+	for _, check := range []func(context.Context) string{s.checkPausesSeen, s.checkRouteSets, s.checkFenceKept, s.checkCharged, s.checkRequestIDs, s.checkGroupsKept,
+		s.checkAttemptsCounted} {
 		if broken := check(ctx); broken != "" {
 			return broken
 		}
@@ -736,9 +744,8 @@ var timedOut = regexp.MustCompile(`deadline exceeded|statement timeout|canceling
 
 // checkCharged: no failure recorded on an event whose handler needs less
 // than its job's time (all but the hang scenes' first attempts), on its
-// row or in its jobs' errors (River's count of its attempts: a run that
-// ended before the row was touched leaves its error there alone), says it
-// ran out of time. A quick event that shared a group, a connection or a
+// row or in its jobs' errors (River's count of its attempts, which
+// checkAttemptsCounted holds to the row's), says it ran out of time. A quick event that shared a group, a connection or a
 // lock queue with a slow one is never charged for it: it is worked alone,
 // or snoozed uncharged when its time ran out before its handlers began;
 // and a slow one (slowAccount's, groupSlowPrefix's: 3 and 4 s of the
@@ -888,6 +895,14 @@ func TestSoakScheduleWorkerSide(t *testing.T) {
 			}
 			require.Positive(t, rollouts, "seed %d, %s: no rollout", seed, d)
 			checkLostMarkScene(t, s, d)
+			scenes := 0
+			for _, st := range s.Steps {
+				if st.Kind == stepSend && st.What == "lostdb" {
+					scenes++
+					require.Less(t, st.At, d/2+5*time.Second, "seed %d, %s: the lost-database scene", seed, d)
+				}
+			}
+			require.Equal(t, 1, scenes, "seed %d, %s: lost-database scenes", seed, d)
 			if d >= 2*time.Minute {
 				require.Positive(t, cuts, "seed %d, %s: no cut handover", seed, d)
 			}

@@ -424,25 +424,47 @@ func (w *eventWorker) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.
 	}
 	tx, err := w.pool.BeginTx(ctx, opts)
 	if err != nil {
-		return err
+		return lostDatabase(ctx, err, true)
 	}
 	// After a COMMIT, a no-op; a failed ROLLBACK closes the connection.
 	defer func() { _ = tx.Rollback(ctx) }()
 	if err := fn(tx); err != nil {
-		return err
+		return lostDatabase(ctx, err, tx.Conn().IsClosed())
 	}
 	if w.registration.fenced() {
 		return errFenced
 	}
 	start := time.Now()
 	if err := tx.Commit(ctx); err != nil {
-		return err
+		return lostDatabase(ctx, err, tx.Conn().IsClosed())
 	}
 	if w.limit != nil {
 		w.limit.Observe(time.Since(start), w.group.Waiting() > 0)
 		w.metrics.TransactionLimit(w.limit.Limit())
 	}
 	return nil
+}
+
+// lostDatabaseError is the failure of a run that lost the inbox's
+// database: its transaction could not begin (no connection could be had)
+// or its connection broke under it (PostgreSQL restarting or failing
+// over, a backend terminated). Nothing of the run committed, and the
+// failure is not the event's: reportResult puts the run back uncharged.
+type lostDatabaseError struct{ error }
+
+func (e lostDatabaseError) Unwrap() error { return e.error }
+
+// lostDatabase returns err as a lostDatabaseError when it says the
+// database was lost (inboxstore.Unavailable) and the run's own
+// connection is gone (closed): a handler's error that merely quotes a
+// network failure of its own (a downstream API, a database of its own)
+// leaves the transaction's connection open, and is the handler's. A
+// context that ended is the run's time, not the database: err as it is.
+func lostDatabase(ctx context.Context, err error, closed bool) error {
+	if closed && ctx.Err() == nil && inboxstore.Unavailable(err) {
+		return lostDatabaseError{err}
+	}
+	return err
 }
 
 // jobOutcome is what became of an event's run, as execute hands it to
@@ -466,10 +488,8 @@ type jobOutcome struct {
 	// its row is held for Resume.
 	held bool
 	// unsettled: err came before the run (the pause check's own Hold
-	// failed); River gets it as it is, and nothing is recorded or counted,
-	// unless the job's time ran out meanwhile (the check waited for the
-	// pause's row lock): then it is put back uncharged, like any run whose
-	// handlers never began.
+	// failed): nothing is recorded or counted, and the run is put back
+	// uncharged, like any run whose handlers never began.
 	unsettled bool
 	// woken is the event of the same sequence key that the run woke, if
 	// any (see runInline).
@@ -483,12 +503,21 @@ type jobOutcome struct {
 // good, charged), records a failure on the row (unless the group's
 // transaction did, with the group's commit), counts the outcome in the
 // metrics, and logs it.
+//
+// River counts an attempt exactly when the row does: an error goes back to
+// River only once its failure is recorded on the row (or the worker is
+// stopping, which River does not count). A run that failed for want of
+// the database (it lost it, or could not record the failure, or check the
+// pause) is put back uncharged instead (see uncounted): were River to count
+// it, a database that restarts or fails over now and then would grow the
+// event's backoff past any deadline, and discard it after max_attempts
+// with no failure of its own (the 30-minute soak, seed 303).
 func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOutcome) error {
 	out.err = storable(out.err)
 	job, err := run.job, out.err
 	switch {
 	case out.unsettled && ctx.Err() == nil:
-		return err
+		return w.uncounted(run, err, "its pause check failed")
 	case out.held:
 		w.logHeld(job)
 		return nil
@@ -516,8 +545,13 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 		zap.String("request_id", job.Args.RequestID), zap.Int("attempt", job.Attempt), zap.Int("max_attempts", job.MaxAttempts))
 	if errors.Is(ctx.Err(), context.Canceled) {
 		// The worker is stopping: River makes the job available again
-		// without counting the attempt, so neither do we.
+		// without counting the attempt, so neither do we. River knows it
+		// by the error, which must say so even when what failed (a
+		// connection the cancel closed) does not.
 		log.Info("event interrupted by shutdown", zap.Error(err))
+		if !errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
 		return err
 	}
 	if !out.began && !out.recorded && (ctx.Err() != nil || errors.Is(err, errLate)) {
@@ -536,8 +570,32 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 		log.Info("event's time ran out, its handlers having begun with less than all of it; running it again alone, no attempt counted", zap.Error(err))
 		return river.JobSnooze(0)
 	}
+	if errors.As(err, new(lostDatabaseError)) {
+		return w.uncounted(run, err, "it lost the database")
+	}
 	return w.charge(ctx, run, out, log)
 }
+
+// uncounted answers River for a run that failed for want of the database,
+// with nothing recorded on its row: the job is snoozed (River counts no
+// attempt) for uncountedWait, and the event runs again.
+func (w *eventWorker) uncounted(run *eventRun, err error, why string) error {
+	wait := uncountedWait(run.snoozes)
+	w.logger.Warn("event put back, no attempt counted: "+why, zap.Int64("inbox_id", run.job.Args.InboxID),
+		zap.Int64("job_id", run.job.ID), zap.Duration("wait", wait), zap.Error(err))
+	return river.JobSnooze(wait)
+}
+
+// uncountedWait is how long a run put back for want of the database waits,
+// by how many times its job was snoozed before: a second, doubling, at
+// most uncountedWaitMax. River fetches nothing while the database is
+// away; this spaces the runs of a database that comes and goes.
+func uncountedWait(snoozes int) time.Duration {
+	return min(time.Second<<min(snoozes, 6), uncountedWaitMax)
+}
+
+// uncountedWaitMax bounds uncountedWait.
+const uncountedWaitMax = 30 * time.Second
 
 // storable returns err, or, when its text is one PostgreSQL cannot store
 // (inboxstore.Storable), err with that text made storable: River writes
@@ -564,13 +622,17 @@ func (e storableError) Unwrap() error { return e.error }
 // reportResult: the failure is recorded on the row (unless the group's
 // transaction did), counted, and returned, for River to retry the job
 // with backoff, discard it after its last attempt, or cancel it when the
-// error is permanent.
+// error is permanent. A failure that could not be recorded is not
+// charged: the run is put back (see uncounted).
 func (w *eventWorker) charge(ctx context.Context, run *eventRun, out jobOutcome, log *zap.Logger) error {
 	job, err := run.job, out.err
 	permanent := inbox.IsPermanent(err)
 	final := failsForGood(job, err)
 	if !out.recorded {
-		w.recordFailure(ctx, run, err, final, log)
+		if recErr := w.recordFailure(ctx, run, err, final); recErr != nil {
+			log.Error("could not record the failure on the inbox row", zap.NamedError("record_error", recErr), zap.Error(err))
+			return w.uncounted(run, err, "its failure could not be recorded")
+		}
 	}
 	outcome := metrics.OutcomeRetried
 	if final {
@@ -599,21 +661,16 @@ func failsForGood(job *river.Job[inboxstore.JobArgs], err error) bool {
 // recordFailure records err on the event's row, final or not. The
 // handler's transaction rolled back; the failure is recorded in a small
 // transaction of its own, with a context the job's deadline can't cancel.
-// If this write is lost too, the reaper reconciles the row with the job's
-// final state. A sequenced event's failure also wakes its key's next
-// parked event (recordSequenceFailure).
-func (w *eventWorker) recordFailure(ctx context.Context, run *eventRun, err error, final bool, log *zap.Logger) {
+// When this write fails, the run is put back uncharged (see charge). A
+// sequenced event's failure also wakes its key's next parked event
+// (recordSequenceFailure).
+func (w *eventWorker) recordFailure(ctx context.Context, run *eventRun, err error, final bool) error {
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	var recErr error
 	if seqErr := (*sequenceError)(nil); errors.As(err, &seqErr) {
-		recErr = w.recordSequenceFailure(recordCtx, seqErr, run.job.ID, final)
-	} else {
-		recErr = w.store.RecordFailure(recordCtx, w.pool, run.job.Args.InboxID, run.job.ID, err.Error(), final, time.Time{})
+		return w.recordSequenceFailure(recordCtx, seqErr, run.job.ID, final)
 	}
-	if recErr != nil {
-		log.Error("could not record the failure on the inbox row", zap.Error(recErr))
-	}
+	return w.store.RecordFailure(recordCtx, w.pool, run.job.Args.InboxID, run.job.ID, err.Error(), final, time.Time{})
 }
 
 // snoozes is how many times job was snoozed (River counts them in its

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -891,4 +892,74 @@ SELECT coalesce((metadata->>'snoozes')::int, 0) > 0 OR errors IS NOT NULL FROM r
 	require.NoError(t, err)
 	require.Equal(t, 1, b.waitStatus(t, id, inbox.StatusDone).Attempts)
 	require.Equal(t, 1, b.effects(t, "evt_late_check"))
+}
+
+func TestARunThatFailsForWantOfTheDatabaseIsNotCharged(t *testing.T) {
+	t.Parallel()
+
+	// The 30-minute soak (issue 40, seed 303): runs that lost PostgreSQL
+	// (restarting, a backend terminated) or could not record their failure
+	// returned the error to River as it was. River counted each as a failed
+	// attempt the row never saw: an event that met an outage at each retry
+	// had River's backoff grow to 21 minutes, and max_attempts would have
+	// discarded it, failed for nothing it did. Now such a run is put back,
+	// snoozed: no attempt on the row, none in River.
+	for name, tc := range map[string]struct {
+		// handler fails the event's first run, for want of the database.
+		handler func(ctx context.Context, tx pgx.Tx) error
+		// setup prepares the database for it.
+		setup string
+	}{
+		"ItsConnectionBroke": {
+			// What a failover or a terminated backend does to a running
+			// handler.
+			handler: func(ctx context.Context, tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+				return err
+			},
+		},
+		"ItsFailureCouldNotBeRecorded": {
+			// The handler fails; the database refuses the failure's record,
+			// as an unreachable one would.
+			handler: func(context.Context, pgx.Tx) error { return errors.New("downstream said no") },
+			setup: `
+CREATE FUNCTION refuse_record() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.last_error LIKE '%downstream said no%' THEN
+        RAISE EXCEPTION 'the failure cannot be recorded';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_record BEFORE UPDATE ON webhook_inbox FOR EACH ROW EXECUTE FUNCTION refuse_record();`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := context.Background()
+			if tc.setup != "" {
+				_, err := b.db.Pool.Exec(ctx, tc.setup)
+				require.NoError(t, err)
+			}
+			var runs atomic.Int64
+			b.start(t, func(c *worker.Config) {
+				c.Registry.Register("first-run-fails", func(ctx context.Context, tx pgx.Tx, _ inbox.Event) error {
+					if runs.Add(1) == 1 {
+						return tc.handler(ctx, tx)
+					}
+					return nil
+				})
+				// In a transaction of its own: a group's transaction that
+				// broke works its events again alone, charging none.
+				c.Routes = []worker.Route{{Source: "bank", Handlers: []string{"effect", "first-run-fails"}, Isolation: worker.IsolationReadCommitted}}
+			})
+			id := b.ingest(t, "evt_want_of_db", "account.deposit")
+			b.waitStatus(t, id, inbox.StatusDone)
+			require.EqualValues(t, 2, runs.Load(), "runs of the handler")
+			attempts, jobErrors := b.charged(t, "evt_want_of_db")
+			require.Zero(t, jobErrors, "attempts River counted for a run that failed for want of the database")
+			require.Equal(t, 1, attempts, "done at its first charged attempt")
+			require.Equal(t, 1, b.effects(t, "evt_want_of_db"))
+		})
+	}
 }
