@@ -35,8 +35,8 @@
 //   - reportResult: the one place an outcome is settled, whatever the path:
 //     done, parked or held (nil to River), deferred (a snooze, no attempt
 //     counted: a lock, a sequence, a fenced worker, a run whose time its
-//     neighbours spent, see shortRunsUncharged, a run that lost the database
-//     or could not record its failure), or failed (recorded on the row,
+//     neighbours spent or that lost its connection, see unchargedRuns, a
+//     run that could not record its failure), or failed (recorded on the row,
 //     unless the group did, and returned for River to retry, discard or
 //     cancel). River counts an attempt exactly when the row does.
 //   - A sequenced event's run then runs the events of its key it woke

@@ -506,12 +506,14 @@ type jobOutcome struct {
 //
 // River counts an attempt exactly when the row does: an error goes back to
 // River only once its failure is recorded on the row (or the worker is
-// stopping, which River does not count). A run that failed for want of
-// the database (it lost it, or could not record the failure, or check the
-// pause) is put back uncharged instead (see uncounted): were River to count
-// it, a database that restarts or fails over now and then would grow the
-// event's backoff past any deadline, and discard it after max_attempts
-// with no failure of its own (the 30-minute soak, seed 303).
+// stopping, which River does not count; or it was the event's last, which
+// the reaper records if the worker could not). A run that failed for want
+// of the database (it lost its connection, up to unchargedRuns times; or
+// could not record the failure, or check the pause) is put back uncharged
+// instead (see uncounted): were River to count it, a database that
+// restarts or fails over now and then would grow the event's backoff past
+// any deadline, and discard it after max_attempts with no failure of its
+// own (the 30-minute soak, seed 303).
 func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOutcome) error {
 	out.err = storable(out.err)
 	job, err := run.job, out.err
@@ -543,11 +545,12 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 	}
 	log := w.logger.With(zap.Int64("inbox_id", job.Args.InboxID), zap.Int64("job_id", job.ID),
 		zap.String("request_id", job.Args.RequestID), zap.Int("attempt", job.Attempt), zap.Int("max_attempts", job.MaxAttempts))
-	if errors.Is(ctx.Err(), context.Canceled) {
+	if errors.Is(ctx.Err(), context.Canceled) && !out.recorded {
 		// The worker is stopping: River makes the job available again
 		// without counting the attempt, so neither do we. River knows it
 		// by the error, which must say so even when what failed (a
-		// connection the cancel closed) does not.
+		// connection the cancel closed) does not. A failure the group's
+		// transaction recorded is counted: it goes to River as it is.
 		log.Info("event interrupted by shutdown", zap.Error(err))
 		if !errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("%w (%w)", err, ctx.Err())
@@ -562,7 +565,7 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 		log.Info("event's time ran out before its handlers began; running it again, no attempt counted", zap.Error(err))
 		return river.JobSnooze(0)
 	}
-	if out.began && out.short && !out.recorded && errors.Is(ctx.Err(), context.DeadlineExceeded) && run.snoozes < shortRunsUncharged {
+	if out.began && out.short && !out.recorded && errors.Is(ctx.Err(), context.DeadlineExceeded) && run.snoozes < unchargedRuns {
 		// Its handlers began with less than the job's time (a group spent
 		// some, or it waited for a transaction) and used it up: the time
 		// its neighbours took is not its fault. Snoozed, it runs again
@@ -570,7 +573,7 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 		log.Info("event's time ran out, its handlers having begun with less than all of it; running it again alone, no attempt counted", zap.Error(err))
 		return river.JobSnooze(0)
 	}
-	if errors.As(err, new(lostDatabaseError)) {
+	if errors.As(err, new(lostDatabaseError)) && run.snoozes < unchargedRuns {
 		return w.uncounted(run, err, "it lost the database")
 	}
 	return w.charge(ctx, run, out, log)
@@ -623,7 +626,7 @@ func (e storableError) Unwrap() error { return e.error }
 // transaction did), counted, and returned, for River to retry the job
 // with backoff, discard it after its last attempt, or cancel it when the
 // error is permanent. A failure that could not be recorded is not
-// charged: the run is put back (see uncounted).
+// charged: the run is put back (see uncounted), unless it was the last.
 func (w *eventWorker) charge(ctx context.Context, run *eventRun, out jobOutcome, log *zap.Logger) error {
 	job, err := run.job, out.err
 	permanent := inbox.IsPermanent(err)
@@ -631,7 +634,13 @@ func (w *eventWorker) charge(ctx context.Context, run *eventRun, out jobOutcome,
 	if !out.recorded {
 		if recErr := w.recordFailure(ctx, run, err, final); recErr != nil {
 			log.Error("could not record the failure on the inbox row", zap.NamedError("record_error", recErr), zap.Error(err))
-			return w.uncounted(run, err, "its failure could not be recorded")
+			if !final {
+				return w.uncounted(run, err, "its failure could not be recorded")
+			}
+			// A last failure goes to River, which ends the job; the
+			// reaper records it on the row (see reaper.go). Put back, an
+			// event whose failed mark landed unacknowledged would run
+			// again.
 		}
 	}
 	outcome := metrics.OutcomeRetried
@@ -686,12 +695,14 @@ func snoozes(job *rivertype.JobRow) int {
 	return meta.Snoozes
 }
 
-// shortRunsUncharged is how many times a job may be put back uncharged
-// for running out of a time it did not have (see reportResult): an event
-// that never gets a transaction with all of its time (the worker stays
-// contended) is then charged, so that one whose handlers hang still ends
-// failed after max_attempts.
-const shortRunsUncharged = 3
+// unchargedRuns is how many times a job may be put back uncharged for a
+// failure that may or may not be its event's (see reportResult): running
+// out of a time it did not have, or losing its connection. An event that
+// never gets a transaction with all of its time (the worker stays
+// contended), or whose run breaks its connection every time (a handler
+// whose statement crashes its backend), is then charged, so that one
+// whose handlers hang or crash still ends failed after max_attempts.
+const unchargedRuns = 3
 
 // logHeld logs an event held because its source is paused.
 func (w *eventWorker) logHeld(job *river.Job[inboxstore.JobArgs]) {

@@ -963,3 +963,51 @@ CREATE TRIGGER refuse_record BEFORE UPDATE ON webhook_inbox FOR EACH ROW EXECUTE
 		})
 	}
 }
+
+func TestAHandlerThatBreaksItsConnectionEveryTimeStillFails(t *testing.T) {
+	t.Parallel()
+
+	// Found by the review of d051961: a run whose connection broke was put
+	// back uncharged however often it happened, and the worker cannot tell
+	// a database that went away from a handler that breaks its own
+	// connection at every run (a statement that crashes its backend, a
+	// sub-timeout that makes pgx close it). Such an event stayed pending
+	// for ever, uncharged, and held its sequence key. Now a job is put back
+	// so at most unchargedRuns (3) times; then it is charged, and fails
+	// after max_attempts (3 here), River and the row counting alike.
+	for name, breaker := range map[string]func(ctx context.Context, tx pgx.Tx) error{
+		"KillsItsBackend": func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+			return err
+		},
+		"IgnoresItsStatementTimingOut": func(ctx context.Context, tx pgx.Tx) error {
+			// pgx closes the connection when the statement's context ends;
+			// the COMMIT then fails.
+			sub, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			_, _ = tx.Exec(sub, `SELECT pg_sleep(2)`)
+			return nil
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			var runs atomic.Int64
+			b.start(t, func(c *worker.Config) {
+				c.Registry.Register("breaker", func(ctx context.Context, tx pgx.Tx, _ inbox.Event) error {
+					runs.Add(1)
+					return breaker(ctx, tx)
+				})
+				c.Routes = []worker.Route{{Source: "bank", Handlers: []string{"effect", "breaker"}, Isolation: worker.IsolationReadCommitted}}
+			})
+			id := b.ingest(t, "evt_breaker", "account.deposit")
+			r := b.waitStatus(t, id, inbox.StatusFailed)
+			require.Equal(t, 3, r.Attempts, "attempts charged to the row")
+			poll(t, 30*time.Second, "River to discard the job", func() (bool, error) { return b.jobState(t, id) == "discarded", nil })
+			_, jobErrors := b.charged(t, "evt_breaker")
+			require.Equal(t, 3, jobErrors, "attempts River counted")
+			require.EqualValues(t, 6, runs.Load(), "runs: three put back, three charged")
+			require.Zero(t, b.effects(t, "evt_breaker"))
+		})
+	}
+}
