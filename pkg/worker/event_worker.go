@@ -127,14 +127,19 @@ type eventRun struct {
 	isolation Isolation
 	// sequence is the route's sequence option; nil when it has none.
 	sequence *SequenceOption
-	// snoozes is how many times River snoozed the job (see snoozes).
+	// snoozes is how many times River snoozed the job, its put-backs
+	// aside (see snoozes).
 	snoozes int
+	// putBacks is how many times the job was put back for want of the
+	// database (see uncounted).
+	putBacks int
 }
 
 // newRun resolves job's route, once for the whole run (the one look-up of
 // the router on an event's path; see routeFor for the one exception).
 func (w *eventWorker) newRun(job *river.Job[inboxstore.JobArgs], start time.Time) *eventRun {
-	run := &eventRun{job: job, start: start, isolation: w.isolation, snoozes: snoozes(job.JobRow)}
+	run := &eventRun{job: job, start: start, isolation: w.isolation}
+	run.snoozes, run.putBacks = snoozes(job.JobRow)
 	if route, ok := w.router.matchRoute(job.Args.Source, job.Args.EventType); ok {
 		run.route = route
 		run.alone = route.route.ownTransaction() || w.isolation != isolationDefault
@@ -519,7 +524,7 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 	job, err := run.job, out.err
 	switch {
 	case out.unsettled && ctx.Err() == nil:
-		return w.uncounted(run, err, "its pause check failed")
+		return w.uncounted(ctx, run, err, "its pause check failed")
 	case out.held:
 		w.logHeld(job)
 		return nil
@@ -573,28 +578,32 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 		log.Info("event's time ran out, its handlers having begun with less than all of it; running it again alone, no attempt counted", zap.Error(err))
 		return river.JobSnooze(0)
 	}
-	if errors.As(err, new(lostDatabaseError)) && run.snoozes < unchargedRuns {
-		return w.uncounted(run, err, "it lost the database")
+	if errors.As(err, new(lostDatabaseError)) && run.putBacks < unchargedRuns {
+		return w.uncounted(ctx, run, err, "it lost the database")
 	}
 	return w.charge(ctx, run, out, log)
 }
 
 // uncounted answers River for a run that failed for want of the database,
 // with nothing recorded on its row: the job is snoozed (River counts no
-// attempt) for uncountedWait, and the event runs again.
-func (w *eventWorker) uncounted(run *eventRun, err error, why string) error {
-	wait := uncountedWait(run.snoozes)
+// attempt) for uncountedWait, its put-backs counted in its metadata
+// (putBacksKey), and the event runs again.
+func (w *eventWorker) uncounted(ctx context.Context, run *eventRun, err error, why string) error {
+	// Work's context always takes metadata (River merges it when the run
+	// ends, a snooze included).
+	_ = river.MetadataSet(ctx, putBacksKey, run.putBacks+1)
+	wait := uncountedWait(run.putBacks)
 	w.logger.Warn("event put back, no attempt counted: "+why, zap.Int64("inbox_id", run.job.Args.InboxID),
 		zap.Int64("job_id", run.job.ID), zap.Duration("wait", wait), zap.Error(err))
 	return river.JobSnooze(wait)
 }
 
 // uncountedWait is how long a run put back for want of the database waits,
-// by how many times its job was snoozed before: a second, doubling, at
+// by how many times its job was put back before: a second, doubling, at
 // most uncountedWaitMax. River fetches nothing while the database is
 // away; this spaces the runs of a database that comes and goes.
-func uncountedWait(snoozes int) time.Duration {
-	return min(time.Second<<min(snoozes, 6), uncountedWaitMax)
+func uncountedWait(putBacks int) time.Duration {
+	return min(time.Second<<min(putBacks, 6), uncountedWaitMax)
 }
 
 // uncountedWaitMax bounds uncountedWait.
@@ -635,7 +644,7 @@ func (w *eventWorker) charge(ctx context.Context, run *eventRun, out jobOutcome,
 		if recErr := w.recordFailure(ctx, run, err, final); recErr != nil {
 			log.Error("could not record the failure on the inbox row", zap.NamedError("record_error", recErr), zap.Error(err))
 			if !final {
-				return w.uncounted(run, err, "its failure could not be recorded")
+				return w.uncounted(ctx, run, err, "its failure could not be recorded")
 			}
 			// A last failure goes to River, which ends the job; the
 			// reaper records it on the row (see reaper.go). Put back, an
@@ -683,21 +692,30 @@ func (w *eventWorker) recordFailure(ctx context.Context, run *eventRun, err erro
 }
 
 // snoozes is how many times job was snoozed (River counts them in its
-// metadata). A job snoozed before is worked alone, not in a group, so that
-// an event put back for want of time gets all of it.
-func snoozes(job *rivertype.JobRow) int {
+// metadata), its put-backs for want of the database aside, and how many
+// those were (putBacksKey). A job snoozed before is worked alone, not in a
+// group, so that an event put back for want of time gets all of it; one
+// put back for want of the database joins groups as before, since the
+// database's absence says nothing of its time.
+func snoozes(job *rivertype.JobRow) (snoozes, putBacks int) {
 	var meta struct {
-		Snoozes int `json:"snoozes"`
+		Snoozes  int `json:"snoozes"`
+		PutBacks int `json:"hookinbox_put_backs"`
 	}
 	if json.Unmarshal(job.Metadata, &meta) != nil {
-		return 0
+		return 0, 0
 	}
-	return meta.Snoozes
+	return max(meta.Snoozes-meta.PutBacks, 0), meta.PutBacks
 }
+
+// putBacksKey is the job's metadata key that counts its put-backs for want
+// of the database (River UI shows it beside River's snoozes).
+const putBacksKey = "hookinbox_put_backs"
 
 // unchargedRuns is how many times a job may be put back uncharged for a
 // failure that may or may not be its event's (see reportResult): running
-// out of a time it did not have, or losing its connection. An event that
+// out of a time it did not have (counted by its snoozes), or losing its
+// connection (by its put-backs). An event that
 // never gets a transaction with all of its time (the worker stays
 // contended), or whose run breaks its connection every time (a handler
 // whose statement crashes its backend), is then charged, so that one
