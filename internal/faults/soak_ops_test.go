@@ -106,6 +106,9 @@ type soakOps struct {
 
 	mu     sync.Mutex
 	purged map[string]map[string]purgedRow // source → event id → the row right after its purge
+	// crashes are when PostgreSQL was stopped immediately, by the
+	// database's clock (pgRestartBy).
+	crashes []time.Time
 	broken []string                        // promises seen broken while the schedule ran, in order
 	moved  bool
 	counts map[stepKind]int
@@ -693,6 +696,9 @@ func (s *soak) pgRestartBy(ctx context.Context, crash func()) {
 		}
 	}
 	s.mu.Unlock()
+	s.ops.mu.Lock()
+	s.ops.crashes = append(s.ops.crashes, before)
+	s.ops.mu.Unlock()
 	crash()
 	s.ops.cluster.start(s.t)
 	s.pool.Reset()
