@@ -109,9 +109,9 @@ type soakOps struct {
 	// crashes are when PostgreSQL was stopped immediately, by the
 	// database's clock (pgRestartBy).
 	crashes []time.Time
-	broken []string                        // promises seen broken while the schedule ran, in order
-	moved  bool
-	counts map[stepKind]int
+	broken  []string // promises seen broken while the schedule ran, in order
+	moved   bool
+	counts  map[stepKind]int
 	// replayed counts the replays of an event that inboxctl answered as
 	// done ("source/event id" → count): each adds one committed run.
 	replayed map[string]int

@@ -700,7 +700,7 @@ func (w *eventWorker) recordFailure(ctx context.Context, run *eventRun, err erro
 func snoozes(job *rivertype.JobRow) (snoozes, putBacks int) {
 	var meta struct {
 		Snoozes  int `json:"snoozes"`
-		PutBacks int `json:"hookinbox_put_backs"`
+		PutBacks int `json:"hookinbox:put_backs"`
 	}
 	if json.Unmarshal(job.Metadata, &meta) != nil {
 		return 0, 0
@@ -710,7 +710,7 @@ func snoozes(job *rivertype.JobRow) (snoozes, putBacks int) {
 
 // putBacksKey is the job's metadata key that counts its put-backs for want
 // of the database (River UI shows it beside River's snoozes).
-const putBacksKey = "hookinbox_put_backs"
+const putBacksKey = "hookinbox:put_backs"
 
 // unchargedRuns is how many times a job may be put back uncharged for a
 // failure that may or may not be its event's (see reportResult): running

@@ -961,7 +961,7 @@ CREATE TRIGGER refuse_record BEFORE UPDATE ON webhook_inbox FOR EACH ROW EXECUTE
 			require.Equal(t, 1, attempts, "done at its first charged attempt")
 			require.Equal(t, 1, b.effects(t, "evt_want_of_db"))
 			var putBacks, snoozes int
-			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT (metadata->>'hookinbox_put_backs')::int, (metadata->>'snoozes')::int FROM river_job WHERE id = $1`,
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT (metadata->>'hookinbox:put_backs')::int, (metadata->>'snoozes')::int FROM river_job WHERE id = $1`,
 				b.row(t, id).JobID).Scan(&putBacks, &snoozes))
 			require.Equal(t, 1, putBacks, "put-backs counted in the job's metadata")
 			require.Equal(t, 1, snoozes, "River's snoozes")
