@@ -25,8 +25,10 @@ import (
 // (claim-on-another-queue-deletes-mark); the older set's worker, back
 // first, worked the queue again, and the newer set's retired: the rollout
 // went backwards. And a PostgreSQL restart under a worker's start-up claim
-// made it exit 1 (start-retries-only-connect-errors). The scene plays
-// all three on purpose, once the newer set works the cut set's queue:
+// made it exit 1 (start-retries-only-connect-errors), as did, after one,
+// River's start running out of its own 10 s to write its queue's row on a
+// busy machine (start-gives-up-on-rivers-timeout; seed 101). The scene
+// plays them on purpose, once the newer set works the cut set's queue:
 //  1. the newer set's proxy is cut in turn, and a worker of another queue
 //     (the newest config, working only River's default queue) starts
 //     while the soak holds the registration lock, so that its start-up
@@ -34,7 +36,10 @@ import (
 //  2. once the database shows none of the newer set's records live (they
 //     expire three heartbeats after the last renewal: 6 s), PostgreSQL
 //     restarts under that claim, and the worker must start on the
-//     restarted server: its claim is the first since the records expired;
+//     restarted server: its claim is the first since the records expired.
+//     In a schedule's first scene, River's first write of the worker's
+//     queue row then sleeps past River's bound (soakSlowStart), and the
+//     worker must start again rather than exit;
 //  3. the cut set's proxy opens, first: each of its workers that worked
 //     must find the newer set's mark and retire, never work the queue
 //     again;
@@ -72,6 +77,12 @@ func (s *soak) reconnect(ctx context.Context) {
 	holder := s.holdRegistrationLock(ctx)
 	defer holder.Close(context.WithoutCancel(ctx)) // dead by then: the restart ended it
 	app := fmt.Sprintf("soak_routes_%d%s", s.w.gen, otherQueueApp)
+	slowStart := s.w.slowStart == ""
+	if slowStart {
+		_, err := s.pool.Exec(ctx, `INSERT INTO soak_slow_start VALUES ($1)`, app)
+		require.NoError(s.t, err)
+		s.w.slowStart = app
+	}
 	other, _ := startWorker(s.t, s.otherQueueConfig(app))
 	s.all = append(s.all, other)
 	s.pollUntil(ctx, "mark scene: a record of route set %d still live after its proxy was cut", func(ctx context.Context) (bool, error) {
@@ -84,6 +95,10 @@ func (s *soak) reconnect(ctx context.Context) {
 	waitedAt, restartedAt := s.restartUnderClaim(ctx, other, app)
 	waited, restarted := waitedAt.Sub(began), restartedAt.Sub(began)
 	started := time.Since(began)
+	if slowStart && !strings.Contains(other.Log(), riversStartTimedOut) {
+		s.failNow(fmt.Sprintf("mark scene: the worker of another queue (pid %d) started, but never ran out of River's time to start: "+
+			"the slow start checked nothing", other.PID()))
+	}
 	s.w.proxy.Open()
 	s.awaitCutSetBack(ctx)
 	back := time.Since(began)
@@ -104,6 +119,29 @@ func (s *soak) reconnect(ctx context.Context) {
 		s.w.gen, expired.Seconds(), waited.Seconds(), restarted.Seconds(), strings.Count(other.Log(), "could not start the worker; retrying"),
 		started.Seconds(), marks, back.Seconds(), time.Since(began).Seconds())
 }
+
+// riversStartTimedOut is in the line of a worker that retries a start
+// River's own bound cut (pkg/daemon's startWorker).
+const riversStartTimedOut = "StartWorkContext timed out after 10s"
+
+// soakSlowStart makes the first write to river_queue by a worker whose
+// application_name soak_slow_start holds (a River client's start, setting
+// its queue's row) sleep 11 s, past River's 10-s bound on it: a server
+// recovering from a restart on a busy machine. nextval outlives the
+// statement's cancellation, so the start after it goes through.
+const soakSlowStart = `
+CREATE TABLE soak_slow_start (app text PRIMARY KEY);
+CREATE SEQUENCE soak_slow_start_writes;
+CREATE FUNCTION soak_slow_start() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('application_name') IN (SELECT app FROM soak_slow_start) THEN
+        IF nextval('soak_slow_start_writes') = 1 THEN
+            PERFORM pg_sleep(11);
+        END IF;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER soak_slow_start BEFORE INSERT OR UPDATE ON river_queue FOR EACH ROW EXECUTE FUNCTION soak_slow_start();`
 
 // pids returns the processes' pids.
 func pids(ps []*proctest.Process) []int {

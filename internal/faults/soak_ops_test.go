@@ -144,7 +144,7 @@ func soakCluster(s *soak) string {
 	conn, err := pgx.Connect(context.Background(), url)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(context.Background(), soakSlowCompletions+soakLostMarks)
+	_, err = conn.Exec(context.Background(), soakSlowCompletions+soakLostMarks+soakSlowStart)
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "shop.secrets")
 	require.NoError(t, os.WriteFile(file, []byte(soakSecrets[1]+"\n"), 0o600))

@@ -208,6 +208,9 @@ type soakWorkers struct {
 	// stopsThroughCut their workers that deleted their routes record once
 	// their proxy opened again (stopThroughCut).
 	cutRetires, stopsThroughCut int
+	// slowStart is the application_name of the worker whose start the
+	// first mark scene slowed past River's bound (soakSlowStart).
+	slowStart string
 	// lostDatabase is the lost-database scene's figures
 	// (checkAttemptsCounted).
 	lostDatabase string

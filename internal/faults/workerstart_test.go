@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/url"
@@ -29,6 +30,32 @@ func TestWorkerStartWithoutConnections(t *testing.T) {
 	w.WaitLine(t, "database ready")
 	w.WaitLine(t, "could not start the worker; retrying")
 	gate.open()
+	w.WaitLine(t, "worker started")
+	w.Stop(t)
+}
+
+// TestWorkerStartOutlastsRiversTimeout: a worker whose River start runs
+// out of River's own time (a queue's settings not written within 10 s: a
+// server recovering from a restart on a busy machine, the row locked) must
+// retry, not exit (the 30-minute soak, seed 101, found it exiting:
+// "start worker: producer.StartWorkContext timed out after 10s").
+//
+// By construction: the soak's trigger on River's queue table sleeps past
+// River's bound in the worker's first write to it, which is the start's.
+func TestWorkerStartOutlastsRiversTimeout(t *testing.T) {
+	t.Parallel()
+	db := ledgerDB(t)
+	_, err := db.Pool.Exec(context.Background(), soakSlowStart)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(context.Background(), `INSERT INTO soak_slow_start VALUES ('slow_start')`)
+	require.NoError(t, err)
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("application_name", "slow_start")
+	u.RawQuery = q.Encode()
+	w, _ := startWorker(t, setup{DB: u.String()}.write(t))
+	w.WaitLine(t, "could not start the worker; retrying", riversStartTimedOut)
 	w.WaitLine(t, "worker started")
 	w.Stop(t)
 }

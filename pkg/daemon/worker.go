@@ -82,10 +82,13 @@ func newWorker(env *Env, registry *worker.Registry) (*worker.Worker, error) {
 // startWorker starts w. When the database cannot be reached meanwhile, or
 // drops the connection under a statement (it answered AwaitSchema a moment
 // before, but every connection may be taken, it may be restarting, or the
-// backend may be terminated: inboxstore.Unavailable), it starts w again on
-// the start-up schedule (Env.Retry), logging each attempt, instead of
-// exiting: a worker degrades, it does not crash. Any other error is returned, w stopped. It
-// returns false when ctx ends first, w stopped.
+// backend may be terminated: inboxstore.Unavailable), or is too slow to
+// answer a statement within River's own bound on it (10 s for a queue's
+// settings: a server recovering from a restart on a busy machine, a row
+// locked), it starts w again on the start-up schedule (Env.Retry), logging
+// each attempt, instead of exiting: a worker degrades, it does not crash.
+// Any other error is returned, w stopped. It returns false when ctx ends
+// first, w stopped.
 func startWorker(ctx context.Context, env *Env, w *worker.Worker) (bool, error) {
 	delay := cmp.Or(env.Retry.Initial, retryInitialDefault)
 	maxDelay := cmp.Or(env.Retry.Max, retryMaxDefault)
@@ -94,7 +97,12 @@ func startWorker(ctx context.Context, env *Env, w *worker.Worker) (bool, error) 
 		if err == nil {
 			return true, nil
 		}
-		if !inboxstore.Unavailable(err) {
+		// w.Start runs under no deadline of ours: one that ran out is a
+		// bound of River's (the 30-minute soak, seed 101: a worker started
+		// as PostgreSQL came back exited on "producer.StartWorkContext
+		// timed out after 10s").
+		timedOut := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		if !inboxstore.Unavailable(err) && !timedOut {
 			_ = w.Stop(context.WithoutCancel(ctx))
 			return false, err
 		}
