@@ -124,18 +124,20 @@ func (s *soak) reconnect(ctx context.Context) {
 // River's own bound cut (pkg/daemon's startWorker).
 const riversStartTimedOut = "StartWorkContext timed out after 10s"
 
-// soakSlowStart makes the first write to river_queue by a worker whose
+// soakSlowStart makes a write to river_queue by a worker whose
 // application_name soak_slow_start holds (a River client's start, setting
-// its queue's row) sleep 11 s, past River's 10-s bound on it: a server
-// recovering from a restart on a busy machine. nextval outlives the
+// its queues' rows), its nth, sleep 11 s, past River's 10-s bound on it: a
+// server recovering from a restart on a busy machine. nextval outlives the
 // statement's cancellation, so the start after it goes through.
 const soakSlowStart = `
-CREATE TABLE soak_slow_start (app text PRIMARY KEY);
+CREATE TABLE soak_slow_start (app text PRIMARY KEY, nth int NOT NULL DEFAULT 1);
 CREATE SEQUENCE soak_slow_start_writes;
 CREATE FUNCTION soak_slow_start() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    nth int := (SELECT s.nth FROM soak_slow_start AS s WHERE s.app = current_setting('application_name'));
 BEGIN
-    IF current_setting('application_name') IN (SELECT app FROM soak_slow_start) THEN
-        IF nextval('soak_slow_start_writes') = 1 THEN
+    IF nth IS NOT NULL THEN
+        IF nextval('soak_slow_start_writes') = nth THEN
             PERFORM pg_sleep(11);
         END IF;
     END IF;

@@ -2,14 +2,23 @@ package faults_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookinbox/hookinbox/internal/faults"
+	"github.com/hookinbox/hookinbox/internal/webhook"
 )
 
 // TestWorkerStartWithoutConnections is the regression test of the one
@@ -45,19 +54,85 @@ func TestWorkerStartWithoutConnections(t *testing.T) {
 func TestWorkerStartOutlastsRiversTimeout(t *testing.T) {
 	t.Parallel()
 	db := ledgerDB(t)
-	_, err := db.Pool.Exec(context.Background(), soakSlowStart)
+	w, _ := startWorker(t, setup{DB: slowStart(t, db.Pool, db.URL, 1)}.write(t))
+	w.WaitLine(t, "could not start the worker; retrying", riversStartTimedOut)
+	w.WaitLine(t, "worker started")
+	w.Stop(t)
+}
+
+// TestARunRiversFailedStartCutIsNotCharged: River starts a worker's queues
+// one at a time; when a later queue's start fails (here its row's write
+// runs out of River's 10 s), River cancels the jobs the earlier queues
+// began, with the start's error as the cause, and counts each an attempt
+// (it spares its own stop's alone). The worker starts again, so a slow
+// database cut an event's runs every 10 s until River discarded it and
+// the reaper failed a row whose handler never failed (a helper's attack on
+// 238d73a). Such a run must be put back uncharged.
+//
+// By construction: two queues, an event on each, whose handler waits on a
+// gate the test holds; the second queue row's write sleeps past River's
+// bound, so whichever queue starts first runs its event into the cut.
+func TestARunRiversFailedStartCutIsNotCharged(t *testing.T) {
+	t.Parallel()
+	b := newPromiseBundle(t)
+	ctx := context.Background()
+	source := func(name, queue string) string {
+		return fmt.Sprintf(`{name: %s, provider: standardwebhooks, secrets: [%q], queue: %s}`, name, secret, queue)
+	}
+	cfg := promises{DB: slowStart(t, b.db.Pool, b.db.URL, 2),
+		Sources: []string{source("bank", "qa"), source("card", "qb")},
+		Routes:  []string{`{source: bank, handlers: [gate]}`, `{source: card, handlers: [gate]}`},
+		Worker:  []string{`queues: [qa, qb]`, `max_attempts: 2`},
+	}.write(t)
+	_, base := b.startReceiver(t, cfg)
+	gate, err := pgx.Connect(ctx, b.db.URL)
 	require.NoError(t, err)
-	_, err = db.Pool.Exec(context.Background(), `INSERT INTO soak_slow_start VALUES ('slow_start')`)
+	defer gate.Close(ctx)
+	_, err = gate.Exec(ctx, `SELECT pg_advisory_lock($1)`, gateLock)
 	require.NoError(t, err)
-	u, err := url.Parse(db.URL)
+	deliver, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, source := range []string{"bank", "card"} {
+		require.NoError(t, deliverUntil2xx(deliver, func() (*http.Request, error) {
+			return webhook.NewRequest(deliver, base+"/webhooks/"+source, &webhook.Params{Provider: "standardwebhooks", Secret: secret,
+				EventID: "ev_" + source, EventType: faults.DepositType, Time: time.Now(), Body: []byte(`{"amount":1}`)})
+		}))
+	}
+
+	// startWorker waits for "worker started", after the failed start.
+	w := b.startWorker(t, "w", cfg)
+	require.Contains(t, w.Log(), riversStartTimedOut)
+	_, err = gate.Exec(ctx, `SELECT pg_advisory_unlock($1)`, gateLock)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var pending int
+		err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox WHERE status <> 'done'`).Scan(&pending)
+		return err == nil && pending == 0
+	}, 2*time.Minute, 50*time.Millisecond, "the events were not done")
+	var attempts, riverErrors int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT (SELECT max(attempts) FROM webhook_inbox),
+  (SELECT coalesce(sum(cardinality(errors)), 0) FROM river_job WHERE kind = 'hookinbox.event')`).Scan(&attempts, &riverErrors))
+	require.Equal(t, 1, attempts, "each event done at its first attempt")
+	require.Zero(t, riverErrors, "River counted an attempt for a run its failed start cut")
+	require.Contains(t, w.Log(), "event put back, no attempt counted: River's start failed under it", "no run was cut: the test checked nothing")
+	w.Stop(t)
+}
+
+// slowStart arms soakSlowStart on the database of pool and dbURL: the nth
+// write to river_queue of a client connecting with the URL it returns
+// sleeps past River's bound.
+func slowStart(t *testing.T, pool *pgxpool.Pool, dbURL string, nth int) string {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), soakSlowStart)
+	require.NoError(t, err)
+	_, err = pool.Exec(context.Background(), `INSERT INTO soak_slow_start VALUES ('slow_start', $1)`, nth)
+	require.NoError(t, err)
+	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
 	q := u.Query()
 	q.Set("application_name", "slow_start")
 	u.RawQuery = q.Encode()
-	w, _ := startWorker(t, setup{DB: u.String()}.write(t))
-	w.WaitLine(t, "could not start the worker; retrying", riversStartTimedOut)
-	w.WaitLine(t, "worker started")
-	w.Stop(t)
+	return u.String()
 }
 
 // connGate is a TCP proxy in front of PostgreSQL that lets a budget of

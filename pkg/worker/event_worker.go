@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,6 +79,10 @@ type eventWorker struct {
 	tracer trace.Tracer
 	// queueFor is Config.QueueFor: the queue of a source's jobs.
 	queueFor func(string) string
+	// stopping is set once the Worker stops River's client: a run River
+	// cancels before that was cut by a start of River's that failed after
+	// another queue's producer began (see reportResult).
+	stopping *atomic.Bool
 	// maxAttempts is Config.MaxAttempts, which every job of an event is
 	// aligned to before it runs (see alignAttempts).
 	maxAttempts int
@@ -514,7 +519,8 @@ type jobOutcome struct {
 // stopping, which River does not count; or it was the event's last, which
 // the reaper records if the worker could not). A run that failed for want
 // of the database (it lost its connection, up to unchargedRuns times; or
-// could not record the failure, or check the pause) is put back uncharged
+// could not record the failure, or check the pause), or that a failed
+// start of River's cancelled, is put back uncharged
 // instead (see uncounted): were River to count it, a database that
 // restarts or fails over now and then would grow the event's backoff past
 // any deadline, and discard it after max_attempts with no failure of its
@@ -550,6 +556,15 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 	}
 	log := w.logger.With(zap.Int64("inbox_id", job.Args.InboxID), zap.Int64("job_id", job.ID),
 		zap.String("request_id", job.Args.RequestID), zap.Int("attempt", job.Attempt), zap.Int("max_attempts", job.MaxAttempts))
+	if errors.Is(ctx.Err(), context.Canceled) && !out.recorded && !w.stopping.Load() {
+		// River cancelled the run, though the worker is not stopping it:
+		// its start failed (a queue's settings not written in time, a
+		// dropped connection) after another queue's producer began, and
+		// it cancels the work with the start's error, an attempt it counts
+		// (it counts any cancel but its own stop's). The worker starts it
+		// again (pkg/daemon), and the event runs again, uncharged.
+		return w.uncounted(ctx, run, err, "River's start failed under it")
+	}
 	if errors.Is(ctx.Err(), context.Canceled) && !out.recorded {
 		// The worker is stopping: River makes the job available again
 		// without counting the attempt, so neither do we. River knows it

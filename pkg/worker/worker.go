@@ -340,6 +340,9 @@ type Worker struct {
 	limit        *limiter.Limiter // the group transactions' limit; nil without group commit
 	pauses       *pauseWatch
 	relay        *relay.Relay // nil without Config.Outbox
+	// stopping is set once the worker stops River's client (stopWork), and
+	// shared with the event worker (see eventWorker.stopping).
+	stopping *atomic.Bool
 
 	state atomic.Int32 // a State
 	// mu serialises the changes of state and the starts and stops of the
@@ -399,7 +402,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 		pool: pool, store: store, router: router, failUnrouted: !c.UnroutedDone, asyncCommit: !c.SynchronousCommit, isolation: c.Isolation, logger: c.Logger,
 		metrics: wm, pauses: pauses, sources: c.Sources, maxAttempts: c.MaxAttempts, queueFor: c.QueueFor,
 		jobTimeout: c.JobTimeout, groupSettings: groupSettings(c.JobTimeout), registration: registration,
-		slots: make(chan struct{}, conns),
+		slots: make(chan struct{}, conns), stopping: new(atomic.Bool),
 	}
 	if c.TracerProvider != nil {
 		ew.tracer = c.TracerProvider.Tracer(tracerName)
@@ -470,7 +473,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: river client: %w", err)
 	}
-	w := &Worker{client: client, config: c, registration: registration, group: ew.group, limit: ew.limit, pauses: pauses}
+	w := &Worker{client: client, config: c, registration: registration, group: ew.group, limit: ew.limit, pauses: pauses, stopping: ew.stopping}
 	if c.Outbox != nil {
 		rc := *c.Outbox
 		rc.PollOnly = rc.PollOnly || c.PollOnly
@@ -637,6 +640,7 @@ func (w *Worker) stopWork(ctx context.Context) error {
 		return w.stopErr
 	}
 	w.workStopped = true
+	w.stopping.Store(true)
 	if w.stopErr = w.stopClient(ctx); w.stopErr != nil {
 		return w.stopErr
 	}
