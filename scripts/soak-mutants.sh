@@ -46,7 +46,7 @@ for patch in "$root"/internal/faults/mutants/*.patch; do
 			$GO test -count=1 -v -run '^TestSoak$' -timeout 1h . >"$log" 2>&1) || true
 		if line=$(grep -m1 '^soak: FAILED seed' "$log"); then
 			found=yes with=$seed
-			after=$(sed -E 's/.* after ([0-9]+)s: .*/\1s/' <<<"$line")
+			after=$(sed -E 's/^soak: FAILED seed [0-9]+ after ([0-9]+)s: .*/\1s/' <<<"$line")
 			broken=$(sed -E 's/^[^:]*: [^:]*: //' <<<"$line" | cut -c1-100)
 			break
 		fi
