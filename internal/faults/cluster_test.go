@@ -163,6 +163,21 @@ func (c *cluster) pidFile() (pid int, shmid string, ok bool) {
 	return pid, shmid, err == nil
 }
 
+// logTail returns the last n lines of the server's log (postgres.log),
+// which the cleanup removes with the cluster: a failed run's reader needs
+// what the server saw (a restart's recovery, refused or hung connections).
+func (c *cluster) logTail(n int) string {
+	b, err := os.ReadFile(filepath.Join(c.dir, "postgres.log"))
+	if err != nil {
+		return "postgres.log: " + err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
 // freeShmem removes the System V shared memory segment of a killed server,
 // which nothing else would.
 func (c *cluster) freeShmem() {

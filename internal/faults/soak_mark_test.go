@@ -79,11 +79,10 @@ func (s *soak) reconnect(ctx context.Context) {
 	app := fmt.Sprintf("soak_routes_%d%s", s.w.gen, otherQueueApp)
 	slowStart := s.w.slowStart == ""
 	if slowStart {
-		_, err := s.pool.Exec(ctx, `INSERT INTO soak_slow_start VALUES ($1)`, app)
-		require.NoError(s.t, err)
+		armSlowStart(s.t, s.pool, app, 1)
 		s.w.slowStart = app
 	}
-	other, _ := startWorker(s.t, s.otherQueueConfig(app))
+	other, _ := startWorker(s.t, s.queuesConfig(app, "default"))
 	s.all = append(s.all, other)
 	s.pollUntil(ctx, "mark scene: a record of route set %d still live after its proxy was cut", func(ctx context.Context) (bool, error) {
 		var live bool
@@ -119,31 +118,6 @@ func (s *soak) reconnect(ctx context.Context) {
 		s.w.gen, expired.Seconds(), waited.Seconds(), restarted.Seconds(), strings.Count(other.Log(), "could not start the worker; retrying"),
 		started.Seconds(), marks, back.Seconds(), time.Since(began).Seconds())
 }
-
-// riversStartTimedOut is in the line of a worker that retries a start
-// River's own bound cut (pkg/daemon's startWorker).
-const riversStartTimedOut = "StartWorkContext timed out after 10s"
-
-// soakSlowStart makes a write to river_queue by a worker whose
-// application_name soak_slow_start holds (a River client's start, setting
-// its queues' rows), its nth, sleep 11 s, past River's 10-s bound on it: a
-// server recovering from a restart on a busy machine. nextval outlives the
-// statement's cancellation, so the start after it goes through.
-const soakSlowStart = `
-CREATE TABLE soak_slow_start (app text PRIMARY KEY, nth int NOT NULL DEFAULT 1);
-CREATE SEQUENCE soak_slow_start_writes;
-CREATE FUNCTION soak_slow_start() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    nth int := (SELECT s.nth FROM soak_slow_start AS s WHERE s.app = current_setting('application_name'));
-BEGIN
-    IF nth IS NOT NULL THEN
-        IF nextval('soak_slow_start_writes') = nth THEN
-            PERFORM pg_sleep(11);
-        END IF;
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER soak_slow_start BEFORE INSERT OR UPDATE ON river_queue FOR EACH ROW EXECUTE FUNCTION soak_slow_start();`
 
 // pids returns the processes' pids.
 func pids(ps []*proctest.Process) []int {
@@ -220,16 +194,19 @@ WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1)`, a
 	return waited, restarted
 }
 
-// otherQueueConfig writes the newest route set's worker config, connecting
-// straight to the database as app, working River's default queue alone:
-// its claims are on another queue than the cut set's.
-func (s *soak) otherQueueConfig(app string) string {
+// queuesConfig writes the newest route set's worker config, connecting
+// straight to the database as app, working queues (a YAML list's items)
+// alone: the mark scene's worker works River's default queue, its claims
+// on another queue than the cut set's; the slow-start scene's, two queues
+// of its own.
+func (s *soak) queuesConfig(app, queues string) string {
 	b, err := os.ReadFile(s.routeSetConfig(s.w.dbURL, s.w.gen))
 	require.NoError(s.t, err)
 	text := strings.Replace(string(b), fmt.Sprintf("application_name=soak_routes_%d", s.w.gen), "application_name="+app, 1)
-	text = workerQueues.ReplaceAllString(text, "queues: [default]")
-	require.Contains(s.t, text, "queues: [default]\n")
-	path := filepath.Join(s.t.TempDir(), "other-queue.yaml")
+	key := "queues: [" + queues + "]"
+	text = workerQueues.ReplaceAllString(text, key)
+	require.Contains(s.t, text, key+"\n")
+	path := filepath.Join(s.t.TempDir(), app+".yaml")
 	require.NoError(s.t, os.WriteFile(path, []byte(text), 0o600))
 	return path
 }

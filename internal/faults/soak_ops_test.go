@@ -134,17 +134,18 @@ type soakOps struct {
 // soakCluster creates the soak's own PostgreSQL cluster (a restart must
 // never touch the shared one), with asyncCommitConf (what an asynchronous
 // commit leaves unflushed stays so until a crash), a database migrated
-// for the ledger example at synchronous_commit = off.
+// for the ledger example at synchronous_commit = off. Its log names each
+// line's application (a failed run prints the log's tail).
 func soakCluster(s *soak) string {
 	t := s.t
-	c := newCluster(t, asyncCommitConf+"\nmax_connections = 100")
+	c := newCluster(t, asyncCommitConf+"\nmax_connections = 100\nlog_line_prefix = '%m [%p] %q%a '")
 	url := c.createDB(t, "soak")
 	migrate(t, url)
 	setAsyncCommit(t, url)
 	conn, err := pgx.Connect(context.Background(), url)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(context.Background(), soakSlowCompletions+soakLostMarks+soakSlowStart)
+	_, err = conn.Exec(context.Background(), soakSlowCompletions+soakLostMarks+soakSlowStart+soakStartGate)
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "shop.secrets")
 	require.NoError(t, os.WriteFile(file, []byte(soakSecrets[1]+"\n"), 0o600))
@@ -596,7 +597,7 @@ func opString(st *step) string {
 		return fmt.Sprintf("%s: retention %s (inside the redelivery window)", st.Source, soakShortRetention)
 	case stepSkewPrune:
 		return fmt.Sprintf("clock +%dh", st.Picks[0])
-	case stepReplay, stepGarbled, stepPGRestart, stepStrays, stepLostMarks:
+	case stepReplay, stepGarbled, stepPGRestart, stepStrays, stepLostMarks, stepSlowStart:
 		return fmt.Sprintf("%s: %d events (%s …)", st.Source, len(st.Deposits), st.Deposits[0].ID)
 	case stepFeedDown, stepFeedCrash:
 		return outboxString(st)
@@ -642,6 +643,8 @@ func (s *soak) doOp(ctx context.Context, st *step) {
 		s.strays(ctx, st)
 	case stepLostMarks:
 		s.lostMarks(ctx, st)
+	case stepSlowStart:
+		s.slowStartScene(ctx, st)
 	}
 }
 

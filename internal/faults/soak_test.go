@@ -31,6 +31,9 @@ const (
 	// soakApp is the application_name of the soak's own connections, which
 	// pg_terminate_backend spares.
 	soakApp = "hookinbox_soak"
+	// soakLogTail is how many of the server's last log lines a failed run
+	// prints (its cluster is removed when the run ends).
+	soakLogTail = 200
 )
 
 // TestSoak is the soak (issue 40): two receivers and two ledger workers on
@@ -71,8 +74,8 @@ func (s *soak) failNow(broken string) {
 	}
 	seed, duration := s.sched.Seed, s.sched.Duration
 	fmt.Printf("soak: FAILED seed %d after %.0fs: %s\n", seed, time.Since(s.began).Seconds(), broken)
-	s.t.Fatalf("soak: seed %d (replay: make soak SEED=%d DURATION=%s): first promise broken: %s\n%s\n%s",
-		seed, seed, duration, broken, s.sched, s.workState())
+	s.t.Fatalf("soak: seed %d (replay: make soak SEED=%d DURATION=%s): first promise broken: %s\n%s\n%s\nthe server's log, its last %d lines:\n%s",
+		seed, seed, duration, broken, s.sched, s.workState(), soakLogTail, s.ops.cluster.logTail(soakLogTail))
 }
 
 // workState is what a failed run's reader needs to see who works what:

@@ -492,6 +492,7 @@ func addWorkerSteps(s *schedule) {
 	addHangScenes(s)
 	addBlockScenes(s)
 	addLostDatabaseScene(s)
+	addSlowStartScene(s)
 }
 
 // addBlockScenes adds to s, from a generator of its own, a block scene 20
@@ -906,6 +907,7 @@ func TestSoakScheduleWorkerSide(t *testing.T) {
 				}
 			}
 			require.Equal(t, 1, scenes, "seed %d, %s: lost-database scenes", seed, d)
+			checkSlowStartScene(t, s, d)
 			if d >= 2*time.Minute {
 				require.Positive(t, cuts, "seed %d, %s: no cut handover", seed, d)
 			}
