@@ -39,10 +39,11 @@ import (
 //     writes a queue's row a third time: the start after the failed one.
 //     Whichever queue River starts first, its events are running when
 //     River's bound runs out;
-//  3. the worker must log River's timed-out start and start again, and
-//     every event be done, with no attempt counted in River, and the runs
-//     the failed start cut put back (a scene that cut none checked
-//     nothing).
+//  3. the worker must log River's timed-out start and start again, its
+//     routes record read live all along (the soak's heartbeat keeps it 6 s
+//     past a renewal: mutant rollout-loop-waits-for-start), and every
+//     event be done, with no attempt counted in River, and the runs the
+//     failed start cut put back (a scene that cut none checked nothing).
 //
 // The schedule's clock stops meanwhile, as for the mark scene.
 
@@ -194,7 +195,13 @@ func (s *soak) slowStartScene(ctx context.Context, st *step) {
 		}
 		s.mu.Unlock()
 	}
-	s.pollUntil(ctx, "slow-start scene: the worker neither started nor exited", func(context.Context) (bool, error) {
+	// Read all along: its routes record must stay live while River's
+	// start runs (it lives 6 s past a renewal, and the start runs 10 s).
+	expired := false
+	s.pollUntil(ctx, "slow-start scene: the worker neither started nor exited", func(ctx context.Context) (bool, error) {
+		var live bool
+		err := s.pool.QueryRow(ctx, `SELECT coalesce(bool_and(expires_at > now()), true) FROM hookinbox_worker_routes WHERE pid = $1`, p.PID()).Scan(&live)
+		expired = expired || (err == nil && !live)
 		return claimedOrExited(p), nil
 	})
 	if p.Exited() {
@@ -203,6 +210,10 @@ func (s *soak) slowStartScene(ctx context.Context, st *step) {
 	}
 	if !strings.Contains(p.Log(), riversStartTimedOut) {
 		s.failNow(fmt.Sprintf("slow-start scene: the worker (pid %d) started, but never ran out of River's time to start: the scene checked nothing", p.PID()))
+	}
+	if expired {
+		s.failNow(fmt.Sprintf("slow-start scene: the routes record of a worker (pid %d) expired while River's start ran: its renewals waited for "+
+			"the start, and its queues were dead to the reaper (a waiting route set would have taken them)", p.PID()))
 	}
 	s.pollUntil(ctx, "slow-start scene: its events were not done", func(ctx context.Context) (bool, error) {
 		var done int

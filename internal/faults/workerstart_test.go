@@ -2,11 +2,13 @@ package faults_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,6 +58,45 @@ func TestWorkerStartOutlastsRiversTimeout(t *testing.T) {
 	w, _ := startWorker(t, setup{DB: slowStart(t, db.Pool, db.URL, 1)}.write(t))
 	w.WaitLine(t, "could not start the worker; retrying", riversStartTimedOut)
 	w.WaitLine(t, "worker started")
+	w.Stop(t)
+}
+
+// TestWorkerRenewsItsRecordThroughASlowStart: the rollout loop renews a
+// worker's routes record while River's client starts, however long that
+// takes. It waited for the worker's lock, which Start holds meanwhile:
+// with a heartbeat shorter than a third of River's 10-s bound, a worker
+// whose start ran into it let its record expire, fenced itself, and its
+// queues were dead to the reaper, which moved their jobs away (the soak's
+// slow-start scene found it so; a waiting route set would have taken
+// them over).
+//
+// By construction: a 2-s heartbeat (the record lives 6 s past a
+// renewal), and the worker's first write to River's queue table sleeps
+// past River's bound, so that its start runs 10 s. Read every 100 ms from
+// its claim until it started, its record must never be expired.
+func TestWorkerRenewsItsRecordThroughASlowStart(t *testing.T) {
+	t.Parallel()
+	db := ledgerDB(t)
+	w, _ := startWorker(t, setup{DB: slowStart(t, db.Pool, db.URL, 1), Worker: "heartbeat_interval: 2s"}.write(t))
+	ctx := context.Background()
+	seen, expired := 0, 0
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(w.Log(), `"msg":"worker started"`); {
+		w.RequireRunning(t)
+		require.True(t, time.Now().Before(deadline), "the worker did not start")
+		var live bool
+		err := db.Pool.QueryRow(ctx, `SELECT expires_at > now() FROM hookinbox_worker_routes WHERE pid = $1`, w.PID()).Scan(&live)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			require.NoError(t, err)
+			seen++
+			if !live {
+				expired++
+			}
+		}
+		<-time.After(100 * time.Millisecond) // the reading's pace
+	}
+	require.Contains(t, w.Log(), riversStartTimedOut, "the start never ran out of River's time: the test checked nothing")
+	require.Positive(t, seen, "the worker's record was never read")
+	require.Zero(t, expired, "the worker's routes record expired while River's start ran (%d readings of %d)", expired, seen)
 	w.Stop(t)
 }
 

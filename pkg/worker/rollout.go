@@ -172,9 +172,17 @@ func (w *Worker) yieldToNewer(ctx context.Context) <-chan bool {
 		w.config.Logger.Warn("could not look for a newer route set", zap.Error(err))
 		return nil
 	}
+	// This loop renews the routes record too, so it never waits for the
+	// lock: Start holds it while River's client starts, which may take
+	// River's 10 s per queue and more on a slow database, and a record not
+	// renewed meanwhile expires (three heartbeats), fences the worker and
+	// lets a waiting route set take its queues (the soak's slow-start
+	// scene found it so). The next poll tries again.
+	if !w.mu.TryLock() {
+		return nil
+	}
+	defer w.mu.Unlock()
 	if newer == nil {
-		w.mu.Lock()
-		defer w.mu.Unlock()
 		if w.State() == StateWorking && !w.working {
 			if err := w.startWork(ctx); err != nil {
 				w.config.Logger.Warn("could not start working; retrying", zap.Error(err))
@@ -182,8 +190,6 @@ func (w *Worker) yieldToNewer(ctx context.Context) <-chan bool {
 		}
 		return nil
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.State() != StateWorking {
 		return nil // Stop came first.
 	}
