@@ -43,7 +43,8 @@ import (
 //     routes record read live all along (the soak's heartbeat keeps it 6 s
 //     past a renewal: mutant rollout-loop-waits-for-start), and every
 //     event be done, with no attempt counted in River, and the runs the
-//     failed start cut put back (a scene that cut none checked nothing).
+//     failed start cut put back, not as lost connections (a scene that
+//     cut none checked nothing).
 //
 // The schedule's clock stops meanwhile, as for the mark scene.
 
@@ -67,6 +68,9 @@ const (
 	// startCutLine is what the worker logs when it puts back a run River's
 	// failed start cut (pkg/worker's reportResult).
 	startCutLine = "event put back, no attempt counted: River's start failed under it"
+	// soakPutBacksKey is pkg/worker's putBacksKey: a job's put-backs for a
+	// lost connection, in its metadata.
+	soakPutBacksKey = "hookinbox:put_backs"
 )
 
 // slowStartQueues are the scene's worker's queues.
@@ -221,27 +225,33 @@ func (s *soak) slowStartScene(ctx context.Context, st *step) {
 			st.Source, ids).Scan(&done)
 		return done == len(ids), err
 	})
-	var counted, charged int
+	var counted, putBacks int
 	var last string
-	require.NoError(s.t, s.pool.QueryRow(ctx, `SELECT
-  (SELECT count(*) FROM river_job AS j CROSS JOIN LATERAL unnest(j.errors) AS e JOIN webhook_inbox AS i ON i.id = (j.args->>'inbox_id')::bigint
-   WHERE j.kind = $1 AND i.source = $2 AND i.event_id = ANY($3) AND e->>'error' <> $4),
-  (SELECT coalesce(sum(attempts - 1), 0) FROM webhook_inbox WHERE source = $2 AND event_id = ANY($3)),
-  coalesce((SELECT left(e->>'error', 200) FROM river_job AS j CROSS JOIN LATERAL unnest(j.errors) AS e
-   JOIN webhook_inbox AS i ON i.id = (j.args->>'inbox_id')::bigint
-   WHERE j.kind = $1 AND i.source = $2 AND i.event_id = ANY($3) AND e->>'error' <> $4 LIMIT 1), '')`,
-		inboxstore.JobKind, st.Source, ids, rescuedError).Scan(&counted, &charged, &last))
+	require.NoError(s.t, s.pool.QueryRow(ctx, `
+WITH jobs AS (
+  SELECT j.* FROM river_job AS j JOIN webhook_inbox AS i ON i.id = (j.args->>'inbox_id')::bigint
+  WHERE j.kind = $1 AND i.source = $2 AND i.event_id = ANY($3)
+)
+SELECT (SELECT count(*) FROM jobs CROSS JOIN LATERAL unnest(jobs.errors) AS e WHERE e->>'error' <> $4),
+  (SELECT coalesce(sum((metadata->>$5)::int), 0) FROM jobs),
+  coalesce((SELECT left(e->>'error', 200) FROM jobs CROSS JOIN LATERAL unnest(jobs.errors) AS e WHERE e->>'error' <> $4 LIMIT 1), '')`,
+		inboxstore.JobKind, st.Source, ids, rescuedError, soakPutBacksKey).Scan(&counted, &putBacks, &last))
 	cut := strings.Count(p.Log(), startCutLine)
 	switch {
 	case counted > 0:
 		s.failNow(fmt.Sprintf("slow-start scene: River counted %d failed attempts of events whose runs only River's failed start cut (%s)", counted, last))
+	case putBacks > 0:
+		// No connection of the scene's runs was lost (the schedule waits):
+		// a put-back counted is a cut spending what a lost connection gets
+		// uncharged (mutant start-cuts-spend-put-backs).
+		s.failNow(fmt.Sprintf("slow-start scene: %d runs River's failed start cut were counted as lost connections (%s), "+
+			"spending the put-backs a lost connection gets uncharged", putBacks, soakPutBacksKey))
 	case cut == 0:
 		s.failNow("slow-start scene: River's failed start cut no run of the worker, and so checked nothing")
 	}
 	p.Stop(s.t)
 	fmt.Printf("soak: slow-start scene: the worker started (again %d times) after River's start timed out, %d runs it cut put back, "+
-		"%d events done, %d attempts beyond the first on their rows; %.1fs in all\n",
-		strings.Count(p.Log(), "could not start the worker; retrying"), cut, len(ids), charged, time.Since(began).Seconds())
+		"%d events done; %.1fs in all\n", strings.Count(p.Log(), "could not start the worker; retrying"), cut, len(ids), time.Since(began).Seconds())
 }
 
 // checkSlowStartScene checks the slow-start scene's place in s, a schedule

@@ -138,13 +138,16 @@ type eventRun struct {
 	// putBacks is how many times the job was put back for want of the
 	// database (see uncounted).
 	putBacks int
+	// startCuts is how many of its runs River's failed starts cut (see
+	// reportResult).
+	startCuts int
 }
 
 // newRun resolves job's route, once for the whole run (the one look-up of
 // the router on an event's path; see routeFor for the one exception).
 func (w *eventWorker) newRun(job *river.Job[inboxstore.JobArgs], start time.Time) *eventRun {
 	run := &eventRun{job: job, start: start, isolation: w.isolation}
-	run.snoozes, run.putBacks = snoozes(job.JobRow)
+	run.snoozes, run.putBacks, run.startCuts = snoozes(job.JobRow)
 	if route, ok := w.router.matchRoute(job.Args.Source, job.Args.EventType); ok {
 		run.route = route
 		run.alone = route.route.ownTransaction() || w.isolation != isolationDefault
@@ -562,8 +565,12 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 		// dropped connection) after another queue's producer began, and
 		// it cancels the work with the start's error, an attempt it counts
 		// (it counts any cancel but its own stop's). The worker starts it
-		// again (pkg/daemon), and the event runs again, uncharged.
-		return w.uncounted(ctx, run, err, "River's start failed under it")
+		// again (pkg/daemon), and the event runs again, uncharged, and
+		// counted apart: the cut is the worker's, and spends none of the
+		// event's put-backs for a lost connection (a helper's attack on
+		// 6ee9dcb: three cuts, and the event's next lost connections were
+		// charged until it failed for good).
+		return w.snoozeUncharged(ctx, run, err, "River's start failed under it", startCutsKey, run.startCuts)
 	}
 	if errors.Is(ctx.Err(), context.Canceled) && !out.recorded {
 		// The worker is stopping: River makes the job available again
@@ -604,10 +611,16 @@ func (w *eventWorker) reportResult(ctx context.Context, run *eventRun, out jobOu
 // attempt) for uncountedWait, its put-backs counted in its metadata
 // (putBacksKey), and the event runs again.
 func (w *eventWorker) uncounted(ctx context.Context, run *eventRun, err error, why string) error {
+	return w.snoozeUncharged(ctx, run, err, why, putBacksKey, run.putBacks)
+}
+
+// snoozeUncharged snoozes the job for uncountedWait(n), n the times it was put
+// back before for the same cause, which metadata key counts.
+func (w *eventWorker) snoozeUncharged(ctx context.Context, run *eventRun, err error, why, key string, n int) error {
 	// Work's context always takes metadata (River merges it when the run
 	// ends, a snooze included).
-	_ = river.MetadataSet(ctx, putBacksKey, run.putBacks+1)
-	wait := uncountedWait(run.putBacks)
+	_ = river.MetadataSet(ctx, key, n+1)
+	wait := uncountedWait(n)
 	w.logger.Warn("event put back, no attempt counted: "+why, zap.Int64("inbox_id", run.job.Args.InboxID),
 		zap.Int64("job_id", run.job.ID), zap.Duration("wait", wait), zap.Error(err))
 	return river.JobSnooze(wait)
@@ -707,25 +720,32 @@ func (w *eventWorker) recordFailure(ctx context.Context, run *eventRun, err erro
 }
 
 // snoozes is how many times job was snoozed (River counts them in its
-// metadata), its put-backs for want of the database aside, and how many
-// those were (putBacksKey). A job snoozed before is worked alone, not in a
-// group, so that an event put back for want of time gets all of it; one
-// put back for want of the database joins groups as before, since the
-// database's absence says nothing of its time.
-func snoozes(job *rivertype.JobRow) (snoozes, putBacks int) {
+// metadata), its put-backs for want of the database and its runs River's
+// failed starts cut aside, and how many those were (putBacksKey,
+// startCutsKey). A job snoozed before is worked alone, not in a group, so
+// that an event put back for want of time gets all of it; one put back for
+// want of the database, or cut by a start, joins groups as before, since
+// neither says anything of its time.
+func snoozes(job *rivertype.JobRow) (snoozes, putBacks, startCuts int) {
 	var meta struct {
-		Snoozes  int `json:"snoozes"`
-		PutBacks int `json:"hookinbox:put_backs"`
+		Snoozes   int `json:"snoozes"`
+		PutBacks  int `json:"hookinbox:put_backs"`
+		StartCuts int `json:"hookinbox:start_cuts"`
 	}
 	if json.Unmarshal(job.Metadata, &meta) != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
-	return max(meta.Snoozes-meta.PutBacks, 0), meta.PutBacks
+	return max(meta.Snoozes-meta.PutBacks-meta.StartCuts, 0), meta.PutBacks, meta.StartCuts
 }
 
 // putBacksKey is the job's metadata key that counts its put-backs for want
 // of the database (River UI shows it beside River's snoozes).
 const putBacksKey = "hookinbox:put_backs"
+
+// startCutsKey is the job's metadata key that counts its runs River's
+// failed starts cut, which are put back without limit: the worker does
+// nothing else until its start goes through.
+const startCutsKey = "hookinbox:start_cuts"
 
 // unchargedRuns is how many times a job may be put back uncharged for a
 // failure that may or may not be its event's (see reportResult): running

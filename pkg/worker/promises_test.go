@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1015,4 +1016,125 @@ func TestAHandlerThatBreaksItsConnectionEveryTimeStillFails(t *testing.T) {
 			require.Zero(t, b.effects(t, "evt_breaker"))
 		})
 	}
+}
+
+// startCutQueue makes a write of queue qb's row by a client connecting as
+// startcut sleep past River's 10-s bound while start_cut_slow says so.
+const startCutQueue = `
+CREATE TABLE start_cut_slow (slow bool NOT NULL);
+INSERT INTO start_cut_slow VALUES (true);
+CREATE FUNCTION start_cut_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('application_name') = 'startcut' AND NEW.name = 'qb' AND (SELECT slow FROM start_cut_slow) THEN
+        PERFORM pg_sleep(11);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER start_cut_slow BEFORE INSERT OR UPDATE ON river_queue FOR EACH ROW EXECUTE FUNCTION start_cut_slow();`
+
+// TestRunsStartsCutSpendNoLostConnectionPutBacks: a run River's failed
+// start cut is put back apart from the put-backs of a lost connection
+// (unchargedRuns of them per job), which it used to spend: after three
+// cuts, an event's next lost connections were charged, and with
+// max_attempts 2 it failed for good though its handler never failed (a
+// helper's attack on 6ee9dcb).
+//
+// By construction: the worker works the default queue, where the event
+// waits, and qb, whose row's write sleeps past River's bound; each start
+// that began the default queue first cuts the event's run, which waits in
+// its handler (the rollout loop starts the worker again each second, and
+// the order of the queues is River's: the test waits for three cuts).
+// Then the write is fast, and the test terminates the handler's backend
+// twice, as a failover would: both must be put back, and the event done.
+func TestRunsStartsCutSpendNoLostConnectionPutBacks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	_, err := b.db.Pool.Exec(ctx, startCutQueue)
+	require.NoError(t, err)
+	u, err := url.Parse(b.db.URL)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("application_name", "startcut")
+	q.Set("pool_max_conns", "12")
+	u.RawQuery = q.Encode()
+
+	var open atomic.Bool
+	reg := b.registry(t)
+	reg.Register("gate", func(ctx context.Context, tx pgx.Tx, ev inbox.Event) error {
+		if open.Load() {
+			_, err := tx.Exec(ctx, `INSERT INTO effects (event_id) VALUES ($1)`, ev.EventID)
+			return err
+		}
+		// Until its run is cut, or its backend terminated.
+		_, err := tx.Exec(ctx, `SELECT pg_sleep(60) /* start_cut_gate */`)
+		return err
+	})
+	w, err := worker.New(newPool(t, u.String()), &worker.Config{
+		Queues:            map[string]int{river.QueueDefault: 2, "qb": 2},
+		MaxAttempts:       2,
+		JobTimeout:        90 * time.Second,
+		ReaperInterval:    time.Hour,
+		HeartbeatInterval: 30 * time.Second,
+		SoftStopTimeout:   time.Second,
+		Routes:            []worker.Route{{Source: "bank", Handlers: []string{"gate"}, Isolation: worker.IsolationReadCommitted}},
+		Sources:           map[string]string{"bank": river.QueueDefault},
+		Registry:          reg,
+		Logger:            zaptest.NewLogger(t),
+		RiverConfig: func(rc *river.Config) {
+			rc.RetryPolicy = fastRetry{}
+			rc.FetchCooldown = 5 * time.Millisecond
+			rc.FetchPollInterval = 20 * time.Millisecond
+		},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		open.Store(true)
+		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = w.Stop(stopCtx)
+	})
+
+	id := b.ingest(t, "evt_start_cut", "account.deposit")
+	// The event's newest job: its runs cut, its put-backs, its state.
+	job := func() (cuts, putBacks int, state string) {
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT coalesce((metadata->>'hookinbox:start_cuts')::int, 0),
+  coalesce((metadata->>'hookinbox:put_backs')::int, 0), state::text
+FROM river_job WHERE kind = 'hookinbox.event' AND (args->>'inbox_id')::bigint = $1 ORDER BY id DESC LIMIT 1`, id).Scan(&cuts, &putBacks, &state))
+		return cuts, putBacks, state
+	}
+	_ = w.Start(ctx) // fails while qb's write is slow; the rollout loop starts it again
+	poll(t, 5*time.Minute, "three runs cut by River's failed starts", func() (bool, error) {
+		cuts, putBacks, _ := job() // no connection lost yet: a put-back is a cut
+		return cuts+putBacks >= 3, nil
+	})
+	_, err = b.db.Pool.Exec(ctx, `UPDATE start_cut_slow SET slow = false`)
+	require.NoError(t, err)
+
+	for range 2 {
+		poll(t, 3*time.Minute, "the event's handler running", func() (bool, error) {
+			var n int
+			err := b.db.Pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE datname = current_database() AND state = 'active' AND query LIKE '%start_cut_gate%' AND pid <> pg_backend_pid()`).Scan(&n)
+			return n > 0, err
+		})
+		poll(t, time.Minute, "the run whose connection was lost settled", func() (bool, error) {
+			_, _, state := job()
+			return state != "running", nil
+		})
+	}
+	open.Store(true)
+	var r *row
+	poll(t, 2*time.Minute, "the event settled", func() (bool, error) {
+		r = b.row(t, id)
+		return r.Status == inbox.StatusDone || r.Status == inbox.StatusFailed, nil
+	})
+	require.Equal(t, inbox.StatusDone, r.Status, "the event failed for good, though it only lost its connection twice: %s", r.LastError)
+	attempts, jobErrors := b.charged(t, "evt_start_cut")
+	cuts, putBacks, _ := job()
+	require.GreaterOrEqual(t, cuts, 3, "the runs River's failed starts cut, counted apart")
+	require.Zero(t, jobErrors, "attempts River counted for runs a failed start cut, or that lost their connection")
+	require.Equal(t, 1, attempts, "done at its first charged attempt")
+	require.Equal(t, 2, putBacks, "the lost connections' put-backs, counted apart from the cuts")
+	require.Equal(t, 1, b.effects(t, "evt_start_cut"))
 }
