@@ -264,8 +264,8 @@ func checkSlowStartScene(t *testing.T, s *schedule, d time.Duration) {
 			continue
 		}
 		scenes++
-		_, clear := s.clearOfPauses(st.Source, st.At, st.At+time.Millisecond, time.Second)
-		require.True(t, clear, "seed %d, %s: the slow-start scene at %s, while %s is paused", s.Seed, d, st.At, st.Source)
+		_, free := s.clearOfPauses(st.Source, st.At, st.At+time.Millisecond, time.Second)
+		require.True(t, free, "seed %d, %s: the slow-start scene at %s, while %s is paused", s.Seed, d, st.At, st.Source)
 	}
 	require.Equal(t, 1, scenes, "seed %d, %s: slow-start scenes", s.Seed, d)
 }
