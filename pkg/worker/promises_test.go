@@ -1111,16 +1111,21 @@ FROM river_job WHERE kind = 'hookinbox.event' AND (args->>'inbox_id')::bigint = 
 	_, err = b.db.Pool.Exec(ctx, `UPDATE start_cut_slow SET slow = false`)
 	require.NoError(t, err)
 
-	for range 2 {
+	// A cut run's statement outlives it in its backend (pg_sleep does not
+	// notice the client gone): only a backend whose statement began after
+	// the job's latest fetch is the running one's.
+	for kill := 1; kill <= 2; kill++ {
 		poll(t, 3*time.Minute, "the event's handler running", func() (bool, error) {
 			var n int
-			err := b.db.Pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-WHERE datname = current_database() AND state = 'active' AND query LIKE '%start_cut_gate%' AND pid <> pg_backend_pid()`).Scan(&n)
+			err := b.db.Pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(a.pid)) FROM pg_stat_activity AS a, river_job AS j
+WHERE j.kind = 'hookinbox.event' AND (j.args->>'inbox_id')::bigint = $1 AND j.state = 'running'
+  AND a.datname = current_database() AND a.state = 'active' AND a.query LIKE '%start_cut_gate%'
+  AND a.query_start > j.attempted_at AND a.pid <> pg_backend_pid()`, id).Scan(&n)
 			return n > 0, err
 		})
-		poll(t, time.Minute, "the run whose connection was lost settled", func() (bool, error) {
-			_, _, state := job()
-			return state != "running", nil
+		poll(t, time.Minute, "the run whose connection was lost put back", func() (bool, error) {
+			_, putBacks, state := job()
+			return putBacks >= kill && state != "running", nil
 		})
 	}
 	open.Store(true)
