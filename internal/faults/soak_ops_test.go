@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -373,27 +374,7 @@ func (s *soak) strays(ctx context.Context, st *step) {
 	if !paused {
 		s.do(ctx, &step{Kind: stepPause, Source: st.Source})
 	}
-	client, err := river.NewClient(riverpgxv5.New(s.pool), &river.Config{})
-	require.NoError(s.t, err)
-	ing := inboxstore.NewIngester(s.pool, client, &inboxstore.IngesterConfig{QueueFor: func(string) string { return soakQueueA }})
-	d := &inboxstore.Delivery{Source: st.Source, Provider: "standardwebhooks", Body: []byte(`{}`), RequestID: "soak-strays"}
-	s.mu.Lock()
-	for i := range st.Deposits {
-		dep := &st.Deposits[i]
-		d.Events = append(d.Events, inboxstore.IncomingEvent{ID: dep.ID, Type: faults.DepositType, Payload: dep.Body()})
-		s.sent[st.Source][dep.ID] = *dep
-	}
-	s.mu.Unlock()
-	res, err := ing.Ingest(ctx, d)
-	require.NoError(s.t, err)
-	require.Equal(s.t, len(st.Deposits), res.New, "stray scene: its events are new")
-	rows := make([]int64, 0, len(res.Claimed))
-	s.mu.Lock()
-	for _, row := range res.Claimed {
-		s.acked[st.Source][row.EventID] = true
-		rows = append(rows, row.ID)
-	}
-	s.mu.Unlock()
+	rows := s.claimOnQueue(ctx, soakQueueA, st.Source, "soak-strays", st.Deposits)
 	tag, err := s.pool.Exec(ctx, `
 WITH older AS (
     UPDATE river_job SET state = 'retryable', attempt = max_attempts - 1, attempted_at = now() - interval '1 minute',
@@ -408,6 +389,34 @@ SELECT args, kind, max_attempts, priority, queue, 'available' FROM older`, inbox
 	if !paused {
 		s.do(ctx, &step{Kind: stepResume, Source: st.Source})
 	}
+}
+
+// claimOnQueue claims the deposits of src as a receiver does, in one
+// delivery, with their jobs on queue whatever src's queue is, notes them
+// sent and acknowledged, and returns their rows' ids.
+func (s *soak) claimOnQueue(ctx context.Context, queue, src, requestID string, deposits []faults.Deposit) []int64 {
+	client, err := river.NewClient(riverpgxv5.New(s.pool), &river.Config{})
+	require.NoError(s.t, err)
+	ing := inboxstore.NewIngester(s.pool, client, &inboxstore.IngesterConfig{QueueFor: func(string) string { return queue }})
+	d := &inboxstore.Delivery{Source: src, Provider: "standardwebhooks", Body: []byte(`{}`), RequestID: requestID}
+	s.mu.Lock()
+	for i := range deposits {
+		dep := &deposits[i]
+		d.Events = append(d.Events, inboxstore.IncomingEvent{ID: dep.ID, Type: cmp.Or(dep.Type, faults.DepositType), Payload: dep.Body()})
+		s.sent[src][dep.ID] = *dep
+	}
+	s.mu.Unlock()
+	res, err := ing.Ingest(ctx, d)
+	require.NoError(s.t, err)
+	require.Equal(s.t, len(deposits), res.New, "%s: its events are new", requestID)
+	rows := make([]int64, 0, len(res.Claimed))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, row := range res.Claimed {
+		s.acked[src][row.EventID] = true
+		rows = append(rows, row.ID)
+	}
+	return rows
 }
 
 // lostMarkPrefix begins the accounts of the lost-mark scene's events: one

@@ -11,8 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookinbox/hookinbox/internal/faults"
@@ -177,27 +175,13 @@ func (s *soak) slowStartScene(ctx context.Context, st *step) {
 		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM hookinbox_worker_routes WHERE pid = $1)`, p.PID()).Scan(&claimed)
 		return claimed || p.Exited(), err
 	})
-	client, err := river.NewClient(riverpgxv5.New(s.pool), &river.Config{})
-	require.NoError(s.t, err)
 	ids := make([]string, 0, len(st.Deposits))
 	for i, queue := range slowStartQueues {
-		ing := inboxstore.NewIngester(s.pool, client, &inboxstore.IngesterConfig{QueueFor: func(string) string { return queue }})
-		d := &inboxstore.Delivery{Source: st.Source, Provider: "standardwebhooks", Body: []byte(`{}`), RequestID: "soak-slow-start"}
-		s.mu.Lock()
-		for _, dep := range st.Deposits[i*slowStartEvents : (i+1)*slowStartEvents] {
-			d.Events = append(d.Events, inboxstore.IncomingEvent{ID: dep.ID, Type: dep.Type, Payload: dep.Body()})
-			s.sent[st.Source][dep.ID] = dep
+		deposits := st.Deposits[i*slowStartEvents : (i+1)*slowStartEvents]
+		s.claimOnQueue(ctx, queue, st.Source, "soak-slow-start", deposits)
+		for _, dep := range deposits {
 			ids = append(ids, dep.ID)
 		}
-		s.mu.Unlock()
-		res, err := ing.Ingest(ctx, d)
-		require.NoError(s.t, err)
-		require.Equal(s.t, slowStartEvents, res.New, "slow-start scene: its events are new")
-		s.mu.Lock()
-		for _, row := range res.Claimed {
-			s.acked[st.Source][row.EventID] = true
-		}
-		s.mu.Unlock()
 	}
 	// Read all along: its routes record must stay live while River's
 	// start runs (it lives 6 s past a renewal, and the start runs 10 s).
