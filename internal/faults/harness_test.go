@@ -87,6 +87,12 @@ type setup struct {
 	Route    string        // more keys of the bank route, in flow style (", destinations: [feed]")
 }
 
+// timeoutKeys is a worker config's job_timeout, and its rescue_after a
+// second more.
+func timeoutKeys(job time.Duration) string {
+	return fmt.Sprintf("job_timeout: %s\n  rescue_after: %s", job, job+time.Second)
+}
+
 // write writes the config and returns its path.
 func (s setup) write(t *testing.T) string {
 	t.Helper()
@@ -104,7 +110,7 @@ func (s setup) write(t *testing.T) string {
 	if job == 0 {
 		job = 5 * time.Minute
 	}
-	timeouts := fmt.Sprintf("job_timeout: %s\n  rescue_after: %s", job, job+time.Second)
+	timeouts := timeoutKeys(job)
 	if job < 0 {
 		timeouts = ""
 	}
