@@ -1018,6 +1018,10 @@ func TestAHandlerThatBreaksItsConnectionEveryTimeStillFails(t *testing.T) {
 	}
 }
 
+// lostConnections is pkg/worker's unchargedRuns: how many lost
+// connections a job is put back uncharged for.
+const lostConnections = 3
+
 // startCutQueue makes a write of queue qb's row by a client connecting as
 // startcut sleep past River's 10-s bound while start_cut_slow says so.
 const startCutQueue = `
@@ -1043,9 +1047,11 @@ CREATE TRIGGER start_cut_slow BEFORE INSERT OR UPDATE ON river_queue FOR EACH RO
 // waits, and qb, whose row's write sleeps past River's bound; each start
 // that began the default queue first cuts the event's run, which waits in
 // its handler (the rollout loop starts the worker again each second, and
-// the order of the queues is River's: the test waits for three cuts).
-// Then the write is fast, and the test terminates the handler's backend
-// twice, as a failover would: both must be put back, and the event done.
+// the order of the queues is River's: the test waits for two cuts). Then
+// the write is fast, and the test terminates the handler's backend
+// lostConnections times, as failovers would: each must be put back, and
+// the event done. Had the cuts spent put-backs, the last two would be
+// charged, the second at the last of max_attempts 2.
 func TestRunsStartsCutSpendNoLostConnectionPutBacks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -1103,10 +1109,19 @@ func TestRunsStartsCutSpendNoLostConnectionPutBacks(t *testing.T) {
 FROM river_job WHERE kind = 'hookinbox.event' AND (args->>'inbox_id')::bigint = $1 ORDER BY id DESC LIMIT 1`, id).Scan(&cuts, &putBacks, &state))
 		return cuts, putBacks, state
 	}
+	// A put-back is a snooze, which River's scheduler makes available
+	// again; a client whose start keeps failing runs it only now and then
+	// (a clean-clone make test saw two cuts in five minutes), so the test
+	// stands in for it.
+	schedule := func() error {
+		_, err := b.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now()
+WHERE kind = 'hookinbox.event' AND (args->>'inbox_id')::bigint = $1 AND state = 'scheduled'`, id)
+		return err
+	}
 	_ = w.Start(ctx) // fails while qb's write is slow; the rollout loop starts it again
-	poll(t, 5*time.Minute, "three runs cut by River's failed starts", func() (bool, error) {
+	poll(t, 5*time.Minute, "two runs cut by River's failed starts", func() (bool, error) {
 		cuts, putBacks, _ := job() // no connection lost yet: a put-back is a cut
-		return cuts+putBacks >= 3, nil
+		return cuts+putBacks >= 2, schedule()
 	})
 	_, err = b.db.Pool.Exec(ctx, `UPDATE start_cut_slow SET slow = false`)
 	require.NoError(t, err)
@@ -1114,8 +1129,11 @@ FROM river_job WHERE kind = 'hookinbox.event' AND (args->>'inbox_id')::bigint = 
 	// A cut run's statement outlives it in its backend (pg_sleep does not
 	// notice the client gone): only a backend whose statement began after
 	// the job's latest fetch is the running one's.
-	for kill := 1; kill <= 2; kill++ {
+	for kill := 1; kill <= lostConnections; kill++ {
 		poll(t, 3*time.Minute, "the event's handler running", func() (bool, error) {
+			if err := schedule(); err != nil {
+				return false, err
+			}
 			var n int
 			err := b.db.Pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(a.pid)) FROM pg_stat_activity AS a, river_job AS j
 WHERE j.kind = 'hookinbox.event' AND (j.args->>'inbox_id')::bigint = $1 AND j.state = 'running'
@@ -1134,12 +1152,12 @@ WHERE j.kind = 'hookinbox.event' AND (j.args->>'inbox_id')::bigint = $1 AND j.st
 		r = b.row(t, id)
 		return r.Status == inbox.StatusDone || r.Status == inbox.StatusFailed, nil
 	})
-	require.Equal(t, inbox.StatusDone, r.Status, "the event failed for good, though it only lost its connection twice: %s", r.LastError)
+	require.Equal(t, inbox.StatusDone, r.Status, "the event failed for good, though it lost its connection only %d times: %s", lostConnections, r.LastError)
 	attempts, jobErrors := b.charged(t, "evt_start_cut")
 	cuts, putBacks, _ := job()
-	require.GreaterOrEqual(t, cuts, 3, "the runs River's failed starts cut, counted apart")
+	require.GreaterOrEqual(t, cuts, 2, "the runs River's failed starts cut, counted apart")
 	require.Zero(t, jobErrors, "attempts River counted for runs a failed start cut, or that lost their connection")
 	require.Equal(t, 1, attempts, "done at its first charged attempt")
-	require.Equal(t, 2, putBacks, "the lost connections' put-backs, counted apart from the cuts")
+	require.Equal(t, lostConnections, putBacks, "the lost connections' put-backs, counted apart from the cuts")
 	require.Equal(t, 1, b.effects(t, "evt_start_cut"))
 }
